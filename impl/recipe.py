@@ -1,0 +1,103 @@
+"""The Kimi-K3 cache recipe: which groups, fields and planes a hybrid MLA + KDA model needs, and
+the packing policies an engine may choose between.
+
+MLA layers keep one latent page of `granularity` tokens; KDA layers keep one fixed-size state per
+request. Each MLA layer gets a plane of its own; KDA layers are split into state groups whose
+layers reuse those planes, so a parent owned by a state group holds K_lin requests' states.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from math import ceil
+
+from kvproof.impl.packer import FieldSpec, GroupSpec, Plan, PlanError, _field_offsets, pack
+from kvproof.spec.catalog import CACHE_DTYPES, ModelGeometry
+
+POLICIES = ("search", "ceil", "pinned12")
+CACHE_STORAGE = {"fp8": "uint8", "bf16": "bfloat16"}  # fp8 e4m3 is stored as raw bytes
+GRANULARITY = 128  # tokens per MLA page
+ALIGNMENT = 256
+MAX_PADDING = Fraction(1, 4)
+# TMA descriptors need 16-byte strides, so every page stride is a multiple of 16.
+STRIDE_ALIGNMENT = 16
+# `search` gives up past this packing (the synthesizer searches the same range).
+SEARCH_LIMIT = 256
+FULL = "full_attention"
+
+
+@dataclass(frozen=True)
+class RecipePlan:
+    model: ModelGeometry
+    tp: int
+    dtype: str
+    policy: str
+    plan: Plan
+    state_bytes: int  # one KDA layer's state per request, offsets rounded (0 for MLA-only)
+    page_bytes: int  # one MLA page: granularity x latent_dim x element size
+
+
+def split_sizes(n_kda: int, n_mla: int) -> list[int]:
+    """The fewest state groups that keep each within the MLA plane count, sizes as even as
+    possible, larger groups first (K3: 69 KDA layers over 24 planes -> 23, 23, 23)."""
+    n = ceil(n_kda / n_mla)
+    base, extra = divmod(n_kda, n)
+    return [base + 1] * extra + [base] * (n - extra)
+
+
+def recipe_groups(model: ModelGeometry, tp: int, dtype: str) -> list[GroupSpec]:
+    model.check_tp(tp)
+    if dtype not in CACHE_DTYPES:
+        raise PlanError(f"unknown cache dtype {dtype!r}; choose one of {', '.join(CACHE_DTYPES)}")
+    full = GroupSpec(FULL, tuple(
+        FieldSpec(f"layer.{layer}.latent_kv", f"slot.{n}", (GRANULARITY, 1, model.latent_dim),
+                  CACHE_STORAGE[dtype], exact_stride=True, stride_alignment=STRIDE_ALIGNMENT)
+        for n, layer in enumerate(model.mla_layers)
+    ))
+    groups = [full]
+    layers = list(model.kda_layers)
+    for i, size in enumerate(split_sizes(len(layers), len(model.mla_layers)) if layers else []):
+        chunk, layers = layers[:size], layers[size:]
+        groups.append(GroupSpec(f"linear_attention_{i}", tuple(
+            f for n, layer in enumerate(chunk) for f in kda_fields(model, tp, layer, f"slot.{n}")
+        )))
+    return groups
+
+
+def kda_fields(model: ModelGeometry, tp: int, layer: int, plane: str) -> tuple[FieldSpec, FieldSpec]:
+    heads = model.kda_heads // tp
+    return (
+        FieldSpec(f"layer.{layer}.conv_state", plane, (3 * heads * model.kda_head_dim, model.conv_kernel - 1),
+                  "bfloat16", stride_alignment=STRIDE_ALIGNMENT),
+        FieldSpec(f"layer.{layer}.recurrent_state", plane, (heads, model.kda_head_dim, model.kda_head_dim),
+                  "float32", stride_alignment=STRIDE_ALIGNMENT),
+    )
+
+
+def _pack(groups: list[GroupSpec], k_mla: int, state: int, page: int) -> Plan:
+    k_lin = max(1, k_mla * page // state) if state else 0
+    pins = {g.id: (k_mla if g.id == FULL else k_lin) for g in groups}
+    return pack(groups, granularity=GRANULARITY, packings=pins, alignment=ALIGNMENT, max_padding=MAX_PADDING)
+
+
+def plan_model(model: ModelGeometry, tp: int, dtype: str, policy: str = "search") -> RecipePlan:
+    if policy not in POLICIES:
+        raise PlanError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
+    groups = recipe_groups(model, tp, dtype)
+    page = groups[0].fields[0].payload_bytes
+    state = _field_offsets(kda_fields(model, tp, 0, "slot.0"))[1] if model.hybrid else 0
+    if not model.hybrid:
+        # One group, nothing to share a plane with: a page per plane is exact and unpadded.
+        plan = _pack(groups, 1, state, page)
+    elif policy == "pinned12":
+        plan = _pack(groups, 12, state, page)
+    elif policy == "ceil":
+        plan = _pack(groups, ceil(state / page), state, page)
+    else:
+        first = _pack(groups, ceil(state / page), state, page)
+        plan = next(
+            (p for k in range(ceil(state / page), SEARCH_LIMIT + 1) for p in [_pack(groups, k, state, page)] if p.accepted),
+            first,
+        )
+    return RecipePlan(model, tp, dtype, policy, plan, state, page)

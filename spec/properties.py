@@ -1,0 +1,78 @@
+"""The named properties of a cache plan, each defined once.
+
+Every predicate here is written with +, *, comparisons and division or remainder by a packing,
+so the same definition evaluates on Python ints (the packer's boot check, `verify check`, the
+tests) and builds a z3 term (the prover). Nothing here knows how a plan was made.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+# A page id is an int32 in every engine's page table.
+PAGE_ID_MAX = 2**31 - 1
+# Byte offsets are int64 in every kernel's address arithmetic.
+BYTES_MAX = 2**63 - 1
+
+PROPERTIES: dict[str, str] = {
+    "exact_stride": "an exact-stride field's page stride equals its payload bytes "
+    "(MLA decode walks pages by an implicit payload-sized stride)",
+    "padding_bound": "each group's padding (parent / K - raw) / raw stays within the bound",
+    "partition": "every packing K divides the parent bytes; every plane is a multiple of its alignment",
+    "no_overlap": "two distinct pages of a group never share a byte of a plane; "
+    "the fields of one page never overlap",
+    "in_bounds": "every byte of every valid page lies inside its plane slab and the arena "
+    "(arena bytes <= 2^63 - 1)",
+    "page_id_limit": "N * K <= 2^31 - 1 for the largest parent count N the plan allows",
+    "null_page": "page 0 of every group lies in parent 0, the null parent that is never handed out",
+}
+
+Num = Any  # an int or a z3 ArithRef
+
+
+def _div(a: Num, b: Num) -> Num:
+    """Floor division for non-negative ints and z3 Int terms alike (z3's Int `/` floors for b > 0)."""
+    return a // b if isinstance(a, int) and isinstance(b, int) else a / b
+
+
+def exact_stride(stride: Num, payload: Num) -> Any:
+    return stride == payload
+
+
+def padding_within(parent: Num, packing: Num, raw: Num, bound: Fraction) -> Any:
+    """(parent / K - raw) / raw <= bound, cleared of division: parent <= (1 + bound) * K * raw."""
+    return parent * bound.denominator <= (bound.denominator + bound.numerator) * packing * raw
+
+
+def padding(parent: int, packing: int, raw: int) -> Fraction:
+    return Fraction(parent, packing * raw) - 1
+
+
+def divides(divisor: Num, value: Num) -> Any:
+    return value % divisor == 0
+
+
+def page_ids_fit(num_parents: Num, packing: Num) -> Any:
+    return num_parents * packing <= PAGE_ID_MAX
+
+
+def page_offset(plane_offset: Num, plane_bytes: Num, stride: Num, page: Num, field_offset: Num) -> Num:
+    """Byte offset of a field of page `page`. Page 0 is the last slot of the null parent."""
+    return plane_offset + plane_bytes - stride + page * stride + field_offset
+
+
+def parent_of(page: Num, packing: Num) -> Num:
+    return _div(page + packing - 1, packing)
+
+
+def null_page(packing: Num) -> Any:
+    return parent_of(0, packing) == 0
+
+
+def max_parents(parent_bytes: int, packings: list[int]) -> int:
+    """The most parents a plan can bind: page ids stay int32 and the arena stays int64.
+
+    The arena holds N + 1 parents (the null parent is one of them).
+    """
+    return min(PAGE_ID_MAX // max(packings), BYTES_MAX // parent_bytes - 1)
