@@ -17,7 +17,9 @@ ENV = "KVPROOF_FAULTS"
 # name -> what the broken variant does. The checks that must kill each live in kvproof.ci.mutants.
 FAULTS: dict[str, str] = {
     "offset_skips_null_slot": "page offsets forget that page 0 is the null parent's last slot",
+    "field_end_in_elements": "a page's next field starts after the previous one's elements, not bytes",
     "stride_in_elements": "a field's page stride is computed in elements, not bytes",
+    "capacity_largest_packing": "token capacity uses the largest packing of any group, state groups included",
 }
 
 _active: set[str] = {name for name in os.environ.get(ENV, "").split(",") if name}

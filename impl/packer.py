@@ -186,12 +186,12 @@ class Binding:
         return P.parent_of(page, self.plan.group(group_id).packing)
 
 
-def _field_offsets(fields: Sequence[FieldSpec]) -> tuple[dict[str, int], int]:
+def field_offsets(fields: Sequence[FieldSpec]) -> tuple[dict[str, int], int]:
     """Offsets of one (plane, group)'s fields in id order, each rounded up to its element size."""
     offsets, end = {}, 0
     for f in sorted(fields, key=lambda f: f.id):
         offsets[f.id] = align_up(end, f.itemsize)
-        end = offsets[f.id] + f.payload_bytes
+        end = offsets[f.id] + (prod(f.shape) if faults.active("field_end_in_elements") else f.payload_bytes)
     return offsets, end
 
 
@@ -261,7 +261,7 @@ def pack(
         for plane_id in plane_ids:
             on_plane = [f for f in g.fields if f.plane == plane_id]
             if on_plane:
-                offs, end = _field_offsets(on_plane)
+                offs, end = field_offsets(on_plane)
                 offsets |= offs
                 extent[(plane_id, g.id)] = end
 

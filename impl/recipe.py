@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from math import ceil
 
-from kvproof.impl.packer import FieldSpec, GroupSpec, Plan, PlanError, _field_offsets, pack
+from kvproof.impl.packer import FieldSpec, GroupSpec, Plan, PlanError, field_offsets, pack
 from kvproof.spec.catalog import CACHE_DTYPES, ModelGeometry
 
 POLICIES = ("search", "ceil", "pinned12")
@@ -75,7 +75,8 @@ def kda_fields(model: ModelGeometry, tp: int, layer: int, plane: str) -> tuple[F
     )
 
 
-def _pack(groups: list[GroupSpec], k_mla: int, state: int, page: int) -> Plan:
+def pack_k(groups: list[GroupSpec], k_mla: int, state: int, page: int) -> Plan:
+    """The recipe's plan for a given K_mla: state groups take K_lin = max(1, K_mla x page // state)."""
     k_lin = max(1, k_mla * page // state) if state else 0
     pins = {g.id: (k_mla if g.id == FULL else k_lin) for g in groups}
     return pack(groups, granularity=GRANULARITY, packings=pins, alignment=ALIGNMENT, max_padding=MAX_PADDING)
@@ -86,18 +87,18 @@ def plan_model(model: ModelGeometry, tp: int, dtype: str, policy: str = "search"
         raise PlanError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
     groups = recipe_groups(model, tp, dtype)
     page = groups[0].fields[0].payload_bytes
-    state = _field_offsets(kda_fields(model, tp, 0, "slot.0"))[1] if model.hybrid else 0
+    state = field_offsets(kda_fields(model, tp, 0, "slot.0"))[1] if model.hybrid else 0
     if not model.hybrid:
         # One group, nothing to share a plane with: a page per plane is exact and unpadded.
-        plan = _pack(groups, 1, state, page)
+        plan = pack_k(groups, 1, state, page)
     elif policy == "pinned12":
-        plan = _pack(groups, 12, state, page)
+        plan = pack_k(groups, 12, state, page)
     elif policy == "ceil":
-        plan = _pack(groups, ceil(state / page), state, page)
+        plan = pack_k(groups, ceil(state / page), state, page)
     else:
-        first = _pack(groups, ceil(state / page), state, page)
+        first = pack_k(groups, ceil(state / page), state, page)
         plan = next(
-            (p for k in range(ceil(state / page), SEARCH_LIMIT + 1) for p in [_pack(groups, k, state, page)] if p.accepted),
+            (p for k in range(ceil(state / page), SEARCH_LIMIT + 1) for p in [pack_k(groups, k, state, page)] if p.accepted),
             first,
         )
     return RecipePlan(model, tp, dtype, policy, plan, state, page)

@@ -12,8 +12,8 @@ import shutil
 if shutil.which("nvidia-smi") is None:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from hypothesis import HealthCheck, settings  # noqa: E402
-from hypothesis.database import DirectoryBasedExampleDatabase  # noqa: E402
+from hypothesis import HealthCheck, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
 
 
 def _database():

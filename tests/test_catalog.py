@@ -1,0 +1,84 @@
+"""The model catalog: built-in geometries and one-line errors naming the key for bad configs."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from kvproof.spec.catalog import ConfigError, load_model, parse_config
+
+
+def test_kimi_k3_geometry():
+    m = load_model("kimi-k3")
+    assert m.num_layers == 93
+    assert m.mla_layers == (*range(4, 93, 4), 93)
+    assert len(m.kda_layers) == 69 and not set(m.kda_layers) & set(m.mla_layers)
+    assert (m.mla_heads, m.kv_lora_rank, m.qk_rope_head_dim, m.latent_dim) == (96, 512, 64, 576)
+    assert (m.kda_heads, m.kda_head_dim, m.conv_kernel) == (96, 128, 4)
+    assert m.tp_domain == (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 96)
+
+
+def test_kimi_linear_and_deepseek():
+    kl = load_model("kimi-linear-48b-a3b")
+    assert kl.mla_layers == (4, 8, 12, 16, 20, 24, 27) and len(kl.kda_layers) == 20
+    assert kl.mla_heads == kl.kda_heads == 32
+    ds = load_model("deepseek-v3")
+    assert not ds.hybrid and len(ds.mla_layers) == 61 and ds.mla_heads == 128
+    assert ds.tp_domain[-1] == 128
+
+
+def _k3_raw() -> dict:
+    from importlib import resources
+
+    return json.loads(resources.files("kvproof.spec").joinpath("models", "kimi-k3.json").read_text())
+
+
+def _mutate(path: list[str], value) -> dict:
+    raw = copy.deepcopy(_k3_raw())
+    node = raw
+    for key in path[:-1]:
+        node = node[key]
+    if value is KeyError:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = value
+    return raw
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "needle"),
+    [
+        (["text_config", "num_hidden_layers"], KeyError, "'num_hidden_layers'"),
+        (["text_config", "kv_lora_rank"], "512", "'kv_lora_rank' must be an integer"),
+        (["text_config", "num_attention_heads"], True, "'num_attention_heads' must be an integer"),
+        (["text_config", "qk_rope_head_dim"], 0, "'qk_rope_head_dim' must be positive"),
+        (["text_config", "linear_attn_config", "num_heads"], -96, "'linear_attn_config.num_heads' must be positive"),
+        (["text_config", "linear_attn_config", "kda_layers"], [1, 1, 2], "lists layer 1 twice"),
+        (["text_config", "linear_attn_config", "kda_layers"], [0, 1], "layer 0 out of range 1..93"),
+        (["text_config", "linear_attn_config", "full_attn_layers"], [4, 8], "complement of kda_layers"),
+        (["text_config", "linear_attn_config", "head_dim"], KeyError, "'linear_attn_config.head_dim'"),
+        (["text_config", "linear_attn_config"], [1], "'linear_attn_config' must be an object"),
+    ],
+)
+def test_bad_config_names_the_key(path, value, needle):
+    with pytest.raises(ConfigError) as err:
+        parse_config(_mutate(path, value), "bad")
+    message = str(err.value)
+    assert needle in message and "\n" not in message
+
+
+def test_tp_must_divide_heads():
+    with pytest.raises(ConfigError, match="tp=5 does not divide"):
+        load_model("kimi-k3").check_tp(5)
+
+
+def test_config_file_and_unknown_model(tmp_path):
+    path = tmp_path / "custom.json"
+    path.write_text(json.dumps(_k3_raw()))
+    assert load_model(config=path).mla_layers == load_model("kimi-k3").mla_layers
+    path.write_text("{not json")
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        load_model(config=path)
+    with pytest.raises(ConfigError, match="unknown model"):
+        load_model("llama")
