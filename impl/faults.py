@@ -19,6 +19,11 @@ FAULTS: dict[str, str] = {
     "offset_skips_null_slot": "page offsets forget that page 0 is the null parent's last slot",
     "field_end_in_elements": "a page's next field starts after the previous one's elements, not bytes",
     "stride_in_elements": "a field's page stride is computed in elements, not bytes",
+    "allocator_hands_out_null_page": "the allocator numbers a parent's pages from (P-1)K, one too low, so parent 1 hands out page 0",
+    "allocator_shares_parent": "the allocator takes a parent without removing it from the free list, so two groups own it",
+    "allocator_double_free_parent": "freeing several pages of one parent returns the parent to the free list once per page",
+    "allocator_reuses_live_page": "the allocator leaves a handed-out page on its free list, so it is handed out again while live",
+    "arena_dense_page_stride": "the arena's field views walk pages by payload bytes instead of the plan's stride",
     "capacity_largest_packing": "token capacity uses the largest packing of any group, state groups included",
 }
 

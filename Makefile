@@ -1,0 +1,35 @@
+# Two commands do all set-up on a fresh clone: `make prove` and `make test`.
+# The venv is made once and reused; a stamp per extra makes re-runs no-ops.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PYTEST_ARGS ?=
+
+.PHONY: prove test lint gate clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# The prover needs no torch: core dependencies only.
+$(VENV)/.core: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(VENV)/.test: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $@ $(VENV)/.core
+
+prove: $(VENV)/.core
+	$(BIN)/verify prove --model kimi-k3
+
+test: $(VENV)/.test
+	$(BIN)/pytest -n auto -p no:cacheprovider $(PYTEST_ARGS)
+
+lint: $(VENV)/.test
+	$(BIN)/ruff check .
+
+gate: $(VENV)/.test
+	PATH=$(abspath $(BIN)):$$PATH ci/gate
+
+clean:
+	rm -rf $(VENV) .hypothesis reports
