@@ -14,7 +14,11 @@ import sys
 from kvproof.impl.packer import PlanError
 from kvproof.spec.catalog import ConfigError
 
-COMMANDS = ("plan",)
+COMMANDS = ("plan", "report", "mutants")
+
+
+class UsageError(ValueError):
+    """A bad flag value that argparse cannot see (an unknown mutant, an unwritable folder)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -33,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return modules[args.command].run(args)
-    except (ConfigError, PlanError) as err:
+    except (ConfigError, PlanError, UsageError) as err:
         print(f"verify {args.command}: error: {err}", file=sys.stderr)
         return 2
 

@@ -1,0 +1,39 @@
+"""A bound plan as the engine-neutral plan document that `verify check` reads.
+
+The schema (README, "verify check") is deliberately flat: any engine can emit it from its own
+planner and have kvproof check it against the same named properties.
+"""
+
+from __future__ import annotations
+
+from kvproof.impl.packer import Binding
+
+
+def plan_document(binding: Binding) -> dict:
+    plan = binding.plan
+    return {
+        "num_parents": binding.num_parents,
+        "parent_bytes": plan.parent_bytes,
+        "alignment": plan.alignment,
+        "max_padding": float(plan.max_padding),
+        "planes": [
+            {"id": p.id, "bytes": p.bytes, "alignment": p.alignment, "arena_offset": binding.plane_offset(p.id)}
+            for p in plan.planes
+        ],
+        "groups": [
+            {"id": g.id, "packing": g.packing, "page_count": binding.page_count(g.id)} for g in plan.groups
+        ],
+        "fields": [
+            {
+                "id": f.id,
+                "group": f.group,
+                "plane": f.plane,
+                "shape": list(f.shape),
+                "dtype": f.dtype,
+                "offset": f.offset,
+                "stride": f.stride,
+                "exact_stride": f.exact_stride,
+            }
+            for f in plan.fields
+        ],
+    }
