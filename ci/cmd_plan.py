@@ -5,7 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 from collections import Counter
+from pathlib import Path
 
+from kvproof.ci.cli import UsageError
+from kvproof.impl.export import plan_document
+from kvproof.impl.packer import Binding
 from kvproof.impl.recipe import POLICIES, RecipePlan, plan_model
 from kvproof.spec.catalog import BUILTIN_MODELS, CACHE_DTYPES, load_model
 
@@ -21,6 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tp", type=int, default=8, help="attention tensor-parallel size")
     parser.add_argument("--dtype", choices=CACHE_DTYPES, default="fp8", help="MLA cache dtype")
     parser.add_argument("--policy", choices=POLICIES, default="search", help="K_mla policy")
+    parser.add_argument("--emit-plan", metavar="FILE", help="write the bound plan as plan JSON (verify check's schema)")
+    parser.add_argument("--parents", type=int, default=1, help="usable parents to bind for --emit-plan (default 1)")
 
 
 def summary(rp: RecipePlan) -> dict:
@@ -75,8 +81,21 @@ def render(rp: RecipePlan) -> str:
     return "\n".join(lines)
 
 
+def emit(rp: RecipePlan, parents: int, path: str) -> None:
+    """A rejected plan is emitted too, bound as an engine without the boot check would bind it,
+    so that `verify check` can show why it is wrong."""
+    if not 1 <= parents <= rp.plan.max_parents:
+        raise UsageError(f"--parents must be in 1..{rp.plan.max_parents:,} for this plan")
+    try:
+        Path(path).write_text(json.dumps(plan_document(Binding(rp.plan, parents)), indent=1))
+    except OSError as err:
+        raise UsageError(f"cannot write --emit-plan {path}: {err.strerror}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     model = load_model(args.model, args.config)
     rp = plan_model(model, args.tp, args.dtype, args.policy)
+    if args.emit_plan:
+        emit(rp, args.parents, args.emit_plan)
     print(json.dumps(summary(rp), indent=1) if args.json else render(rp))
     return 0 if rp.plan.accepted else 1

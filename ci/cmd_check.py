@@ -1,0 +1,47 @@
+"""Check a plan emitted by any engine (plan JSON) against every named property."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from pathlib import Path
+
+from kvproof.ci.cli import UsageError
+from kvproof.spec.check import check_plan
+from kvproof.spec.properties import PROPERTIES
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("plan", metavar="PLAN.json", help="a bound plan in the schema of the README")
+    parser.add_argument("--property", nargs="+", choices=sorted(PROPERTIES), help="check only these properties")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def load_plan(path: str) -> dict:
+    try:
+        text = Path(path).read_text()
+    except OSError as err:
+        raise UsageError(f"cannot read plan {path}: {err.strerror}") from None
+    try:
+        plan = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UsageError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+    if not isinstance(plan, dict):
+        raise UsageError(f"{path}: a plan is a JSON object")
+    return plan
+
+
+def run(args: argparse.Namespace) -> int:
+    checked = args.property or sorted(PROPERTIES)
+    violations = check_plan(load_plan(args.plan), checked)
+    if args.json:
+        print(json.dumps({"plan": args.plan, "properties": checked, "ok": not violations, "violations": violations}))
+    else:
+        failing = Counter(v["property"] for v in violations)
+        for prop in checked:
+            print(f"{prop:<14} {'FAIL' if failing[prop] else 'ok'}")
+        for v in violations:
+            print(f"  {v['property']}: {v['message']}")
+        print(f"verdict: {'OK' if not violations else 'VIOLATED'} ({args.plan})")
+    return 1 if violations else 0
