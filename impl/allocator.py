@@ -86,8 +86,9 @@ class Allocator:
     def _take_parent(self, group: str) -> None:
         parent = self._free_parents[-1] if faults.active("allocator_shares_parent") else self._free_parents.pop()
         self._owner[parent] = group
-        # Reversed so pop() hands out the parent's pages in ascending order.
-        self._free_pages[group].extend(reversed(self.pages_of(group, parent)))
+        # Under the pages already free (those go first), reversed so pop() hands out the new
+        # parent's pages in ascending order.
+        self._free_pages[group][:0] = reversed(self.pages_of(group, parent))
 
     def free(self, pages: Mapping[str, Iterable[int]]) -> None:
         """Free live pages of several groups at once; a parent whose pages are all free returns."""
