@@ -37,6 +37,7 @@ def run_mutant(mutant: Mutant) -> dict:
     error, which counts as a survivor: a check that cannot run proves nothing."""
     env = dict(os.environ)
     env[ENV] = mutant.fault or ""
+    env["HYPOTHESIS_PROFILE"] = "mutants"
     start = time.perf_counter()
     killed_by, errors = [], []
     for check in mutant.checks:

@@ -15,13 +15,19 @@ from kvproof.impl.faults import FAULTS
 
 @dataclass(frozen=True)
 class Mutant:
+    """A fault of impl.faults (switched on by name while the checks run), or a historical
+    variant the checks select themselves (a policy)."""
+
     name: str
     checks: tuple[str, ...]
-    fault: str | None = None  # None: the checks themselves select the broken variant
+
+    @property
+    def fault(self) -> str | None:
+        return None if self.name in HISTORICAL else self.name
 
     @property
     def description(self) -> str:
-        return FAULTS[self.fault] if self.fault else HISTORICAL[self.name]
+        return HISTORICAL.get(self.name) or FAULTS[self.name]
 
 
 HISTORICAL = {
@@ -30,16 +36,24 @@ HISTORICAL = {
 }
 
 PACKER = "tests/test_packer_properties.py::"
+MACHINE = "tests/test_cache_stateful.py::test_synthetic_arena_matches_oracle"
+KDA = "tests/test_kda_decode.py::"
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant("policy_pinned12", ("verify prove --model kimi-k3 --policy pinned12",)),
     Mutant("policy_ceil", ("verify prove --model kimi-k3 --policy ceil",)),
-    Mutant("offset_skips_null_slot", (PACKER + "test_every_page_inside_its_slab_and_parent",), "offset_skips_null_slot"),
-    Mutant("field_end_in_elements", (PACKER + "test_field_ranges_inside_a_page_never_overlap",), "field_end_in_elements"),
-    Mutant("stride_in_elements", (PACKER + "test_stride_times_packing_is_the_plane",), "stride_in_elements"),
-    Mutant(
-        "capacity_largest_packing",
-        ("tests/test_capacity.py::test_max_tokens_is_the_exact_inverse",),
-        "capacity_largest_packing",
-    ),
+    Mutant("offset_skips_null_slot", (PACKER + "test_every_page_inside_its_slab_and_parent", MACHINE)),
+    Mutant("field_end_in_elements", (PACKER + "test_field_ranges_inside_a_page_never_overlap", MACHINE)),
+    Mutant("stride_in_elements", (PACKER + "test_stride_times_packing_is_the_plane", MACHINE)),
+    Mutant("capacity_largest_packing", ("tests/test_capacity.py::test_max_tokens_is_the_exact_inverse",)),
+    Mutant("allocator_hands_out_null_page", (MACHINE,)),
+    Mutant("allocator_shares_parent", (MACHINE,)),
+    Mutant("allocator_double_free_parent", (MACHINE,)),
+    Mutant("allocator_reuses_live_page", (MACHINE,)),
+    Mutant("arena_dense_page_stride", (MACHINE,)),
+    Mutant("kda_conv_shift_wrong_way", (KDA + "test_matches_oracle_k3",)),
+    Mutant("kda_gate_sign", (KDA + "test_matches_oracle_k3",)),
+    Mutant("kda_beta_no_sigmoid", (KDA + "test_matches_oracle_k3",)),
+    Mutant("kda_dense_state_stride", (KDA + "test_matches_oracle_k3",)),
+    Mutant("kda_no_page_guard", (KDA + "test_unchecked_bad_page_leaves_arena_alone",)),
 )

@@ -11,8 +11,11 @@ import shutil
 
 if shutil.which("nvidia-smi") is None:
     os.environ.setdefault("TRITON_INTERPRET", "1")
+# The interpreter's tl.dot is a NumPy matmul of small tiles: threaded OpenBLAS spins on them and
+# runs 10-100x slower than one thread, worse still with one pytest-xdist worker per core.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 
@@ -34,4 +37,8 @@ _common = dict(database=_database(), suppress_health_check=[HealthCheck.too_slow
 settings.register_profile("ci", max_examples=60, print_blob=True, **_common)
 settings.register_profile("nightly", max_examples=1000, **_common)
 settings.register_profile("dev", max_examples=20, **_common)
+# `verify mutants` needs a kill, not a minimal counterexample: no shrinking.
+settings.register_profile(
+    "mutants", max_examples=60, phases=(Phase.explicit, Phase.reuse, Phase.generate), **_common
+)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
