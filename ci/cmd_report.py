@@ -10,7 +10,9 @@ from kvproof.ci.cmd_plan import add_model_arguments
 from kvproof.impl.recipe import POLICIES, RecipePlan, plan_model
 from kvproof.spec.catalog import CACHE_DTYPES, ModelGeometry, load_model
 
-SHORT = {"exact_stride": "stride", "padding_bound": "pad", "partition": "part", "page_id_limit": "ids", "in_bounds": "oob"}
+SHORT = {
+    "exact_stride": "stride", "padding_bound": "pad", "partition": "part", "page_id_limit": "ids", "in_bounds": "oob",
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,7 +51,8 @@ def markdown(model: ModelGeometry, cells: dict[tuple[str, str, int], RecipePlan]
         row = []
         for p, d in cols:
             rp = cells[(p, d, tp)]
-            verdict = "ok" if rp.plan.accepted else "**" + ", ".join(sorted({v.property for v in rp.plan.violations})) + "**"
+            failing = ", ".join(sorted({v.property for v in rp.plan.violations}))
+            verdict = "ok" if rp.plan.accepted else f"**{failing}**"
             row.append(f"{packing_label(rp)} {worst_padding(rp):.3f} {verdict}")
         lines.append(f"| {tp} | " + " | ".join(row) + " |")
     bound = next(iter(cells.values())).plan.max_padding

@@ -51,7 +51,8 @@ def run_tests(out: Path, pytest_args: list[str]) -> dict:
         for suite in ET.parse(junit).getroot().iter("testsuite"):
             for key in counts:
                 counts[key] += int(suite.get(key, 0))
-    return {"exit": proc.returncode, "passed": proc.returncode == 0, "seconds": round(time.perf_counter() - start, 1)} | counts
+    seconds = round(time.perf_counter() - start, 1)
+    return {"exit": proc.returncode, "passed": proc.returncode == 0, "seconds": seconds} | counts
 
 
 def run_mutants() -> dict:
@@ -79,7 +80,8 @@ def markdown(summary: dict) -> str:
     if m["result"]:
         lines += ["| mutant | verdict | killed by | seconds |", "| --- | --- | --- | ---: |"]
         for r in m["result"]["mutants"]:
-            lines.append(f"| {r['name']} | {'killed' if r['killed'] else '**SURVIVED**'} | {r['by'] or '-'} | {r['seconds']} |")
+            verdict = "killed" if r["killed"] else "**SURVIVED**"
+            lines.append(f"| {r['name']} | {verdict} | {r['by'] or '-'} | {r['seconds']} |")
     else:
         lines.append(f"**FAIL**: verify mutants did not run: {m['error'][:300]}")
     return "\n".join(lines) + "\n"
@@ -98,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         {"exit": None, "passed": False, "result": None, "error": "skipped with --skip-mutants"}
         if args.skip_mutants else run_mutants()
     )
-    summary["passed"] = all(p["proved"] for p in summary["prove"]) and summary["tests"]["passed"] and summary["mutants"]["passed"]
+    proved = all(p["proved"] for p in summary["prove"])
+    summary["passed"] = proved and summary["tests"]["passed"] and summary["mutants"]["passed"]
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     (out / "summary.md").write_text(markdown(summary))
     print(markdown(summary))

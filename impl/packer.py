@@ -298,7 +298,9 @@ def pack(
             if faults.active("stride_in_elements"):
                 stride //= f.itemsize
             placed.append(
-                PlacedField(f.id, g.id, f.plane, f.shape, f.dtype, f.exact_stride, offsets[f.id], stride, f.payload_bytes)
+                PlacedField(
+                    f.id, g.id, f.plane, f.shape, f.dtype, f.exact_stride, offsets[f.id], stride, f.payload_bytes
+                )
             )
     group_plans = tuple(
         GroupPlan(g.id, k[g.id], raw, P.padding(parent_bytes, k[g.id], raw))
@@ -330,12 +332,18 @@ def boot_check(plan: Plan) -> list[Violation]:
                 f"of payload); fix: choose packings in the groups' byte ratio (policy search)",
             ))
         if not P.divides(g.packing, plan.parent_bytes):
-            out.append(Violation("partition", f"packing {g.packing} of {g.id} does not divide parent {plan.parent_bytes:,} B"))
+            out.append(Violation(
+                "partition", f"packing {g.packing} of {g.id} does not divide parent {plan.parent_bytes:,} B"
+            ))
     for p in plan.planes:
         if not P.divides(p.alignment, p.bytes):
-            out.append(Violation("partition", f"plane {p.id} of {p.bytes:,} B is not a multiple of its alignment {p.alignment}"))
+            out.append(Violation(
+                "partition", f"plane {p.id} of {p.bytes:,} B is not a multiple of its alignment {p.alignment}"
+            ))
     if plan.parent_bytes > P.BYTES_MAX // 2:
-        out.append(Violation("in_bounds", f"parent {plan.parent_bytes:,} B leaves no room for two parents below 2^63 B"))
+        out.append(Violation(
+            "in_bounds", f"parent {plan.parent_bytes:,} B leaves no room for two parents below 2^63 B"
+        ))
     elif plan.max_parents < 1:
         out.append(Violation(
             "page_id_limit",

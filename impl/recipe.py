@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from math import ceil
 
+from kvproof.impl import faults
 from kvproof.impl.packer import FieldSpec, GroupSpec, Plan, PlanError, field_offsets, pack
 from kvproof.spec.catalog import CACHE_DTYPES, ModelGeometry
 
@@ -97,8 +98,9 @@ def plan_model(model: ModelGeometry, tp: int, dtype: str, policy: str = "search"
         plan = pack_k(groups, ceil(state / page), state, page)
     else:
         first = pack_k(groups, ceil(state / page), state, page)
+        start = ceil(state / page) + (1 if faults.active("search_skips_first") else 0)
         plan = next(
-            (p for k in range(ceil(state / page), SEARCH_LIMIT + 1) for p in [pack_k(groups, k, state, page)] if p.accepted),
+            (p for k in range(start, SEARCH_LIMIT + 1) for p in [pack_k(groups, k, state, page)] if p.accepted),
             first,
         )
     return RecipePlan(model, tp, dtype, policy, plan, state, page)

@@ -53,7 +53,7 @@ class ModelGeometry:
 
     def check_tp(self, tp: int) -> None:
         if tp not in self.tp_domain:
-            sharded = "num_attention_heads" if not self.hybrid else "num_attention_heads and linear_attn_config.num_heads"
+            sharded = "num_attention_heads" + (" and linear_attn_config.num_heads" if self.hybrid else "")
             raise ConfigError(
                 f"tp={tp} does not divide {sharded} of {self.name}; valid tp: "
                 + ", ".join(map(str, self.tp_domain))

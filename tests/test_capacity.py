@@ -8,6 +8,7 @@ import pytest
 from bites import fails_under
 from hypothesis import given
 from hypothesis import strategies as st
+
 from kvproof.impl.capacity import max_tokens, parents_needed, state_slots, token_capacity, usable_parents
 from kvproof.impl.recipe import plan_model
 from kvproof.spec.catalog import load_model

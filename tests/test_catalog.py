@@ -6,6 +6,7 @@ import copy
 import json
 
 import pytest
+
 from kvproof.spec.catalog import ConfigError, load_model, parse_config
 
 

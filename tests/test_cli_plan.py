@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from kvproof.ci.cli import main
+from kvproof.impl import faults
 
 
 def _json(capsys, *argv: str) -> tuple[int, dict]:
@@ -54,3 +55,14 @@ def test_bad_input_is_one_line_exit_two(argv, needle):
     assert proc.returncode == 2
     assert needle in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_spec_check_reports_what_the_packer_missed(capsys):
+    code, out = _json(capsys, "--tp", "8")
+    assert code == 0 and out["missed_by_packer"] == []
+    # The packer's boot check looks at strides and padding, not at overlapping fields: under this
+    # fault it still accepts, and only the spec's own check of the bound plan catches it.
+    with faults.inject("field_end_in_elements"):
+        code, out = _json(capsys, "--tp", "8")
+    assert out["accepted"] is True and code == 1
+    assert "no_overlap" in {v["property"] for v in out["missed_by_packer"]}

@@ -12,6 +12,7 @@ import pytest
 from bites import fails_under
 from hypothesis import given
 from hypothesis import strategies as st
+
 from kvproof.impl.packer import DTYPE_BYTES, FieldSpec, GroupSpec, pack
 
 PLANES = ("a", "b", "c")
@@ -80,7 +81,8 @@ def test_every_page_inside_its_slab_and_parent(case, data):
             assert 0 <= parent <= n
             # The page lies inside its parent's slice of the plane slab.
             assert slab + parent * plane.bytes <= start, f"{f.id} page {page} before parent {parent}"
-            assert start + f.payload_bytes <= slab + (parent + 1) * plane.bytes, f"{f.id} page {page} past parent {parent}"
+            end = slab + (parent + 1) * plane.bytes
+            assert start + f.payload_bytes <= end, f"{f.id} page {page} past parent {parent}"
 
 
 @given(geometries())

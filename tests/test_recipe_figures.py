@@ -8,6 +8,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pytest
+
 from kvproof.impl.recipe import pack_k, plan_model, recipe_groups, split_sizes
 from kvproof.spec.catalog import load_model
 

@@ -1,0 +1,76 @@
+"""Prove the named properties of a policy's plans for every tp and dtype a model accepts."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from kvproof.ci.cmd_plan import add_model_arguments
+from kvproof.spec.catalog import CACHE_DTYPES, load_model
+from kvproof.spec.policy import POLICIES, policy_named
+from kvproof.spec.properties import PROPERTIES
+from kvproof.spec.prover import Counterexample, Proof, prove
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_model_arguments(parser)
+    parser.add_argument("--policy", choices=list(POLICIES), default="search", help="K_mla policy")
+    parser.add_argument("--property", nargs="+", choices=list(PROPERTIES), help="prove only these properties")
+    parser.add_argument("--tp", type=int, nargs="+", help="narrow the domain to these tp (default: every valid tp)")
+    parser.add_argument("--dtype", nargs="+", choices=CACHE_DTYPES, help="narrow the domain to these cache dtypes")
+    parser.add_argument("--all", action="store_true", help="show every failing point, not only the first")
+
+
+def render_counterexample(c: Counterexample) -> list[str]:
+    sizes = sorted(set(c.plane_bytes.values()), reverse=True)
+    planes = ", ".join(f"{sum(1 for b in c.plane_bytes.values() if b == s)} x {s:,} B" for s in sizes)
+    packing = " / ".join(f"{g}={k}" for g, k in c.packing.items())
+    more = f" (+{len(c.messages) - 1} more)" if len(c.messages) > 1 else ""
+    return [
+        f"COUNTEREXAMPLE  {c.property}  tp={c.tp} dtype={c.dtype}",
+        f"  packing  {packing}",
+        f"  planes   {planes}; parent {c.parent_bytes:,} B",
+        f"  why      {c.messages[0]}{more}",
+        f"  means    {PROPERTIES[c.property]}",
+        f"  replay   {c.replay}",
+    ]
+
+
+def render(proof: Proof, show_all: bool) -> str:
+    tps = sorted({p.tp for p in proof.points})
+    dtypes = sorted({p.dtype for p in proof.points})
+    failing = {c.property for c in proof.counterexamples}
+    lines = [f"{proof.model}  policy={proof.policy}  domain: tp {', '.join(map(str, tps))} x "
+             f"{', '.join(dtypes)} ({len(proof.points)} points); N parents and page ids symbolic", ""]
+    for prop in proof.properties:
+        points = len({(c.tp, c.dtype) for c in proof.counterexamples if c.property == prop})
+        verdict = f"FAILS at {points} point(s)" if prop in failing else "proved"
+        lines.append(f"  {prop:<14} {verdict:<22} solver {proof.solver_seconds[prop]:.3f} s")
+    lines.append("")
+    shown = proof.counterexamples if show_all else proof.counterexamples[:1]
+    for c in shown:
+        lines += [*render_counterexample(c), ""]
+    if len(shown) < len(proof.counterexamples):
+        lines.append(f"{len(proof.counterexamples) - len(shown)} more counterexample(s); --all shows every one")
+    lines.append(f"verdict: {'PROVED' if proof.proved else 'COUNTEREXAMPLE'} in {proof.seconds:.2f} s")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    model = load_model(args.model, args.config)
+    proof = prove(model, policy_named(args.policy), tuple(args.property or PROPERTIES), args.tp,
+                  tuple(args.dtype or CACHE_DTYPES), args.config)
+    if args.json:
+        shown = proof.counterexamples if args.all else proof.counterexamples[:1]
+        print(json.dumps({
+            "model": proof.model, "policy": proof.policy, "proved": proof.proved,
+            "properties": list(proof.properties),
+            "domain": {"tp": sorted({p.tp for p in proof.points}), "dtype": sorted({p.dtype for p in proof.points})},
+            "solver_seconds": proof.solver_seconds,
+            "counterexamples": [c.as_dict() for c in shown],
+            "failing_points": len({(c.tp, c.dtype) for c in proof.counterexamples}),
+            "seconds": proof.seconds,
+        }, indent=1))
+    else:
+        print(render(proof, args.all))
+    return 0 if proof.proved else 1

@@ -1,0 +1,398 @@
+"""A plan's numbers as facts, and each named property as a search for a violating witness.
+
+One encoding serves two callers. `verify check` binds a concrete plan: N is pinned to the plan's
+num_parents and the plane slabs sit where the plan says. The prover binds a plan it derived from
+the contract: N ranges over 1..max_parents and every slab starts at (N + 1) x (the plane bytes
+before it). Page ids are always symbolic, so `no_overlap` and `in_bounds` are proved for every
+page and every N at once. Once the plan's strides are known every term is linear over z3 Int,
+which is why a whole model proves in well under a second.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import cached_property
+from math import lcm, prod
+from typing import Any
+
+from kvproof.spec import properties as P
+from kvproof.spec.catalog import ConfigError
+from kvproof.spec.contract import DTYPE_BYTES
+from kvproof.spec.smt import Env, Solver, Term, all_of, any_of, lift, negate
+
+N, PAGE, OTHER = Term.var("N"), Term.var("p"), Term.var("q")
+_SOLVER = Solver(("N", "p", "q"))
+
+
+@dataclass(frozen=True)
+class Violation:
+    property: str
+    message: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"property": self.property, "message": self.message}
+
+
+@dataclass(frozen=True)
+class Affine:
+    """per_parent x N + fixed: how every N-dependent number of a bound plan grows with N.
+    Kept as two ints so equal terms are found before any z3 term is built."""
+
+    per_parent: int
+    fixed: int
+
+    def term(self) -> Any:
+        return self.per_parent * N + self.fixed if self.per_parent else self.fixed
+
+    def __add__(self, other: Affine) -> Affine:
+        return Affine(self.per_parent + other.per_parent, self.fixed + other.fixed)
+
+
+@dataclass(frozen=True)
+class PlaneFact:
+    id: str
+    bytes: int
+    arena_offset: Affine
+
+    @property
+    def slab(self) -> Affine:
+        """(N + 1) x plane bytes: the plane's slab, null parent included."""
+        return Affine(self.bytes, self.bytes)
+
+
+@dataclass(frozen=True)
+class GroupFact:
+    id: str
+    packing: int
+    page_count: Affine
+
+
+@dataclass(frozen=True)
+class FieldFact:
+    id: str
+    group: str
+    plane: str
+    dtype: str
+    payload: int
+    offset: int
+    stride: int
+    exact_stride: bool
+
+    @property
+    def itemsize(self) -> int:
+        return DTYPE_BYTES[self.dtype]
+
+
+@dataclass(frozen=True)
+class Facts:
+    parent_bytes: int
+    alignment: int
+    max_padding: Fraction
+    planes: tuple[PlaneFact, ...]  # in arena order
+    groups: tuple[GroupFact, ...]
+    fields: tuple[FieldFact, ...]
+    parents: tuple[int, int]  # the range of the parent count N, both ends included
+
+    def plane(self, plane_id: str) -> PlaneFact:
+        return self._planes[plane_id]
+
+    def group(self, group_id: str) -> GroupFact:
+        return self._groups[group_id]
+
+    def witness(self, *formulas: Term) -> Env | None:
+        """Values of N (within `parents`), p and q that satisfy `formulas`, or None."""
+        low, high = self.parents
+        return _SOLVER.witness(low <= N, high >= N, *formulas)
+
+    @cached_property
+    def _planes(self) -> dict[str, PlaneFact]:
+        return {p.id: p for p in self.planes}
+
+    @cached_property
+    def _groups(self) -> dict[str, GroupFact]:
+        return {g.id: g for g in self.groups}
+
+    def raw(self, group_id: str) -> int:
+        return sum(f.payload for f in self.fields if f.group == group_id)
+
+    @cached_property
+    def stacks(self) -> dict[tuple[str, str], list[FieldFact]]:
+        """(group, plane) -> the fields one page of the group keeps on that plane."""
+        out: dict[tuple[str, str], list[FieldFact]] = {}
+        for f in self.fields:
+            out.setdefault((f.group, f.plane), []).append(f)
+        return out
+
+
+# ---------------------------------------------------------------- reading a plan dict
+
+
+def _get(obj: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    if not isinstance(obj, dict) or key not in obj:
+        raise ConfigError(f"plan is missing key {where + key!r}")
+    value = obj[key]
+    if (isinstance(value, bool) and kind is not bool) or not isinstance(value, kind):
+        raise ConfigError(f"plan key {where + key!r} has the wrong type {type(value).__name__}")
+    return value
+
+
+def _static(plan: dict) -> tuple[int, int, Fraction, list[dict], list[dict], tuple[FieldFact, ...]]:
+    parent = _get(plan, "parent_bytes", int, "")
+    alignment = _get(plan, "alignment", int, "")
+    bound = Fraction(str(_get(plan, "max_padding", (int, float), "")))
+    planes = _get(plan, "planes", list, "")
+    groups = _get(plan, "groups", list, "")
+    if parent <= 0 or alignment <= 0 or not planes or not groups:
+        raise ConfigError("plan needs positive parent_bytes and alignment and at least one plane and group")
+    plane_ids = {_get(p, "id", str, f"planes[{i}].") for i, p in enumerate(planes)}
+    packings = {_get(g, "id", str, f"groups[{i}]."): _get(g, "packing", int, f"groups[{i}].")
+                for i, g in enumerate(groups)}
+    if len(plane_ids) != len(planes) or len(packings) != len(groups) or min(packings.values()) <= 0:
+        raise ConfigError("plan ids must be unique and packings positive")
+    fields = []
+    for i, f in enumerate(_get(plan, "fields", list, "")):
+        at = f"fields[{i}]."
+        shape, dtype = _get(f, "shape", list, at), _get(f, "dtype", str, at)
+        group, plane = _get(f, "group", str, at), _get(f, "plane", str, at)
+        if dtype not in DTYPE_BYTES:
+            raise ConfigError(f"plan key {at}dtype: unknown dtype {dtype!r}; known: {', '.join(DTYPE_BYTES)}")
+        if group not in packings or plane not in plane_ids:
+            raise ConfigError(f"plan key {at}group/plane names no group or plane of the plan")
+        if not shape or any(isinstance(d, bool) or not isinstance(d, int) or d <= 0 for d in shape):
+            raise ConfigError(f"plan key {at}shape must be a list of positive integers")
+        fields.append(FieldFact(
+            _get(f, "id", str, at), group, plane, dtype, prod(shape) * DTYPE_BYTES[dtype],
+            _get(f, "offset", int, at), _get(f, "stride", int, at), _get(f, "exact_stride", bool, at),
+        ))
+    return parent, alignment, bound, planes, groups, tuple(fields)
+
+
+def concrete_facts(plan: dict) -> Facts:
+    """A bound plan as `verify check` reads it: N is the plan's num_parents."""
+    parent, alignment, bound, planes, groups, fields = _static(plan)
+    n = _get(plan, "num_parents", int, "")
+    if n < 1:
+        raise ConfigError(f"plan key 'num_parents' must be >= 1, got {n}")
+    arena = [PlaneFact(p["id"], _get(p, "bytes", int, f"planes[{i}]."),
+                       Affine(0, _get(p, "arena_offset", int, f"planes[{i}].")))
+             for i, p in enumerate(planes)]
+    arena.sort(key=lambda p: p.arena_offset.fixed)
+    return Facts(
+        parent, alignment, bound, tuple(arena),
+        tuple(GroupFact(g["id"], g["packing"], Affine(0, _get(g, "page_count", int, f"groups[{i}].")))
+              for i, g in enumerate(groups)),
+        fields, (n, n),
+    )
+
+
+def symbolic_facts(plan: dict) -> Facts:
+    """A plan derived from the contract, bound to a symbolic N in 1..max_parents (item f)."""
+    parent, alignment, bound, planes, groups, fields = _static(plan)
+    top = P.max_parents(parent, [g["packing"] for g in groups]) if 2 * parent <= P.BYTES_MAX else 0
+    return Facts(
+        parent, alignment, bound,
+        tuple(PlaneFact(p["id"], p["bytes"], Affine(p["offset"], p["offset"])) for p in planes),
+        tuple(GroupFact(g["id"], g["packing"], Affine(g["packing"], 1)) for g in groups),
+        fields, (1, top),
+    )
+
+
+# ---------------------------------------------------------------- the properties
+
+Check = tuple[Term, Callable[[Env], str]]  # (a violation formula, its message from a witness)
+
+
+def _witnesses(facts: Facts, prop: str, checks: Iterable[Check]) -> list[Violation]:
+    """One solver call for the common case (no violation at all); per-check calls only to name
+    what failed."""
+    checks = list(checks)
+    if not checks:
+        return []
+    if facts.witness(any_of(*(c for c, _ in checks))) is None:
+        return []
+    return [Violation(prop, say(env)) for formula, say in checks if (env := facts.witness(formula)) is not None]
+
+
+def _val(env: Env, term: Any) -> int:
+    return term.value(env) if isinstance(term, Term) else term
+
+
+def exact_stride(facts: Facts) -> list[Violation]:
+    out = []
+    for f in facts.fields:
+        if f.exact_stride and not P.exact_stride(f.stride, f.payload):
+            plane, k = facts.plane(f.plane), facts.group(f.group).packing
+            out.append(Violation("exact_stride",
+                f"field {f.id} needs stride {f.payload:,} B (its payload) but gets {f.stride:,} B "
+                f"(plane {f.plane} {plane.bytes:,} B / packing {k})"))
+    return out
+
+
+def padding_bound(facts: Facts) -> list[Violation]:
+    out = []
+    for g in facts.groups:
+        raw = facts.raw(g.id)
+        if not P.padding_within(facts.parent_bytes, g.packing, raw, facts.max_padding):
+            out.append(Violation("padding_bound",
+                f"group {g.id} pads {float(P.padding(facts.parent_bytes, g.packing, raw)):.3f} > bound "
+                f"{float(facts.max_padding):.3f} (parent {facts.parent_bytes:,} B / packing {g.packing} "
+                f"per page for {raw:,} B of payload)"))
+    return out
+
+
+def partition(facts: Facts) -> list[Violation]:
+    out = []
+    if not P.divides(facts.alignment, facts.parent_bytes):
+        out.append(Violation("partition",
+                             f"parent {facts.parent_bytes:,} B is not a multiple of alignment {facts.alignment}"))
+    for g in facts.groups:
+        if not P.divides(g.packing, facts.parent_bytes):
+            out.append(Violation("partition",
+                                 f"packing {g.packing} of {g.id} does not divide parent {facts.parent_bytes:,} B"))
+    total = sum(p.bytes for p in facts.planes)
+    if total > facts.parent_bytes:
+        out.append(Violation("partition", f"planes take {total:,} B, more than the parent's {facts.parent_bytes:,} B"))
+    for p in facts.planes:
+        here = [f for f in facts.fields if f.plane == p.id]
+        unit = lcm(facts.alignment, *(facts.group(f.group).packing * f.itemsize for f in here))
+        if not P.divides(unit, p.bytes):
+            out.append(Violation("partition", f"plane {p.id} of {p.bytes:,} B is not a multiple of {unit} "
+                                              "(alignment and every packing x element size on it)"))
+    for f in facts.fields:
+        k, plane = facts.group(f.group).packing, facts.plane(f.plane)
+        if f.stride * k != plane.bytes:
+            out.append(Violation("partition", f"field {f.id}: stride {f.stride:,} B x packing {k} != plane "
+                                              f"{f.plane} {plane.bytes:,} B"))
+    return out
+
+
+def page_id_limit(facts: Facts) -> list[Violation]:
+    if facts.parents[0] > facts.parents[1] and 2 * facts.parent_bytes <= P.BYTES_MAX:
+        top = max(g.packing for g in facts.groups)
+        return [Violation("page_id_limit", f"packing {top} leaves no parent count N >= 1 whose page ids fit int32")]
+    checks: dict[tuple, Check] = {}
+    for g in facts.groups:
+        if (g.packing, g.page_count) in checks:
+            continue
+        count = g.page_count.term()
+        checks[g.packing, g.page_count] = (
+            any_of(negate(P.page_ids_fit(N, g.packing)), count - 1 > P.PAGE_ID_MAX),
+            lambda m, g=g, count=count: f"group {g.id}: N={_val(m, N):,} parents x packing {g.packing} "
+            f"gives page id {_val(m, count) - 1:,} > 2^31 - 1",
+        )
+    return _witnesses(facts, "page_id_limit", checks.values())
+
+
+def _page_base(plane: PlaneFact, stride: int, page: Any) -> Any:
+    """Bytes from the start of the plane slab to a page (item f, properties.page_offset)."""
+    return P.page_offset(0, plane.bytes, stride, page, 0)
+
+
+def _footprint(stack: list[FieldFact]) -> tuple[int, int]:
+    """The bytes of a page that its fields on one plane cover, from the first to the last."""
+    return min(f.offset for f in stack), max(f.offset + f.payload for f in stack)
+
+
+def in_bounds(facts: Facts) -> list[Violation]:
+    if 2 * facts.parent_bytes > P.BYTES_MAX:
+        return [Violation("in_bounds", f"parent {facts.parent_bytes:,} B leaves no room for two parents below 2^63 B")]
+    total = sum(p.bytes for p in facts.planes)
+    arena = Affine(total, total).term()
+    first, last = facts.planes[0], facts.planes[-1]
+    end = (last.arena_offset + last.slab).term()
+    checks: dict[tuple, Check] = {
+        ("first",): (lift(first.arena_offset.term()) < 0, lambda m: f"plane {first.id} starts before the arena"),
+        ("last",): (lift(end) > arena, lambda m: f"plane {last.id}'s slab ends past the arena at N={_val(m, N):,}"),
+        ("arena",): (lift(arena) > P.BYTES_MAX,
+                     lambda m: f"arena of {_val(m, arena):,} B at N={_val(m, N):,} exceeds 2^63 - 1"),
+    }
+    for (group, plane_id), stack in facts.stacks.items():
+        g, plane = facts.group(group), facts.plane(plane_id)
+        stride, (low, high) = stack[0].stride, _footprint(stack)
+        key = (g.packing, g.page_count, plane.bytes, stride, low, high)
+        if key in checks:
+            continue
+        base = _page_base(plane, stride, PAGE)
+        parent = P.parent_of(PAGE, g.packing)
+        valid = all_of(PAGE >= 0, g.page_count.term() > PAGE)
+        where = f"group {group} on plane {plane_id} (stride {stride:,} B, page bytes {low:,}..{high:,})"
+        checks[key] = (
+            all_of(valid, any_of(base + low < 0, base + high > plane.slab.term())),
+            lambda m, where=where, base=base: f"{where}: page {_val(m, PAGE):,} at slab bytes "
+            f"{_val(m, base):,} leaves the slab of N={_val(m, N):,}+1 parents",
+        )
+        checks[(*key, "parent")] = (
+            all_of(valid, PAGE >= 1,
+                   any_of(base + low < parent * plane.bytes, base + high > (parent + 1) * plane.bytes)),
+            lambda m, where=where, parent=parent: f"{where}: page {_val(m, PAGE):,} is not inside parent "
+            f"{_val(m, parent):,} = (p + K - 1) // K",
+        )
+    return _witnesses(facts, "in_bounds", checks.values())
+
+
+def no_overlap(facts: Facts) -> list[Violation]:
+    out = []
+    for (group, _), stack in facts.stacks.items():
+        ordered = sorted(stack, key=lambda f: f.offset)
+        for a, b in itertools.pairwise(ordered):
+            if a.offset + a.payload > b.offset:
+                out.append(Violation("no_overlap", f"fields {a.id} ({a.offset:,}+{a.payload:,} B) and {b.id} "
+                                                   f"(from {b.offset:,}) of one page of {group} overlap"))
+    checks: dict[tuple, Check] = {}
+    for a, b in itertools.pairwise(facts.planes):
+        gap = b.arena_offset + Affine(-a.arena_offset.per_parent, -a.arena_offset.fixed) + Affine(-a.bytes, -a.bytes)
+        if ("slab", gap) not in checks:
+            checks["slab", gap] = (
+                lift(gap.term()) < 0,
+                lambda m, a=a, b=b: f"slab of plane {a.id} runs into plane {b.id}'s slab at N={_val(m, N):,}",
+            )
+    for (group, plane_id), stack in facts.stacks.items():
+        g, plane = facts.group(group), facts.plane(plane_id)
+        for a in stack:
+            for b in stack:
+                key = (g.page_count, plane.bytes, a.stride, a.offset, a.payload, b.stride, b.offset, b.payload)
+                if key in checks:
+                    continue
+                count = g.page_count.term()
+                start_a = _page_base(plane, a.stride, PAGE) + a.offset
+                start_b = _page_base(plane, b.stride, OTHER) + b.offset
+                checks[key] = (
+                    # p < q covers every pair of distinct pages: (a, b) and (b, a) are both checked
+                    all_of(PAGE >= 0, PAGE < OTHER, count > OTHER,
+                           start_a < start_b + b.payload, start_b < start_a + a.payload),
+                    lambda m, a=a, b=b, group=group, plane_id=plane_id:
+                        f"plane {plane_id}: {a.id} of page {_val(m, PAGE):,} and {b.id} of page "
+                        f"{_val(m, OTHER):,} of {group} share bytes (strides {a.stride:,}/{b.stride:,} B, "
+                        f"N={_val(m, N):,})",
+                )
+    return out + _witnesses(facts, "no_overlap", checks.values())
+
+
+def null_page(facts: Facts) -> list[Violation]:
+    out = []
+    for (group, plane_id), stack in facts.stacks.items():
+        g, plane = facts.group(group), facts.plane(plane_id)
+        base, (low, high) = _page_base(plane, stack[0].stride, 0), _footprint(stack)
+        if not P.null_page(g.packing) or base + low < 0 or base + high > plane.bytes:
+            out.append(Violation("null_page", f"page 0 of {group} on plane {plane_id} (bytes {base + low:,}.."
+                                              f"{base + high:,} of the slab) is not inside null parent 0 "
+                                              f"(bytes 0..{plane.bytes:,})"))
+    return out
+
+
+CHECKS: dict[str, Callable[[Facts], list[Violation]]] = {
+    "exact_stride": exact_stride,
+    "padding_bound": padding_bound,
+    "partition": partition,
+    "no_overlap": no_overlap,
+    "in_bounds": in_bounds,
+    "page_id_limit": page_id_limit,
+    "null_page": null_page,
+}
+
+
+def violations(facts: Facts, properties: Iterable[str] = tuple(P.PROPERTIES)) -> list[Violation]:
+    return [v for prop in properties for v in CHECKS[prop](facts)]
