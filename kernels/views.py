@@ -9,6 +9,7 @@ view, so a plan whose stride is not the payload makes the kernel read the wrong 
 from __future__ import annotations
 
 import torch
+
 from kvproof.impl.packer import Binding
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
