@@ -60,6 +60,11 @@ def run_mutants() -> dict:
     return {"exit": code, "passed": code == 0, "result": result, "error": err.strip()}
 
 
+def verdict(summary: dict) -> bool:
+    """Merge only when every model proves, every test passes and no mutant survives."""
+    return all(p["proved"] for p in summary["prove"]) and summary["tests"]["passed"] and summary["mutants"]["passed"]
+
+
 def markdown(summary: dict) -> str:
     mark = {True: "pass", False: "**FAIL**"}
     lines = [f"## kvproof gate: {'MERGE' if summary['passed'] else 'DO NOT MERGE'}", "", "### Proofs", "",
@@ -100,8 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         {"exit": None, "passed": False, "result": None, "error": "skipped with --skip-mutants"}
         if args.skip_mutants else run_mutants()
     )
-    proved = all(p["proved"] for p in summary["prove"])
-    summary["passed"] = proved and summary["tests"]["passed"] and summary["mutants"]["passed"]
+    summary["passed"] = verdict(summary)
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     (out / "summary.md").write_text(markdown(summary))
     print(markdown(summary))

@@ -1,0 +1,36 @@
+"""The gate's verdict and pull-request summary (the gate itself runs this suite, so it is not run here)."""
+
+from __future__ import annotations
+
+from kvproof.ci.gate import markdown, verdict
+
+
+def _summary(*, proved=True, tests=True, survived=False) -> dict:
+    mutants = [
+        {"name": "policy_ceil", "killed": True, "by": "verify prove --model kimi-k3 --policy ceil", "seconds": 1.2},
+        {"name": "kda_gate_sign", "killed": not survived, "by": None if survived else "t::x", "seconds": 3.4},
+    ]
+    summary = {
+        "prove": [{"model": "kimi-k3", "proved": proved, "error": "", "result": {
+            "policy": "search", "seconds": 0.4,
+            "counterexamples": [] if proved else [{"tp": 32, "dtype": "bf16", "property": "padding_bound"}],
+        }}],
+        "tests": {"passed": tests, "tests": 10, "failures": 0 if tests else 1, "errors": 0, "skipped": 1, "seconds": 9},
+        "mutants": {"passed": not survived, "result": {"mutants": mutants}, "error": ""},
+    }
+    summary["passed"] = verdict(summary)
+    return summary
+
+
+def test_all_green_says_merge():
+    assert verdict(_summary())
+    text = markdown(_summary())
+    assert text.startswith("## kvproof gate: MERGE") and "**FAIL**" not in text
+
+
+def test_each_failure_says_do_not_merge_and_names_itself():
+    assert not any(verdict(_summary(**{k: v})) for k, v in [("proved", False), ("tests", False), ("survived", True)])
+    assert "tp=32 bf16 | padding_bound" in markdown(_summary(proved=False))
+    assert "DO NOT MERGE" in markdown(_summary(tests=False))
+    text = markdown(_summary(survived=True))
+    assert "DO NOT MERGE" in text and "| kda_gate_sign | **SURVIVED** |" in text
