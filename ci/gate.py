@@ -71,8 +71,9 @@ def markdown(summary: dict) -> str:
              "| model | policy | verdict | counterexamples | seconds |", "| --- | --- | --- | ---: | ---: |"]
     for p in summary["prove"]:
         r = p["result"] or {}
+        seconds = f"{r['seconds']:.2f}" if "seconds" in r else "?"
         lines.append(f"| {p['model']} | {r.get('policy', '?')} | {mark[p['proved']]} | "
-                     f"{len(r.get('counterexamples', []))} | {r.get('seconds', '?')} |")
+                     f"{len(r.get('counterexamples', []))} | {seconds} |")
         for cx in r.get("counterexamples", [])[:5]:
             lines.append(f"|  | tp={cx.get('tp')} {cx.get('dtype')} | {cx.get('property')} | | |")
         if p["error"] and not r:
