@@ -255,7 +255,7 @@ def fla(module: str, name: str) -> Callable[..., object]:
     """
     spec = importlib.util.find_spec("fla")
     if spec is None or not spec.submodule_search_locations:
-        pytest.skip("fla-core (test extra) is not installed")
+        pytest.skip(reason="fla-core (test extra) is not installed")
     source = Path(spec.submodule_search_locations[0], "ops", "kda", f"{module}.py").read_text()
     tree = ast.parse(source)
     node = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)

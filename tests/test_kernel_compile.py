@@ -63,5 +63,5 @@ def test_kernels_compile_for_sm90() -> None:
     env = dict(os.environ, TRITON_INTERPRET="0", TRITON_DEFAULT_FP_FUSION="1")
     done = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=300)
     if done.returncode == 77:
-        pytest.skip("this triton has no NVIDIA backend to compile for sm_90")
+        pytest.skip(reason="this triton has no NVIDIA backend to compile for sm_90")
     assert done.returncode == 0, done.stderr[-4000:]

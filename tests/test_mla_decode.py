@@ -229,7 +229,7 @@ def test_large_page_ids_on_gpu() -> None:
     """End to end past int32: a 2.15 GB fp8 cache whose pages beyond 29,127 start past 2^31
     bytes, written by store_latent and read by mla_decode there."""
     if DEVICE != "cuda" or not torch.cuda.is_available():
-        pytest.skip("needs a CUDA device: the cache spans more than 2^31 bytes")
+        pytest.skip(reason="needs a CUDA device: the cache spans more than 2^31 bytes")
     pages = 29_200
     cache = torch.zeros((pages, PAGE_TOKENS, WIDTH), dtype=torch.uint8, device=DEVICE)
     used = np.array([29_150, 1, 29_199, 29_128], dtype=np.int32)
