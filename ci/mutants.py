@@ -55,7 +55,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("store_latent_no_sanitize", ("tests/test_store_latent.py::test_sanitize",)),
     Mutant("mla_decode_lse_log2", ("tests/test_mla_decode.py::test_k3_heads_per_rank",)),
     Mutant("mla_page_stride_int32", ("tests/test_mla_decode.py::test_page_offsets_are_int64",)),
-    Mutant("merge_state_single_block", ("tests/test_merge_state.py::test_head_counts",)),
+    Mutant("merge_state_single_block", ("tests/test_merge_state.py::test_launch_fits_a_block_for_every_head_count",)),
     Mutant("merge_state_empty_nan", ("tests/test_merge_state.py::test_empty_partitions",)),
     Mutant("kda_conv_shift_wrong_way", (KDA + "test_matches_oracle_k3",)),
     Mutant("kda_gate_sign", (KDA + "test_matches_oracle_k3",)),

@@ -8,11 +8,14 @@ Empty partitions: a side with s = -inf holds no keys. It gets weight 0 and its v
 read into the result, so the other side passes through exactly (even if the empty side's v
 is garbage); both sides empty give v = 0, s = -inf (an empty partition again).
 
-Each program takes a bounded block of heads (BLOCK_H) of one token, so the launch never depends
-on the head count: one block holding every head breaks at 96 heads (96 x 16 threads > 1024).
+Each program takes a bounded block of heads (BLOCK_H) of one token, 16 threads per head, so the
+launch never depends on the head count: one block holding every head breaks past 64 heads
+(96 x 16 threads > 1024, the crash an engine once shipped).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 import triton
@@ -24,8 +27,31 @@ BLOCK_H = 16
 BLOCK_D = 128
 # A CUDA thread block holds at most this many threads.
 MAX_THREADS = 1024
-# The single-block variant spends this many threads on each head.
 THREADS_PER_HEAD = 16
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How one token's heads are covered: `programs` blocks of `block_h` heads each."""
+
+    heads: int
+    programs: int
+    block_h: int
+
+    @property
+    def threads(self) -> int:
+        return min(self.heads, self.block_h) * THREADS_PER_HEAD
+
+    @property
+    def num_warps(self) -> int:
+        return triton.next_power_of_2(triton.cdiv(self.threads, 32))
+
+
+def launch_config(heads: int) -> Launch:
+    block_h = BLOCK_H
+    if faults.active("merge_state_single_block"):
+        block_h = triton.next_power_of_2(heads)  # the historical launch: one block holds every head
+    return Launch(heads, triton.cdiv(heads, block_h), block_h)
 
 
 @triton.jit
@@ -87,18 +113,17 @@ def merge_state(
     v_out, s_out = out if out is not None else (torch.empty_like(v_a), torch.empty_like(s_a))
     if v_out.shape != v_a.shape or s_out.shape != s_a.shape or not (v_out.is_contiguous() and s_out.is_contiguous()):
         raise ValueError("out must match the inputs' shapes and be contiguous")
-    block_h = BLOCK_H
-    if faults.active("merge_state_single_block"):
-        block_h = triton.next_power_of_2(heads)
-        if heads * THREADS_PER_HEAD > MAX_THREADS:
-            raise RuntimeError(
-                f"CUDA error: too many resources requested for launch "
-                f"({heads} heads x {THREADS_PER_HEAD} threads > {MAX_THREADS} per block)"
-            )
-    if tokens and heads:
-        _merge_state_kernel[(tokens, triton.cdiv(heads, block_h))](
-            v_a, s_a, v_b, s_b, v_out, s_out, heads,
-            D=d, BLOCK_H=block_h, BLOCK_D=min(BLOCK_D, triton.next_power_of_2(d)),
-            EMPTY_GUARD=not faults.active("merge_state_empty_nan"),
+    if not (tokens and heads):
+        return v_out, s_out
+    launch = launch_config(heads)
+    if launch.threads > MAX_THREADS:
+        # What a CUDA launch of this block would report; the CPU interpreter has no such limit.
+        raise RuntimeError(
+            f"too many resources requested for launch: {launch.threads} threads > {MAX_THREADS} per block"
         )
+    _merge_state_kernel[(tokens, launch.programs)](
+        v_a, s_a, v_b, s_b, v_out, s_out, heads,
+        D=d, BLOCK_H=launch.block_h, BLOCK_D=min(BLOCK_D, triton.next_power_of_2(d)),
+        EMPTY_GUARD=not faults.active("merge_state_empty_nan"), num_warps=launch.num_warps,
+    )
     return v_out, s_out

@@ -6,12 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from bites import fails_under
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kernel_tolerances import DEVICE, assert_close, examples, to_device
 
 from kvproof.impl import faults
-from kvproof.kernels.merge_state import merge_state
+from kvproof.kernels.merge_state import MAX_THREADS, launch_config, merge_state
 from kvproof.oracles import merge_state as oracle
 
 pytestmark = pytest.mark.kernels
@@ -94,15 +95,22 @@ def test_empty_partitions() -> None:
     assert torch.equal(v[0, 2], v_a[0, 2]) and s[0, 2].item() == 1.5
 
 
-def test_single_block_fault_fails_at_96_heads() -> None:
-    """Seeded fault merge_state_single_block: one block per token is fine up to 64 heads and
-    refuses to launch at 96, so the head-count test catches it."""
+def test_launch_fits_a_block_for_every_head_count() -> None:
+    for heads in range(1, 257):
+        launch = launch_config(heads)
+        assert launch.threads <= MAX_THREADS, f"{heads} heads: {launch.threads} threads in one block"
+        assert (launch.programs - 1) * launch.block_h < heads <= launch.programs * launch.block_h
+
+
+def test_single_block_fault_is_caught() -> None:
+    """Seeded fault merge_state_single_block: one block per token still merges right up to 64
+    heads, and the launch check fails past that (96 heads x 16 threads > 1024)."""
     with faults.inject("merge_state_single_block"):
         for heads in (h for h in HEADS if h <= 64):
             check_merge(2, heads, 128, seed=heads)
         with pytest.raises(RuntimeError, match="too many resources"):
-            for heads in HEADS:
-                test_head_counts(heads, 128)
+            check_merge(2, 96, 128, seed=96)
+    fails_under("merge_state_single_block", test_launch_fits_a_block_for_every_head_count)
 
 
 def test_empty_nan_fault_is_caught() -> None:
