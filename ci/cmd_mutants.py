@@ -23,48 +23,76 @@ ROOT = Path(__file__).resolve().parent.parent
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--only", nargs="+", metavar="NAME", help="run only these mutants")
-    parser.add_argument("--jobs", type=int, default=max(1, min(4, os.cpu_count() or 1)), help="mutants at once")
+    parser.add_argument("--jobs", type=int, default=max(1, min(4, os.cpu_count() or 1)), help="checks at once")
 
 
-def _command(check: str) -> list[str]:
+def _run(check: str, fault: str | None = None, policy: str | None = None) -> subprocess.CompletedProcess:
     if check.startswith("verify "):
-        return [sys.executable, "-m", "kvproof.ci.cli", *shlex.split(check)[1:]]
-    return [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "--no-header", check]
+        extra = ["--json"] + (["--policy", policy, "--all"] if policy else [])
+        cmd = [sys.executable, "-m", "kvproof.ci.cli", *shlex.split(check)[1:], *extra]
+    else:
+        cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "--no-header", check]
+    # No shrinking: a kill needs a counterexample, not a minimal one.
+    env = dict(os.environ, **{ENV: fault or "", "HYPOTHESIS_PROFILE": "mutants"})
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
 
 
-def run_mutant(mutant: Mutant) -> dict:
-    """Killed when a check exits 1 (a failed test or a counterexample); any other failure is an
-    error, which counts as a survivor: a check that cannot run proves nothing."""
-    env = dict(os.environ)
-    env[ENV] = mutant.fault or ""
-    env["HYPOTHESIS_PROFILE"] = "mutants"
+def _tail(proc: subprocess.CompletedProcess) -> str:
+    return f"exit {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-300:]}"
+
+
+def baseline(check: str) -> str | None:
+    """None when the check passes with no fault; else why it proves nothing."""
+    proc = _run(check)
+    return None if proc.returncode == 0 else f"{check} fails without the fault ({_tail(proc)})"
+
+
+def run_mutant(mutant: Mutant, broken: dict[str, str | None]) -> dict:
+    """Killed when a check that passes on its own fails with the mutant: a test failure, or a
+    counterexample naming the expected property. Anything else is an error, and an error counts
+    as a survivor: a check that cannot run, or fails for another reason, proves nothing."""
     start = time.perf_counter()
-    killed_by, errors = [], []
+    killed_by, errors = None, []
     for check in mutant.checks:
-        proc = subprocess.run(_command(check), cwd=ROOT, env=env, capture_output=True, text=True, check=False)
-        if proc.returncode == 1:
+        if broken[check]:
+            errors.append(broken[check])
+            continue
+        proc = _run(check, mutant.fault, mutant.policy)
+        if proc.returncode == 1 and mutant.expect:
+            try:
+                found = {c["property"] for c in json.loads(proc.stdout)["counterexamples"]}
+            except (json.JSONDecodeError, KeyError, TypeError):
+                errors.append(f"{check}: no counterexample report ({_tail(proc)})")
+                continue
+            if mutant.expect in found:
+                killed_by = f"{check} --policy {mutant.policy}: {mutant.expect}"
+                break
+            errors.append(f"{check}: counterexamples for {sorted(found)}, not {mutant.expect}")
+        elif proc.returncode == 1:
             failed = re.findall(r"^FAILED (\S+)", proc.stdout, re.M)
-            killed_by.append(failed[0] if failed else check)
+            killed_by = failed[0] if failed else check
             break
-        if proc.returncode != 0:
-            errors.append(f"{check}: exit {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-300:]}")
+        elif proc.returncode != 0:
+            errors.append(f"{check}: {_tail(proc)}")
     return {
         "name": mutant.name,
         "description": mutant.description,
-        "killed": bool(killed_by),
-        "by": killed_by[0] if killed_by else None,
+        "killed": killed_by is not None,
+        "by": killed_by,
         "errors": errors,
         "seconds": round(time.perf_counter() - start, 2),
     }
 
 
 def run(args: argparse.Namespace) -> int:
-    chosen = [m for m in MUTANTS if not args.only or m.name in args.only]
     unknown = set(args.only or ()) - {m.name for m in MUTANTS}
     if unknown:
         raise UsageError(f"unknown mutant {sorted(unknown)[0]!r}; see `verify mutants --json` for the catalog")
+    chosen = [m for m in MUTANTS if not args.only or m.name in args.only]
+    checks = sorted({c for m in chosen for c in m.checks})
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        results = list(pool.map(run_mutant, chosen))
+        broken = dict(zip(checks, pool.map(baseline, checks), strict=True))
+        results = list(pool.map(lambda m: run_mutant(m, broken), chosen))
     survivors = [r for r in results if not r["killed"]]
     if args.json:
         print(json.dumps({"mutants": results, "killed": len(results) - len(survivors), "survived": len(survivors)}))
@@ -73,5 +101,6 @@ def run(args: argparse.Namespace) -> int:
         for r in results:
             verdict = "killed  " if r["killed"] else "SURVIVED"
             print(f"{r['name']:<{width}}  {verdict} {r['seconds']:>7.2f}s  {r['by'] or '; '.join(r['errors']) or '-'}")
-        print(f"{len(results) - len(survivors)} killed, {len(survivors)} survived")
+        killed = len(results) - len(survivors)
+        print(f"{killed} killed, {len(survivors)} survived (every check passed without its mutant)")
     return 1 if survivors else 0

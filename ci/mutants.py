@@ -2,8 +2,9 @@
 the checks that must kill each.
 
 A check is a pytest node id (run with the fault switched on through KVPROOF_FAULTS) or a `verify`
-command line (run as is; a policy mutant is the policy itself). A mutant is killed when a check
-fails; it survives when every check passes.
+command line (run with the mutant's --policy). Every check must first pass as it is (the
+baseline); a mutant is killed when a check then fails (for a policy: with a counterexample for
+the expected property), and survives otherwise.
 """
 
 from __future__ import annotations
@@ -15,22 +16,24 @@ from kvproof.impl.faults import FAULTS
 
 @dataclass(frozen=True)
 class Mutant:
-    """A fault of impl.faults (switched on by name while the checks run), or a historical
-    variant the checks select themselves (a policy)."""
+    """A fault of impl.faults (switched on by name while the checks run), or a historical policy
+    (the checks run with --policy `policy` and must fail for the property `expect`)."""
 
     name: str
     checks: tuple[str, ...]
+    policy: str | None = None
+    expect: str | None = None
 
     @property
     def fault(self) -> str | None:
-        return None if self.name in HISTORICAL else self.name
+        return None if self.policy else self.name
 
     @property
     def description(self) -> str:
-        return HISTORICAL.get(self.name) or FAULTS[self.name]
+        return POLICY_HISTORY[self.name] if self.policy else FAULTS[self.name]
 
 
-HISTORICAL = {
+POLICY_HISTORY = {
     "policy_pinned12": "K_mla pinned to 12: every attention-DP boot (tp < 8) breaks the MLA stride",
     "policy_ceil": "K_mla = ceil(state / page): bf16 at tp = 32 packs 2/1 with 51% padding",
 }
@@ -40,8 +43,8 @@ MACHINE = "tests/test_cache_stateful.py::test_synthetic_arena_matches_oracle"
 KDA = "tests/test_kda_decode.py::"
 
 MUTANTS: tuple[Mutant, ...] = (
-    Mutant("policy_pinned12", ("verify prove --model kimi-k3 --policy pinned12",)),
-    Mutant("policy_ceil", ("verify prove --model kimi-k3 --policy ceil",)),
+    Mutant("policy_pinned12", ("verify prove --model kimi-k3",), policy="pinned12", expect="exact_stride"),
+    Mutant("policy_ceil", ("verify prove --model kimi-k3",), policy="ceil", expect="padding_bound"),
     Mutant("offset_skips_null_slot", (PACKER + "test_every_page_inside_its_slab_and_parent", MACHINE)),
     Mutant("field_end_in_elements", (PACKER + "test_field_ranges_inside_a_page_never_overlap", MACHINE)),
     Mutant("stride_in_elements", (PACKER + "test_stride_times_packing_is_the_plane", MACHINE)),
