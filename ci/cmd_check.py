@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 from kvproof.ci.cli import UsageError
+from kvproof.spec.catalog import read_json
 from kvproof.spec.check import check_plan
 from kvproof.spec.properties import PROPERTIES
 
@@ -19,14 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def load_plan(path: str) -> dict:
-    try:
-        text = Path(path).read_text()
-    except OSError as err:
-        raise UsageError(f"cannot read plan {path}: {err.strerror}") from None
-    try:
-        plan = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise UsageError(f"{path}: not valid JSON ({err.msg} at line {err.lineno})") from None
+    plan = read_json(Path(path), "plan")
     if not isinstance(plan, dict):
         raise UsageError(f"{path}: a plan is a JSON object")
     return plan

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 
 from kvproof.impl import faults
 from kvproof.impl.packer import PlanError
+from kvproof.spec import properties as P
 
 
 class AllocatorError(PlanError):
@@ -46,8 +47,7 @@ class Allocator:
         return range((parent - 1) * k + 1, parent * k + 1)
 
     def parent_of(self, group: str, page: int) -> int:
-        k = self.packing[group]
-        return (page + k - 1) // k
+        return P.parent_of(page, self.packing[group])
 
     def parents_needed(self, counts: Mapping[str, int]) -> int:
         """New parents an allocation of `counts` pages per group would take from the free list."""

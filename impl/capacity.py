@@ -9,10 +9,8 @@ be partial.
 
 from __future__ import annotations
 
-from math import ceil
-
 from kvproof.impl import faults
-from kvproof.impl.packer import Plan
+from kvproof.impl.packer import Plan, cdiv
 
 STATE_PAGES_PER_REQUEST = 2
 
@@ -43,8 +41,8 @@ def parents_needed(plan: Plan, tokens: int, requests: int, token_group: str = "f
     if requests == 0:
         return 0
     k_tokens, k_state = _token_groups(plan, token_group)
-    pages = ceil(tokens / plan.granularity) + requests - 1
-    return ceil(pages / k_tokens) + sum(ceil(STATE_PAGES_PER_REQUEST * requests / k) for k in k_state)
+    pages = cdiv(tokens, plan.granularity) + requests - 1
+    return cdiv(pages, k_tokens) + sum(cdiv(STATE_PAGES_PER_REQUEST * requests, k) for k in k_state)
 
 
 def max_tokens(plan: Plan, num_parents: int, requests: int, token_group: str = "full_attention") -> int:
@@ -57,6 +55,6 @@ def max_tokens(plan: Plan, num_parents: int, requests: int, token_group: str = "
     k_tokens, k_state = _token_groups(plan, token_group)
     if faults.active("capacity_largest_packing"):
         k_tokens = max(g.packing for g in plan.groups)
-    spare = num_parents - sum(ceil(STATE_PAGES_PER_REQUEST * requests / k) for k in k_state)
+    spare = num_parents - sum(cdiv(STATE_PAGES_PER_REQUEST * requests, k) for k in k_state)
     token_pages = spare * k_tokens - (requests - 1)
     return token_pages * plan.granularity if token_pages >= 0 else -1

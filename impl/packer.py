@@ -34,8 +34,12 @@ class PlanError(ValueError):
     """Input the packer cannot plan at all (as opposed to a plan it rejects)."""
 
 
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
 def align_up(value: int, alignment: int) -> int:
-    return -(-value // alignment) * alignment
+    return cdiv(value, alignment) * alignment
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from math import ceil
 
 from kvproof.impl import faults
-from kvproof.impl.packer import FieldSpec, GroupSpec, Plan, PlanError, field_offsets, pack
+from kvproof.impl.packer import FieldSpec, GroupSpec, Plan, PlanError, cdiv, field_offsets, pack
 from kvproof.spec.catalog import CACHE_DTYPES, ModelGeometry
 
 POLICIES = ("search", "ceil", "pinned12")
@@ -42,7 +41,7 @@ class RecipePlan:
 def split_sizes(n_kda: int, n_mla: int) -> list[int]:
     """The fewest state groups that keep each within the MLA plane count, sizes as even as
     possible, larger groups first (K3: 69 KDA layers over 24 planes -> 23, 23, 23)."""
-    n = ceil(n_kda / n_mla)
+    n = cdiv(n_kda, n_mla)
     base, extra = divmod(n_kda, n)
     return [base + 1] * extra + [base] * (n - extra)
 
@@ -89,18 +88,21 @@ def plan_model(model: ModelGeometry, tp: int, dtype: str, policy: str = "search"
     groups = recipe_groups(model, tp, dtype)
     page = groups[0].fields[0].payload_bytes
     state = field_offsets(kda_fields(model, tp, 0, "slot.0"))[1] if model.hybrid else 0
+    ceil_k = cdiv(state, page)
     if not model.hybrid:
         # One group, nothing to share a plane with: a page per plane is exact and unpadded.
         plan = pack_k(groups, 1, state, page)
     elif policy == "pinned12":
         plan = pack_k(groups, 12, state, page)
     elif policy == "ceil":
-        plan = pack_k(groups, ceil(state / page), state, page)
+        plan = pack_k(groups, ceil_k, state, page)
     else:
-        first = pack_k(groups, ceil(state / page), state, page)
-        start = ceil(state / page) + (1 if faults.active("search_skips_first") else 0)
-        plan = next(
-            (p for k in range(start, SEARCH_LIMIT + 1) for p in [pack_k(groups, k, state, page)] if p.accepted),
-            first,
-        )
+        start = ceil_k + (1 if faults.active("search_skips_first") else 0)
+        candidates = (pack_k(groups, k, state, page) for k in range(start, SEARCH_LIMIT + 1))
+        plan = next((p for p in candidates if p.accepted), None)
+        if plan is None:
+            raise PlanError(
+                f"policy search finds no accepted K_mla in {start}..{SEARCH_LIMIT} for {model.name} tp={tp} "
+                f"{dtype} (ceil(state / page) = {ceil_k}); try --policy ceil to see why"
+            )
     return RecipePlan(model, tp, dtype, policy, plan, state, page)

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from functools import cached_property
 from importlib import resources
-from math import gcd
+from math import gcd, isqrt
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,8 @@ class ModelGeometry:
     def tp_domain(self) -> tuple[int, ...]:
         """Every attention tp the engine accepts: the divisors of all sharded head counts."""
         heads = self.mla_heads if not self.hybrid else gcd(self.mla_heads, self.kda_heads)
-        return tuple(d for d in range(1, heads + 1) if heads % d == 0)
+        small = [d for d in range(1, isqrt(heads) + 1) if heads % d == 0]
+        return tuple(sorted({*small, *(heads // d for d in small)}))
 
     def check_tp(self, tp: int) -> None:
         if tp not in self.tp_domain:
@@ -61,18 +62,25 @@ class ModelGeometry:
 
 
 def load_model(name: str | None = None, config: str | Path | None = None) -> ModelGeometry:
-    """A built-in model by name, or any config.json by path (the path wins)."""
+    """A built-in model by name, or any config.json by path (the path wins, and names the model)."""
     if config is not None:
         path = Path(config)
-        try:
-            text = path.read_text()
-        except OSError as err:
-            raise ConfigError(f"cannot read config {path}: {err.strerror}") from None
-        return parse_config(_parse_json(text, str(path)), name or path.stem)
+        return parse_config(read_json(path, "config"), path.stem)
     if name not in BUILTIN_MODELS:
         raise ConfigError(f"unknown model {name!r}; built in: {', '.join(BUILTIN_MODELS)} (or pass --config FILE)")
     text = resources.files("kvproof.spec").joinpath("models", f"{name}.json").read_text()
     return parse_config(_parse_json(text, name), name)
+
+
+def read_json(path: Path, what: str) -> Any:
+    """A JSON file given on the command line; every way it can be unreadable is one line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ConfigError(f"cannot read {what} {path}: {err.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{what} {path} is not UTF-8 text") from None
+    return _parse_json(text, str(path))
 
 
 def _parse_json(text: str, where: str) -> Any:
@@ -110,6 +118,14 @@ def _layers(cfg: dict, key: str, num_layers: int, where: str) -> tuple[int, ...]
     return tuple(sorted(value))
 
 
+def _conv_kernel(lin: dict, where: str) -> int:
+    kernel = _int(lin, "short_conv_kernel_size", where)
+    if kernel < 2:
+        # The conv state keeps the last kernel - 1 inputs: a kernel of 1 keeps nothing to page.
+        raise ConfigError(f"config key '{where}short_conv_kernel_size' must be at least 2, got {kernel}")
+    return kernel
+
+
 def parse_config(raw: Any, name: str) -> ModelGeometry:
     if not isinstance(raw, dict):
         raise ConfigError(f"{name}: config must be a JSON object")
@@ -145,6 +161,6 @@ def parse_config(raw: Any, name: str) -> ModelGeometry:
         kda_layers=kda,
         kda_heads=_int(lin, "num_heads", where),
         kda_head_dim=_int(lin, "head_dim", where),
-        conv_kernel=_int(lin, "short_conv_kernel_size", where),
+        conv_kernel=_conv_kernel(lin, where),
         **common,
     )

@@ -83,3 +83,23 @@ def test_config_file_and_unknown_model(tmp_path):
         load_model(config=path)
     with pytest.raises(ConfigError, match="unknown model"):
         load_model("llama")
+
+
+def test_conv_kernel_must_keep_a_state():
+    with pytest.raises(ConfigError, match=r"'linear_attn_config\.short_conv_kernel_size' must be at least 2"):
+        parse_config(_mutate(["text_config", "linear_attn_config", "short_conv_kernel_size"], 1), "bad")
+
+
+def test_huge_head_counts_do_not_hang():
+    raw = _mutate(["text_config", "num_attention_heads"], 2**40)
+    raw["text_config"]["linear_attn_config"]["num_heads"] = 2**40
+    assert parse_config(raw, "huge").tp_domain == tuple(2**i for i in range(41))
+
+
+def test_a_user_config_is_named_after_its_file_and_must_be_utf8(tmp_path):
+    path = tmp_path / "my-model.json"
+    path.write_text(json.dumps(_k3_raw()))
+    assert load_model("kimi-k3", config=path).name == "my-model"
+    path.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(ConfigError, match="is not UTF-8 text"):
+        load_model(config=path)

@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from kvproof.ci.cli import main
 from kvproof.impl import faults
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _json(capsys, *argv: str) -> tuple[int, dict]:
@@ -66,3 +69,19 @@ def test_spec_check_reports_what_the_packer_missed(capsys):
         code, out = _json(capsys, "--tp", "8")
     assert out["accepted"] is True and code == 1
     assert "no_overlap" in {v["property"] for v in out["missed_by_packer"]}
+
+
+def test_search_past_its_limit_is_refused_by_impl_and_spec_alike(tmp_path):
+    """A tiny latent makes ceil(state / page) exceed the search limit (256): the packer and the
+    prover both refuse the point as outside what `search` covers, rather than disagree."""
+    config = json.loads((ROOT / "spec" / "models" / "kimi-linear-48b-a3b.json").read_text())
+    config.update(kv_lora_rank=32, qk_rope_head_dim=16)
+    path = tmp_path / "small-latent.json"
+    path.write_text(json.dumps(config))
+    for command in ("plan", "prove"):
+        proc = subprocess.run(
+            [sys.executable, "-m", "kvproof.ci.cli", command, "--config", str(path), "--tp", "1"],
+            capture_output=True, text=True, check=False,
+        )
+        assert proc.returncode == 2, (command, proc.stdout, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
