@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from kvproof.impl.packer import Plan
+from kvproof.impl.packer import Plan, PlanError
 from kvproof.impl.recipe import FULL, POLICIES, plan_model
 from kvproof.spec.catalog import ModelGeometry, load_model, parse_config
 
@@ -66,6 +66,16 @@ def parents_for_one_request(plan: Plan) -> int:
     return sum(1 if g.id == FULL else -(-STATE_SLOTS // g.packing) for g in plan.groups)
 
 
+def accepted_plan(model: ModelGeometry, tp: int, dtype: str, policy: str) -> Plan | None:
+    """The policy's plan, or None when the policy rejects the layout or (search) refuses it:
+    either way no engine would boot it, so no allocator ever sees it."""
+    try:
+        plan = plan_model(model, tp, dtype, policy).plan
+    except PlanError:
+        return None
+    return plan if plan.accepted else None
+
+
 @st.composite
 def synthetic_layouts(draw) -> Layout:
     """A synthetic hybrid model at a tp it allows, any dtype, any policy that accepts it, and
@@ -74,9 +84,10 @@ def synthetic_layouts(draw) -> Layout:
     tp = draw(st.sampled_from([t for t in (1, 2, 4) if t in model.tp_domain]))
     dtype = draw(st.sampled_from(["fp8", "bf16"]))
     policy = draw(st.sampled_from(POLICIES))
-    plan = plan_model(model, tp, dtype, policy).plan
+    plan = accepted_plan(model, tp, dtype, policy)
+    assume(plan is not None)
     need = parents_for_one_request(plan)
-    assume(plan.accepted and (need + 1) * plan.parent_bytes <= MAX_ARENA_BYTES)
+    assume((need + 1) * plan.parent_bytes <= MAX_ARENA_BYTES)
     most = min(need + 5, MAX_ARENA_BYTES // plan.parent_bytes - 1)
     return Layout(model, tp, dtype, policy, draw(st.integers(max(1, need - 1), most)))
 

@@ -31,11 +31,11 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from strategies_cache import STATE_SLOTS, Layout, k3_layouts, synthetic_layouts
+from strategies_cache import STATE_SLOTS, Layout, accepted_plan, k3_layouts, synthetic_layouts
 
 from kvproof.impl.allocator import Allocator, AllocatorError
 from kvproof.impl.arena import Arena
-from kvproof.impl.recipe import FULL, GRANULARITY, plan_model
+from kvproof.impl.recipe import FULL, GRANULARITY
 from kvproof.oracles.cache import CacheOracle, FieldShape, check_contents, check_pages
 
 FILL = 0xFF  # NaN in every float view, and all ones for the canary check
@@ -64,9 +64,9 @@ class CacheMachine(RuleBasedStateMachine):
     """Rules and invariants; subclasses pick the layouts in their `initialize` rule."""
 
     def start(self, layout: Layout) -> None:
-        plan = plan_model(layout.model, layout.tp, layout.dtype, layout.policy).plan
+        plan = accepted_plan(layout.model, layout.tp, layout.dtype, layout.policy)
         # A plan the boot check rejects never reaches an allocator.
-        assume(plan.accepted)
+        assume(plan is not None)
         self.plan = plan
         self.binding = plan.bind(layout.num_parents)
         self.n = layout.num_parents
