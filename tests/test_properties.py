@@ -1,0 +1,50 @@
+"""The shared predicates of spec/properties.py against numbers worked out by hand.
+
+The packer's boot check and the prover both call these, so a bug here would pass the
+conformance tests; these tests pin each formula to the contract's arithmetic independently.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import z3
+
+from kvproof.spec import properties as P
+
+
+def test_padding_and_its_bound():
+    # bf16 tp 32 ceil: parent 7,077,888 B, K 1, 23 layers x 203,520 B of state.
+    assert P.padding(7_077_888, 1, 23 * 203_520) == Fraction(7_077_888, 4_680_960) - 1
+    assert round(float(P.padding(7_077_888, 1, 23 * 203_520)), 3) == 0.512
+    assert not P.padding_within(7_077_888, 1, 4_680_960, Fraction(1, 4))
+    # search: parent 10,616,832 B, K 2: 5,308,416 B per page, padding 0.134.
+    assert P.padding_within(10_616_832, 2, 4_680_960, Fraction(1, 4))
+    # Exactly at the bound is within it: parent = 1.25 x K x raw.
+    assert P.padding_within(125, 1, 100, Fraction(1, 4)) and not P.padding_within(126, 1, 100, Fraction(1, 4))
+
+
+def test_page_offsets_and_parents():
+    # Plane at 1000, 160 B, stride 32, field at +8: page 0 is the null parent's last slot.
+    assert P.page_offset(1000, 160, 32, 0, 8) == 1000 + 128 + 8
+    assert P.page_offset(1000, 160, 32, 1, 8) == 1000 + 160 + 8
+    assert [P.parent_of(p, 5) for p in (0, 1, 5, 6, 10, 11)] == [0, 1, 1, 2, 2, 3]
+    assert [P.parent_of(p, 1) for p in (0, 1, 2)] == [0, 1, 2]
+
+
+def test_limits():
+    assert P.page_ids_fit(178_956_970, 12) and not P.page_ids_fit(178_956_971, 12)
+    assert P.max_parents(21_233_664, [12, 1, 1, 1]) == (2**31 - 1) // 12
+    assert P.max_parents(2**62, [1]) == 0  # two parents already pass 2^63 - 1 bytes
+    assert P.divides(12, 21_233_664) and not P.divides(7, 21_233_664)
+    assert P.exact_stride(73_728, 73_728) and not P.exact_stride(135_680, 73_728)
+
+
+def test_the_same_predicates_build_z3_terms():
+    page, k = z3.Ints("page k")
+    solver = z3.Solver()
+    solver.add(k >= 1, k <= 64, page >= 1, page <= 10_000, P.parent_of(page, k) == 0)
+    assert solver.check() == z3.unsat  # no page but page 0 lives in the null parent
+    solver = z3.Solver()
+    solver.add(k == 12, P.padding_within(z3.IntVal(21_233_664), k, z3.IntVal(1_769_472), Fraction(1, 4)))
+    assert solver.check() == z3.sat
