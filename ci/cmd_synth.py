@@ -18,8 +18,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     model = load_model(args.model, args.config)
-    for tp in args.tp or ():
-        model.check_tp(tp)
     tps, dtypes = args.tp or model.tp_domain, args.dtype or CACHE_DTYPES
     results = [synthesize(model, tp, dtype) for dtype in dtypes for tp in tps]
     if args.json:

@@ -98,11 +98,13 @@ def plan_model(model: ModelGeometry, tp: int, dtype: str, policy: str = "search"
         plan = pack_k(groups, ceil_k, state, page)
     else:
         start = ceil_k + (1 if faults.active("search_skips_first") else 0)
-        candidates = (pack_k(groups, k, state, page) for k in range(start, SEARCH_LIMIT + 1))
-        plan = next((p for p in candidates if p.accepted), None)
-        if plan is None:
+        if start > SEARCH_LIMIT:
             raise PlanError(
-                f"policy search finds no accepted K_mla in {start}..{SEARCH_LIMIT} for {model.name} tp={tp} "
-                f"{dtype} (ceil(state / page) = {ceil_k}); try --policy ceil to see why"
+                f"policy search covers K_mla up to {SEARCH_LIMIT}, but {model.name} tp={tp} {dtype} needs "
+                f"ceil(state / page) = {ceil_k}; try --policy ceil"
             )
+        # When no packing in range is accepted, the first candidate shows why (a rejected plan).
+        first = pack_k(groups, start, state, page)
+        candidates = (pack_k(groups, k, state, page) for k in range(start + 1, SEARCH_LIMIT + 1))
+        plan = first if first.accepted else next((p for p in candidates if p.accepted), first)
     return RecipePlan(model, tp, dtype, policy, plan, state, page)

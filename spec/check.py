@@ -4,6 +4,8 @@ The schema (field names as in the packer contract; dtypes as in the engine's sto
 {"num_parents", "parent_bytes", "alignment", "max_padding",
  "planes": [{"id", "bytes", "arena_offset"}], "groups": [{"id", "packing", "page_count"}],
  "fields": [{"id", "group", "plane", "shape", "dtype", "offset", "stride", "exact_stride"}]}.
+Ids are unique per list, every group has a field, and page_count = 1 + num_parents x packing
+(pages 0..N x K, page 0 the null page); anything else is malformed, not a verdict.
 The checks are the prover's (spec/encoding.py) with N pinned to num_parents, so a plan from any
 engine is judged by exactly the properties the prover proves for the contract.
 """

@@ -11,6 +11,7 @@ which is why a whole model proves in well under a second.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -131,7 +132,9 @@ class Facts:
 
 
 def _get(obj: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any:
-    if not isinstance(obj, dict) or key not in obj:
+    if not isinstance(obj, dict):
+        raise ConfigError(f"plan key {where.rstrip('.')!r} must be an object" if where else "plan must be an object")
+    if key not in obj:
         raise ConfigError(f"plan is missing key {where + key!r}")
     value = obj[key]
     if (isinstance(value, bool) and kind is not bool) or not isinstance(value, kind):
@@ -139,53 +142,88 @@ def _get(obj: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any:
     return value
 
 
+def _positive(obj: Any, key: str, where: str) -> int:
+    value = _get(obj, key, int, where)
+    if value <= 0:
+        raise ConfigError(f"plan key {where + key!r} must be positive, got {value}")
+    return value
+
+
+def _ids(items: list, key: str) -> list[str]:
+    """The ids of a plan list, which name planes, groups and fields everywhere else, so unique."""
+    ids: list[str] = []
+    for i, item in enumerate(items):
+        name = _get(item, "id", str, f"{key}[{i}].")
+        if name in ids:
+            raise ConfigError(f"plan key '{key}[{i}].id' repeats id {name!r} of {key}[{ids.index(name)}]")
+        ids.append(name)
+    return ids
+
+
+def _bound(plan: dict) -> Fraction:
+    """max_padding as an exact fraction; json.loads reads NaN and Infinity, which have none."""
+    value = _get(plan, "max_padding", (int, float), "")
+    if (isinstance(value, float) and not math.isfinite(value)) or value < 0:
+        raise ConfigError(f"plan key 'max_padding' must be a finite number >= 0, got {value}")
+    return Fraction(str(value))
+
+
 def _static(plan: dict) -> tuple[int, int, Fraction, list[dict], list[dict], tuple[FieldFact, ...]]:
-    parent = _get(plan, "parent_bytes", int, "")
-    alignment = _get(plan, "alignment", int, "")
-    bound = Fraction(str(_get(plan, "max_padding", (int, float), "")))
-    planes = _get(plan, "planes", list, "")
-    groups = _get(plan, "groups", list, "")
-    if parent <= 0 or alignment <= 0 or not planes or not groups:
-        raise ConfigError("plan needs positive parent_bytes and alignment and at least one plane and group")
-    plane_ids = {_get(p, "id", str, f"planes[{i}].") for i, p in enumerate(planes)}
-    packings = {_get(g, "id", str, f"groups[{i}]."): _get(g, "packing", int, f"groups[{i}].")
-                for i, g in enumerate(groups)}
-    if len(plane_ids) != len(planes) or len(packings) != len(groups) or min(packings.values()) <= 0:
-        raise ConfigError("plan ids must be unique and packings positive")
+    parent, alignment = _positive(plan, "parent_bytes", ""), _positive(plan, "alignment", "")
+    bound = _bound(plan)
+    planes, groups = _get(plan, "planes", list, ""), _get(plan, "groups", list, "")
+    for key, items in (("planes", planes), ("groups", groups)):
+        if not items:
+            raise ConfigError(f"plan key {key!r} is empty: a plan needs at least one")
+    plane_ids, group_ids = _ids(planes, "planes"), _ids(groups, "groups")
+    for i, p in enumerate(planes):
+        _positive(p, "bytes", f"planes[{i}].")
+    for i, g in enumerate(groups):
+        _positive(g, "packing", f"groups[{i}].")
+    listed = _get(plan, "fields", list, "")
+    field_ids = _ids(listed, "fields")
     fields = []
-    for i, f in enumerate(_get(plan, "fields", list, "")):
+    for i, f in enumerate(listed):
         at = f"fields[{i}]."
         shape, dtype = _get(f, "shape", list, at), _get(f, "dtype", str, at)
         group, plane = _get(f, "group", str, at), _get(f, "plane", str, at)
         if dtype not in DTYPE_BYTES:
             raise ConfigError(f"plan key {at}dtype: unknown dtype {dtype!r}; known: {', '.join(DTYPE_BYTES)}")
-        if group not in packings or plane not in plane_ids:
-            raise ConfigError(f"plan key {at}group/plane names no group or plane of the plan")
+        if group not in group_ids:
+            raise ConfigError(f"plan key '{at}group' names no group of the plan: {group!r}")
+        if plane not in plane_ids:
+            raise ConfigError(f"plan key '{at}plane' names no plane of the plan: {plane!r}")
         if not shape or any(isinstance(d, bool) or not isinstance(d, int) or d <= 0 for d in shape):
-            raise ConfigError(f"plan key {at}shape must be a list of positive integers")
+            raise ConfigError(f"plan key '{at}shape' must be a non-empty list of positive integers")
         fields.append(FieldFact(
-            _get(f, "id", str, at), group, plane, dtype, prod(shape) * DTYPE_BYTES[dtype],
+            field_ids[i], group, plane, dtype, prod(shape) * DTYPE_BYTES[dtype],
             _get(f, "offset", int, at), _get(f, "stride", int, at), _get(f, "exact_stride", bool, at),
         ))
+    for i, group in enumerate(group_ids):
+        if not any(f.group == group for f in fields):
+            raise ConfigError(f"plan key 'groups[{i}]': group {group!r} has no fields, so its padding is undefined")
     return parent, alignment, bound, planes, groups, tuple(fields)
 
 
 def concrete_facts(plan: dict) -> Facts:
     """A bound plan as `verify check` reads it: N is the plan's num_parents."""
     parent, alignment, bound, planes, groups, fields = _static(plan)
-    n = _get(plan, "num_parents", int, "")
-    if n < 1:
-        raise ConfigError(f"plan key 'num_parents' must be >= 1, got {n}")
-    arena = [PlaneFact(p["id"], _get(p, "bytes", int, f"planes[{i}]."),
-                       Affine(0, _get(p, "arena_offset", int, f"planes[{i}].")))
+    n = _positive(plan, "num_parents", "")
+    arena = [PlaneFact(p["id"], p["bytes"], Affine(0, _get(p, "arena_offset", int, f"planes[{i}].")))
              for i, p in enumerate(planes)]
     arena.sort(key=lambda p: p.arena_offset.fixed)
-    return Facts(
-        parent, alignment, bound, tuple(arena),
-        tuple(GroupFact(g["id"], g["packing"], Affine(0, _get(g, "page_count", int, f"groups[{i}].")))
-              for i, g in enumerate(groups)),
-        fields, (n, n),
-    )
+    bound_groups = tuple(_bound_group(g, i, n) for i, g in enumerate(groups))
+    return Facts(parent, alignment, bound, tuple(arena), bound_groups, fields, (n, n))
+
+
+def _bound_group(group: dict, i: int, num_parents: int) -> GroupFact:
+    """Pages 0..N x K: parent 0 (the null parent) holds only page 0, so the count is fixed by N."""
+    given = _get(group, "page_count", int, f"groups[{i}].")
+    expected = 1 + num_parents * group["packing"]
+    if given != expected:
+        raise ConfigError(f"plan key 'groups[{i}].page_count' of group {group['id']!r} is {given}; "
+                          f"expected 1 + num_parents x packing = {expected}")
+    return GroupFact(group["id"], group["packing"], Affine(0, given))
 
 
 def symbolic_facts(plan: dict) -> Facts:
@@ -374,9 +412,9 @@ def no_overlap(facts: Facts) -> list[Violation]:
 def null_page(facts: Facts) -> list[Violation]:
     out = []
     for (group, plane_id), stack in facts.stacks.items():
-        g, plane = facts.group(group), facts.plane(plane_id)
+        plane = facts.plane(plane_id)
         base, (low, high) = _page_base(plane, stack[0].stride, 0), _footprint(stack)
-        if not P.null_page(g.packing) or base + low < 0 or base + high > plane.bytes:
+        if not P.null_page(base + low, base + high, plane.bytes):
             out.append(Violation("null_page", f"page 0 of {group} on plane {plane_id} (bytes {base + low:,}.."
                                               f"{base + high:,} of the slab) is not inside null parent 0 "
                                               f"(bytes 0..{plane.bytes:,})"))

@@ -49,14 +49,6 @@ def _k_lin(state: int, page: int) -> Any:
                  z3.And(K_LIN * state <= fill, fill < (K_LIN + 1) * state))
 
 
-@dataclass(frozen=True)
-class Choice:
-    """The packings a policy picks at one point, and the candidates it passed over."""
-
-    packing: dict[str, int]
-    rejected: tuple[int, ...] = ()
-
-
 def _witness(solver: z3.Solver, *extra: Any) -> int | None:
     return solver.model()[K_MLA].as_long() if solver.check(*extra) == z3.sat else None
 
@@ -72,11 +64,11 @@ def _smallest(solver: z3.Solver, above: int) -> int | None:
     return high
 
 
-def choose(policy: Policy, layout: Layout, accepted: Callable[[dict[str, int]], bool]) -> Choice:
+def choose(policy: Policy, layout: Layout, accepted: Callable[[dict[str, int]], bool]) -> dict[str, int]:
     """The packing `policy` picks for `layout`; `accepted(packing)` is the boot verdict of a plan."""
     if layout.state == 0:
         # MLA only: one group with nothing to share a plane with, so one page per plane.
-        return Choice({FULL: 1})
+        return {FULL: 1}
     solver = _SOLVER
     solver.push()
     try:
@@ -92,7 +84,7 @@ def choose(policy: Policy, layout: Layout, accepted: Callable[[dict[str, int]], 
         if other is not None:
             raise ConfigError(f"policy {policy.name} admits both K_mla={k_mla} and K_mla={other}: "
                               "it must define one packing")
-        return Choice(_packing(solver, layout, k_mla))
+        return _packing(solver, layout, k_mla)
     finally:
         solver.pop()
 
@@ -103,17 +95,16 @@ def _packing(solver: z3.Solver, layout: Layout, k_mla: int) -> dict[str, int]:
     return {g: k_mla if g == FULL else k_lin for g in layout.groups}
 
 
-def _first_accepted(solver: z3.Solver, layout: Layout, accepted: Callable[[dict[str, int]], bool]) -> Choice:
-    rejected: list[int] = []
+def _first_accepted(solver: z3.Solver, layout: Layout,
+                    accepted: Callable[[dict[str, int]], bool]) -> dict[str, int]:
     k_mla = _smallest(solver, 0)
     first = None
     while k_mla is not None:
         packing = _packing(solver, layout, k_mla)
         first = first or packing
         if accepted(packing):
-            return Choice(packing, tuple(rejected))
-        rejected.append(k_mla)
+            return packing
         k_mla = _smallest(solver, k_mla)
     if first is None:
         raise ConfigError(f"policy search admits no packing (state {layout.state:,} B, page {layout.page:,} B)")
-    return Choice(first, tuple(rejected))
+    return first

@@ -66,8 +66,10 @@ def parent_of(page: Num, packing: Num) -> Num:
     return _div(page + packing - 1, packing)
 
 
-def null_page(packing: Num) -> Any:
-    return parent_of(0, packing) == 0
+def null_page(page_start: Num, page_end: Num, plane_bytes: Num) -> Any:
+    """Page 0's bytes [page_start, page_end) of a plane slab lie in parent 0, the slab's first
+    plane_bytes. Page 0 is concrete in every plan, so this is only ever evaluated on ints."""
+    return page_start >= 0 and page_end <= plane_bytes
 
 
 def max_parents(parent_bytes: int, packings: list[int]) -> int:

@@ -46,7 +46,6 @@ class PointPlan:
     dtype: str
     layout: Layout
     plan: dict
-    rejected: tuple[int, ...]  # K_mla candidates `search` passed over
     violations: dict[str, tuple[Violation, ...]]
 
     @property
@@ -107,9 +106,9 @@ def plan_point(model: ModelGeometry, tp: int, dtype: str, policy: Policy,
                seconds: dict[str, float] | None = None) -> PointPlan:
     layout = recipe_layout(model, tp, dtype)
     point = _Point(layout, {} if seconds is None else seconds)
-    choice = choose(policy, layout, point.accepted)
-    verdict = {prop: point.violations(choice.packing, prop) for prop in CHECKS}
-    return PointPlan(tp, dtype, layout, point.plan(choice.packing)[0], choice.rejected, verdict)
+    packing = choose(policy, layout, point.accepted)
+    verdict = {prop: point.violations(packing, prop) for prop in CHECKS}
+    return PointPlan(tp, dtype, layout, point.plan(packing)[0], verdict)
 
 
 def prove(

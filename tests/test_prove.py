@@ -106,11 +106,12 @@ def _mutants():
         _field(p, "recurrent_state")["offset"] = 0
 
     def in_bounds(p):
-        p["groups"][1]["page_count"] += 1
+        p["planes"][-1]["arena_offset"] += 256  # its slab now ends past the arena
 
     def page_id_limit(p):
         p["num_parents"] = 2**31 // 12 + 1
-        p["groups"][0]["page_count"] = 1 + p["num_parents"] * 12
+        for g in p["groups"]:
+            g["page_count"] = 1 + p["num_parents"] * g["packing"]
 
     def null_page(p):
         _field(p, "latent_kv")["offset"] = 128
