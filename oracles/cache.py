@@ -43,9 +43,6 @@ class CacheOracle:
     def live(self, group: str) -> frozenset[int]:
         return frozenset(self._pages[group])
 
-    def group_of(self, field_id: str) -> str:
-        return self._group_of[field_id]
-
     def allocate(self, group: str, pages: Iterable[int]) -> None:
         """New pages of `group` hold nothing known yet."""
         for page in pages:
