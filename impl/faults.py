@@ -36,6 +36,11 @@ FAULTS: dict[str, str] = {
     "allocator_reuses_live_page": "the allocator leaves a handed-out page on its free list: it is handed out again",
     "arena_dense_page_stride": "the arena's field views walk pages by payload bytes instead of the plan's stride",
     "capacity_largest_packing": "token capacity uses the largest packing of any group, state groups included",
+    # Faults of an engine's own code: the adapter loads a temporary copy of the engine with the
+    # edit of kvproof.engines.tokenspeed.mutants applied (the installed engine is never touched).
+    "ts_k3_packing_floor": "tokenspeed's K3 recipe rounds K_mla = state / page down instead of up",
+    "ts_plan_widened_stride": "tokenspeed's pack() gives every field a page stride 256 B wider than plane / K",
+    "ts_bind_forgets_null_parent": "tokenspeed's bind() sizes each plane slab for N parents, not N + 1",
 }
 
 _active: set[str] = {name for name in os.environ.get(ENV, "").split(",") if name}

@@ -434,3 +434,40 @@ CHECKS: dict[str, Callable[[Facts], list[Violation]]] = {
 
 def violations(facts: Facts, properties: Iterable[str] = tuple(P.PROPERTIES)) -> list[Violation]:
     return [v for prop in properties for v in CHECKS[prop](facts)]
+
+
+def affine_facts(documents: dict[int, dict]) -> Facts:
+    """A plan an engine bound at several parent counts, as one plan for every N it allows.
+
+    An engine's bind lays out (N + 1) x plane bytes per slab and 1 + N x K pages per group, so
+    every N-dependent number is affine in N. That is shown, not assumed: two bindings fix each
+    line and every other binding must lie on it, and every number that does not depend on N must
+    be equal in all of them. Then N ranges over 1..max_parents symbolically."""
+    if len(documents) < 3:
+        raise ConfigError("an engine plan needs bindings at three or more parent counts to show it is affine in N")
+    facts = {n: concrete_facts(doc) for n, doc in sorted(documents.items())}
+    (n1, first), (n2, second) = list(facts.items())[:2]
+
+    def line(where: str, at: Callable[[Facts], int]) -> Affine:
+        slope, rest = divmod(at(second) - at(first), n2 - n1)
+        fit = Affine(slope, at(first) - slope * n1)
+        for n, f in facts.items():
+            if rest or fit.per_parent * n + fit.fixed != at(f):
+                raise ConfigError(f"engine plan: {where} is {at(f):,} at N={n}, not affine in N "
+                                  f"({at(first):,} at N={n1}, {at(second):,} at N={n2})")
+        return fit
+
+    for n, f in facts.items():
+        if (f.parent_bytes, f.alignment, f.max_padding, f.fields) != (
+                first.parent_bytes, first.alignment, first.max_padding, first.fields):
+            raise ConfigError(f"engine plan: parent, alignment, bound or fields differ between N={n1} and N={n}")
+        if [p.id for p in f.planes] != [p.id for p in first.planes]:
+            raise ConfigError(f"engine plan: plane order differs between N={n1} and N={n}")
+    planes = tuple(
+        PlaneFact(p.id, p.bytes, line(f"planes[{p.id}].arena_offset", lambda f, i=i: f.planes[i].arena_offset.fixed))
+        for i, p in enumerate(first.planes))
+    groups = tuple(
+        GroupFact(g.id, g.packing, line(f"groups[{g.id}].page_count", lambda f, i=i: f.groups[i].page_count.fixed))
+        for i, g in enumerate(first.groups))
+    top = P.max_parents(first.parent_bytes, [g.packing for g in groups]) if 2 * first.parent_bytes <= P.BYTES_MAX else 0
+    return Facts(first.parent_bytes, first.alignment, first.max_padding, planes, groups, first.fields, (1, top))

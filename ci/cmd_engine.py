@@ -1,0 +1,98 @@
+"""Plan with an engine's own recipes at every point they support and check what they produce."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from kvproof.ci.cli import UsageError
+from kvproof.engines import baseline
+from kvproof.engines.verdict import PointResult, RecipeResult
+
+ENGINES = ("tokenspeed",)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("engine", choices=ENGINES, help="the engine whose planner is under test")
+    parser.add_argument("--recipe", nargs="+", help="only these recipes (default: every recipe the engine registers)")
+    parser.add_argument("--engine-path", metavar="DIR", help="a checkout or unpacked package (default: installed)")
+    parser.add_argument("--tp", type=int, nargs="+", help="narrow the domain to these attention tp")
+    parser.add_argument("--dtype", nargs="+", help="narrow the domain to these --kv-cache-dtype values")
+    parser.add_argument("--baseline", metavar="FILE", help="known findings: fail only on new ones, list stale ones")
+    parser.add_argument("--write-baseline", metavar="FILE", help="write this run's findings as a baseline and exit 0")
+    parser.add_argument("--all", action="store_true", help="show every counterexample, not only the first per recipe")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _run(args: argparse.Namespace):  # the engine's Run; each engine module has its own
+    from kvproof.engines.tokenspeed import engine, loader  # torch: only this command needs it
+
+    try:
+        source = loader.path_source(args.engine_path) if args.engine_path else loader.installed_source()
+        return engine.ENGINE, engine.run(source, args.recipe, args.tp, args.dtype, args.engine_path)
+    except loader.SourceError as err:
+        raise UsageError(str(err)) from None
+    except loader.StubUsed as err:
+        raise UsageError(f"{err}; the adapter must model this before the point can be checked") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    name, result = _run(args)
+    version = result.source.version
+    found = baseline.findings(name, version, result.recipes)
+    if args.write_baseline:
+        with open(args.write_baseline, "w", encoding="utf-8") as out:
+            out.write(baseline.dump(found))
+        print(f"wrote {len(set(found))} finding(s) to {args.write_baseline}")
+        return 0
+    known = baseline.load(args.baseline) if args.baseline else set()
+    cmp = baseline.compare(found, known, name, version, baseline.ran(result.recipes))
+    if args.json:
+        doc = result.as_dict()
+        doc["new_findings"] = [list(k) for k in cmp.new]
+        doc["baselined"] = [list(k) for k in cmp.known]
+        doc["stale"] = [list(k) for k in cmp.stale]
+        print(json.dumps(doc, indent=1))
+    else:
+        print(render(result, cmp, args.all))
+    return 1 if cmp.new else 0
+
+
+def _row(p: PointResult) -> str:
+    axes = " ".join(f"{k}={v}" for k, v in p.point.items())
+    packing = "/".join(str(p.packing[g]) for g in sorted(p.packing)) or "-"  # groups in id order
+    parent = f"{p.parent_bytes:,}" if p.parent_bytes is not None else "-"
+    pad = f"{p.worst_padding:.3f}" if p.worst_padding is not None else "-"
+    what = f"{p.findings[0].property}" if p.findings else ""
+    return f"  {axes:<24} {p.verdict:<15} {packing:<14} {parent:>13} {pad:>7}  {what}"
+
+
+def render_recipe(r: RecipeResult, show_all: bool) -> list[str]:
+    if r.not_verified is not None:
+        return [f"{r.recipe}: NOT VERIFIED ({r.not_verified})", ""]
+    bad = [p for p in r.points if p.verdict == "counterexample"]
+    head = f"{r.recipe}: {len(r.points)} points, {len(bad)} counterexample(s)"
+    lines = [head, f"  {'point':<24} {'verdict':<15} {'packing':<14} {'parent bytes':>13} {'pad':>7}  property"]
+    lines += [_row(p) for p in r.points]
+    for p in bad if show_all else bad[:1]:
+        for f in p.findings:
+            lines.append(f"  COUNTEREXAMPLE {f.property} at {' '.join(f'{k}={v}' for k, v in p.point.items())}: "
+                         f"{f.message}")
+        lines.append(f"    replay: {p.replay}")
+    if not show_all and len(bad) > 1:
+        lines.append(f"  {len(bad) - 1} more counterexample(s); --all shows every one")
+    return [*lines, ""]
+
+
+def render(result, cmp: baseline.Comparison, show_all: bool) -> str:
+    lines = [f"engine: {result.source.describe()}", ""]
+    for r in result.recipes:
+        lines += render_recipe(r, show_all)
+    if cmp.known:
+        lines.append(f"{len(cmp.known)} finding(s) known in the baseline")
+    for k in cmp.stale:
+        lines.append(f"STALE baseline entry (no longer found): {' '.join(k)}")
+    verified = sum(r.not_verified is None for r in result.recipes)
+    lines.append(f"verdict: {'OK' if not cmp.new else 'FINDINGS'}: {len(cmp.new)} new finding(s); "
+                 f"{verified} of {len(result.recipes)} recipes verified; {result.seconds:.2f} s")
+    return "\n".join(lines)

@@ -1,0 +1,77 @@
+"""Known findings of a released engine, kept the way linters keep baselines.
+
+A baseline is a JSON file {"findings": [{"engine", "version", "recipe", "point", "property"}]},
+one entry per known finding, `point` the domain axes as a sorted "k=v,k=v" string and `property`
+a plan property, `boots`, or `not_verified`. With a baseline a run fails only on findings it does
+not list, and lists the entries that no longer occur as stale (fixed upstream: delete them).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kvproof.engines.verdict import RecipeResult
+from kvproof.spec.catalog import ConfigError, read_json
+
+Key = tuple[str, str, str, str, str]  # engine, version, recipe, point, property
+
+
+def point_key(point: dict[str, Any]) -> str:
+    return ",".join(f"{k}={point[k]}" for k in sorted(point))
+
+
+def findings(engine: str, version: str, results: Iterable[RecipeResult]) -> list[Key]:
+    keys: list[Key] = []
+    for recipe in results:
+        if recipe.not_verified is not None:
+            keys.append((engine, version, recipe.recipe, "", "not_verified"))
+        for p in recipe.points:
+            if p.verdict == "counterexample":
+                keys.extend((engine, version, recipe.recipe, point_key(p.point), f.property) for f in p.findings)
+    return keys
+
+
+def load(path: str | Path) -> set[Key]:
+    doc = read_json(Path(path), "baseline")
+    entries = doc.get("findings") if isinstance(doc, dict) else None
+    if not isinstance(entries, list):
+        raise ConfigError(f"baseline {path}: expected an object with a 'findings' list")
+    keys: set[Key] = set()
+    for i, entry in enumerate(entries):
+        fields = ("engine", "version", "recipe", "point", "property")
+        if not isinstance(entry, dict) or not all(isinstance(entry.get(f), str) for f in fields):
+            raise ConfigError(f"baseline {path}: findings[{i}] needs string keys {', '.join(fields)}")
+        keys.add(tuple(entry[f] for f in fields))  # type: ignore[arg-type]
+    return keys
+
+
+def dump(keys: Iterable[Key]) -> str:
+    fields = ("engine", "version", "recipe", "point", "property")
+    return json.dumps({"findings": [dict(zip(fields, k, strict=True)) for k in sorted(set(keys))]}, indent=1) + "\n"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    new: list[Key]
+    known: list[Key]
+    stale: list[Key]
+
+
+def ran(results: Iterable[RecipeResult]) -> set[tuple[str, str]]:
+    """(recipe, point) of every point that ran, and (recipe, "") of every recipe that was tried."""
+    return {(r.recipe, "") for r in results} | {(r.recipe, point_key(p.point)) for r in results for p in r.points}
+
+
+def compare(found: list[Key], baseline: set[Key], engine: str, version: str, tried: set[tuple[str, str]]) -> Comparison:
+    """Stale entries are judged only for this engine and version, and only at points that ran
+    (a run narrowed by --tp or --recipe says nothing about the rest)."""
+    return Comparison(
+        new=[k for k in found if k not in baseline],
+        known=[k for k in found if k in baseline],
+        stale=sorted(k for k in baseline
+                     if k[:2] == (engine, version) and (k[2], k[3]) in tried and k not in set(found)),
+    )

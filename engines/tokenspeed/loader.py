@@ -1,0 +1,251 @@
+"""Import tokenspeed's cache recipes on a CPU, from the installed package or a checkout.
+
+tokenspeed's package `__init__` chain pulls in transformers and a GPU kernel package that raises
+without a GPU. The recipes themselves are integer geometry plus a few torch dtypes, so we import
+them with the packages *above* `recipes/` replaced by empty package modules whose `__path__` is
+the real folder (their own `__init__` never runs; `recipes/__init__.py` does). A handful of
+modules the recipes import but must not need for planning are replaced by `Replaced` modules:
+importing a name from one succeeds, and any use of that name raises `StubUsed` naming the module
+and the name. A verifier that planned with an invented number would prove nothing, so nothing a
+replaced module hands out can be read as a value.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import subprocess
+import sys
+import types
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+ATTENTION = "tokenspeed.runtime.layers.attention"
+RECIPES = f"{ATTENTION}.kv_cache.recipes"
+# Packages whose __init__ is skipped: every package above recipes/, and two the recipes reach
+# into whose __init__ imports the whole runtime (transformers, CUDA utilities).
+_SKIPPED_INITS = (
+    "tokenspeed",
+    "tokenspeed.runtime",
+    "tokenspeed.runtime.layers",
+    "tokenspeed.runtime.layers.attention",
+    "tokenspeed.runtime.layers.attention.kv_cache",
+    "tokenspeed.runtime.configs",
+    "tokenspeed.runtime.utils",
+)
+# Modules replaced wholesale, with why planning must never need them.
+REPLACED: dict[str, str] = {
+    "tokenspeed_kernel": "the GPU kernel package (raises without a GPU); its answers are GPU facts",
+    "tokenspeed_scheduler": "the C++ scheduler; only capacity sizing (parents_needed) asks it",
+    "tokenspeed.runtime.configs.model_config": "builds configs through transformers; kvproof passes "
+    "a strict model_config made from the published config.json",
+    "tokenspeed.runtime.utils.server_args": "the launch-flag parser; kvproof passes a strict server_args",
+    "tokenspeed.runtime.utils.env": "environment switches; a recipe that reads one needs it as an "
+    "explicit assumption",
+}
+
+
+class StubUsed(RuntimeError):
+    """Planning touched something kvproof replaced: the adapter, not the engine, is incomplete."""
+
+
+class Unavailable:
+    """A value kvproof does not have: a name imported from a replaced module, or a config value
+    that planning must not need. Naming its attributes and arithmetic on it are allowed (modules
+    build tables at import time; dataclasses store and combine launch values) and give another
+    Unavailable; every decision on one (a call, a truth value, a comparison, iteration, use as
+    a number or a string) raises StubUsed naming where it came from."""
+
+    __slots__ = ("_where", "_why")
+
+    def __init__(self, where: str, why: str) -> None:
+        object.__setattr__(self, "_where", where)
+        object.__setattr__(self, "_why", why)
+
+    def _used(self, how: str) -> StubUsed:
+        return StubUsed(f"planning used {self._where}{how}, which kvproof does not have ({self._why})")
+
+    def _derived(self, how: str) -> Unavailable:
+        return Unavailable(f"{self._where}{how}", self._why)
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return self._derived(f".{attr}")
+
+    def __setattr__(self, attr: str, value: object) -> None:
+        raise self._used(f".{attr} = ...")
+
+    def __call__(self, *args: object, **kwargs: object) -> Any:
+        raise self._used("(...)")
+
+    def __bool__(self) -> bool:
+        raise self._used(" as a truth value")
+
+    def __iter__(self) -> Any:
+        raise self._used(" as an iterable")
+
+    def __index__(self) -> int:
+        raise self._used(" as a number")
+
+    __int__ = __float__ = __index__
+
+    def __str__(self) -> str:
+        raise self._used(" as a string")
+
+    def __eq__(self, other: object) -> bool:
+        raise self._used(" in a comparison")
+
+    __lt__ = __le__ = __gt__ = __ge__ = __ne__ = __eq__  # type: ignore[assignment]
+    __hash__ = object.__hash__
+
+    def _arith(self, other: object) -> Unavailable:
+        return self._derived(" (in arithmetic)")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _arith
+    __floordiv__ = __rfloordiv__ = __truediv__ = __rtruediv__ = __mod__ = __rmod__ = _arith
+
+    def __repr__(self) -> str:
+        return f"<unavailable {self._where}>"
+
+
+def _replaced_root(name: str) -> str:
+    return next(root for root in REPLACED if name == root or name.startswith(root + "."))
+
+
+class _ReplacedModule(types.ModuleType):
+    """A replaced module: `from it import x` works, and x is an Unavailable."""
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return Unavailable(f"{self.__name__}.{attr}", REPLACED[_replaced_root(self.__name__)])
+
+
+class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Serves the replaced modules (and any submodule of them) and the skipped-init packages."""
+
+    def __init__(self, package_dir: Path) -> None:
+        self.package_dir = package_dir
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None, target: object = None) -> Any:
+        if any(fullname == r or fullname.startswith(r + ".") for r in REPLACED):
+            return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+        if fullname in _SKIPPED_INITS:
+            folder = self.package_dir.parent.joinpath(*fullname.split("."))
+            spec = importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+            spec.submodule_search_locations = [str(folder)]
+            return spec
+        return None
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        if spec.name in _SKIPPED_INITS:
+            module = types.ModuleType(spec.name, "kvproof: package __init__ skipped")
+        else:
+            module = _ReplacedModule(spec.name, "kvproof: replaced module")
+        module.__path__ = list(spec.submodule_search_locations or [])
+        return module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        """Nothing to run: a skipped __init__ or a replaced module has no code."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the tokenspeed under test comes from: its package folder, version and commit."""
+
+    package_dir: Path  # the folder named tokenspeed
+    version: str
+    origin: str  # "installed" or "path"
+    commit: str | None = None
+
+    def describe(self) -> str:
+        at = f" at commit {self.commit}" if self.commit else ""
+        return f"tokenspeed {self.version} ({self.origin}: {self.package_dir}{at})"
+
+
+class SourceError(ValueError):
+    """No tokenspeed where the user pointed. One line, naming the fix."""
+
+
+def installed_source() -> Source:
+    try:
+        dist = metadata.distribution("tokenspeed")
+    except metadata.PackageNotFoundError:
+        raise SourceError("tokenspeed is not installed; pip install --no-deps tokenspeed==0.1.1 "
+                          "(or pass --engine-path DIR)") from None
+    folder = Path(str(dist.locate_file("tokenspeed")))
+    if not (folder / "runtime").is_dir():
+        raise SourceError(f"installed tokenspeed {dist.version} has no runtime/ folder at {folder}")
+    return Source(folder, dist.version, "installed")
+
+
+def path_source(path: str | Path) -> Source:
+    """A tokenspeed checkout (python/tokenspeed inside it) or an unpacked package folder."""
+    root = Path(path).resolve()
+    for candidate in (root / "python" / "tokenspeed", root / "tokenspeed", root):
+        if (candidate / "runtime" / "layers" / "attention" / "kv_cache").is_dir() and candidate.name == "tokenspeed":
+            return Source(candidate, _version_at(candidate), "path", _commit_at(root))
+    raise SourceError(f"--engine-path {path}: no tokenspeed package (looked for python/tokenspeed, "
+                      "tokenspeed/, and the folder itself)")
+
+
+def _version_at(package_dir: Path) -> str:
+    for project in (package_dir.parent / "pyproject.toml", package_dir.parent.parent / "pyproject.toml"):
+        if project.is_file():
+            for line in project.read_text(encoding="utf-8", errors="replace").splitlines():
+                key, _, value = line.partition("=")
+                if key.strip() == "version":
+                    return value.strip().strip('"\'')
+    version_file = package_dir / "version.py"
+    if version_file.is_file():
+        for line in version_file.read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("__version__"):
+                return line.partition("=")[2].strip().strip('"\'')
+    return "unknown"
+
+
+def _commit_at(root: Path) -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+_OWNED = ("tokenspeed", "tokenspeed_kernel", "tokenspeed_scheduler")
+
+
+def _purge() -> None:
+    for name in [n for n in sys.modules if n.split(".")[0] in _OWNED]:
+        del sys.modules[name]
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _Finder)]
+
+
+def load(source: Source, modules: Sequence[str]) -> dict[str, types.ModuleType]:
+    """Import `modules` from `source`: recipe modules by their name in recipes/ ("kimi_k3",
+    "plan"), attention config modules as "configs.<name>"; a trailing "?" marks a module that
+    older releases lack (left out of the result when absent).
+
+    Any tokenspeed imported before is dropped first, so a test can load the installed release and
+    then a checkout (or a mutated copy) in one process.
+    """
+    _purge()
+    sys.meta_path.insert(0, _Finder(source.package_dir))
+    loaded = {}
+    try:
+        for wanted in modules:
+            name = wanted.rstrip("?")
+            full = f"{ATTENTION}.{name}" if name.startswith("configs.") else f"{RECIPES}.{name}"
+            if wanted.endswith("?") and importlib.util.find_spec(full) is None:
+                continue
+            loaded[name] = importlib.import_module(full)
+    except ImportError as err:
+        raise SourceError(f"{source.describe()}: cannot import its recipes: {err}") from None
+    return loaded

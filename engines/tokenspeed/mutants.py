@@ -1,0 +1,54 @@
+"""Seeded bugs in tokenspeed's own code, applied to a temporary copy of the package.
+
+Each is one textual edit of one recipe file, the kind of change a pull request makes. The
+adapter loads the edited copy through the same loader as the real engine, so `verify mutants`
+shows that `verify engine` flags a broken engine, not only a broken kvproof. An edit whose text
+no longer occurs in the engine raises: a mutant that silently stopped applying proves nothing.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from kvproof.engines.tokenspeed.loader import Source, SourceError
+from kvproof.impl import faults
+
+_RECIPES = Path("runtime/layers/attention/kv_cache/recipes")
+
+# fault name -> (file under the package, the text, its broken replacement)
+EDITS: dict[str, tuple[Path, str, str]] = {
+    "ts_k3_packing_floor": (
+        _RECIPES / "kimi_k3.py",
+        "mla_packing = max(1, -(-linear_plane_bytes // mla_page_bytes))",
+        "mla_packing = max(1, linear_plane_bytes // mla_page_bytes)",
+    ),
+    "ts_plan_widened_stride": (
+        _RECIPES / "plan.py",
+        "page_stride_bytes=plane_bytes[field.plane_id] // packing[group_id],",
+        "page_stride_bytes=plane_bytes[field.plane_id] // packing[group_id] + 256,",
+    ),
+    "ts_bind_forgets_null_parent": (
+        _RECIPES / "plan.py",
+        "arena_offset += (num_lcm_blocks + 1) * bytes_per_lcm_block",
+        "arena_offset += num_lcm_blocks * bytes_per_lcm_block",
+    ),
+}
+
+
+def mutated(source: Source) -> Source:
+    """`source` itself, or a temporary edited copy when a tokenspeed fault is switched on."""
+    chosen = [name for name in EDITS if faults.active(name)]
+    if not chosen:
+        return source
+    copy = Path(tempfile.mkdtemp(prefix="kvproof-ts-mutant-")) / "tokenspeed"
+    shutil.copytree(source.package_dir, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in chosen:
+        path, text, broken = EDITS[name]
+        target = copy / path
+        original = target.read_text(encoding="utf-8")
+        if text not in original:
+            raise SourceError(f"mutant {name} no longer applies: {path} has no {text!r}")
+        target.write_text(original.replace(text, broken), encoding="utf-8")
+    return Source(copy, source.version, f"{source.origin}, mutated: {', '.join(chosen)}", source.commit)
