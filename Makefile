@@ -15,8 +15,10 @@ $(VENV)/.core: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
 	touch $@
 
-$(VENV)/.test: pyproject.toml | $(BIN)/python
+# Engines under test come without their GPU stacks: --no-deps, pinned in engines/requirements.txt.
+$(VENV)/.test: pyproject.toml engines/requirements.txt | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q --no-deps -r engines/requirements.txt
 	touch $@ $(VENV)/.core
 
 prove: $(VENV)/.core

@@ -1,12 +1,15 @@
-"""Benchmark `verify prove --model kimi-k3` (all properties, all points): median wall seconds of
-several fresh processes, imports included, as a maintainer would see it.
+"""Benchmark `verify prove --model kimi-k3` (all properties, all points), or any other verify
+command: median wall seconds of several fresh processes, imports included, as a maintainer would
+see it.
 
 Usage: python -m kvproof.ci.bench_prove [--runs 7] [--model kimi-k3]
+       python -m kvproof.ci.bench_prove --verify "engine tokenspeed --baseline ci/baselines/tokenspeed.json"
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import statistics
 import subprocess
 import sys
@@ -17,8 +20,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--model", default="kimi-k3")
+    parser.add_argument("--verify", metavar="ARGS", help="time `verify ARGS` instead (it must exit 0)")
     args = parser.parse_args()
-    command = [sys.executable, "-m", "kvproof.ci.cli", "prove", "--model", args.model]
+    argv = shlex.split(args.verify) if args.verify else ["prove", "--model", args.model]
+    command = [sys.executable, "-m", "kvproof.ci.cli", *argv]
     walls = []
     for _ in range(args.runs):
         start = time.perf_counter()
@@ -27,7 +32,7 @@ def main() -> int:
         if done.returncode != 0:
             print(done.stdout + done.stderr, file=sys.stderr)
             return done.returncode
-    print(f"verify prove --model {args.model}: median {statistics.median(walls):.2f} s wall over {args.runs} runs "
+    print(f"verify {' '.join(argv)}: median {statistics.median(walls):.2f} s wall over {args.runs} runs "
           f"(min {min(walls):.2f}, max {max(walls):.2f})")
     return 0
 

@@ -43,4 +43,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the package's module, not this __main__ copy: the commands raise kvproof.ci.cli's
+    # UsageError, which a second copy of this module would not catch.
+    sys.exit(importlib.import_module("kvproof.ci.cli").main())

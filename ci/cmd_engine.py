@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 
 from kvproof.ci.cli import UsageError
 from kvproof.engines import baseline
-from kvproof.engines.verdict import PointResult, RecipeResult
+from kvproof.engines.verdict import EngineError, EngineRun, PointResult, RecipeResult
 
-ENGINES = ("tokenspeed",)
+# engine -> its adapter module, which has verify(recipes, tps, dtypes, engine_path) -> EngineRun.
+# Imported on use: an adapter needs its engine's dependencies (torch for tokenspeed's recipes).
+ENGINES = {"tokenspeed": "kvproof.engines.tokenspeed.engine"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("engine", choices=ENGINES, help="the engine whose planner is under test")
+    parser.add_argument("engine", choices=sorted(ENGINES), help="the engine whose planner is under test")
     parser.add_argument("--recipe", nargs="+", help="only these recipes (default: every recipe the engine registers)")
     parser.add_argument("--engine-path", metavar="DIR", help="a checkout or unpacked package (default: installed)")
     parser.add_argument("--tp", type=int, nargs="+", help="narrow the domain to these attention tp")
@@ -24,21 +27,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def _run(args: argparse.Namespace):  # the engine's Run; each engine module has its own
-    from kvproof.engines.tokenspeed import engine, loader  # torch: only this command needs it
-
-    try:
-        source = loader.path_source(args.engine_path) if args.engine_path else loader.installed_source()
-        return engine.ENGINE, engine.run(source, args.recipe, args.tp, args.dtype, args.engine_path)
-    except loader.SourceError as err:
-        raise UsageError(str(err)) from None
-    except loader.StubUsed as err:
-        raise UsageError(f"{err}; the adapter must model this before the point can be checked") from None
-
-
 def run(args: argparse.Namespace) -> int:
-    name, result = _run(args)
-    version = result.source.version
+    adapter = importlib.import_module(ENGINES[args.engine])
+    try:
+        result: EngineRun = adapter.verify(args.recipe, args.tp, args.dtype, args.engine_path)
+    except EngineError as err:
+        raise UsageError(str(err)) from None
+    name, version = result.engine, result.version
     found = baseline.findings(name, version, result.recipes)
     if args.write_baseline:
         with open(args.write_baseline, "w", encoding="utf-8") as out:
@@ -84,8 +79,8 @@ def render_recipe(r: RecipeResult, show_all: bool) -> list[str]:
     return [*lines, ""]
 
 
-def render(result, cmp: baseline.Comparison, show_all: bool) -> str:
-    lines = [f"engine: {result.source.describe()}", ""]
+def render(result: EngineRun, cmp: baseline.Comparison, show_all: bool) -> str:
+    lines = [f"engine: {result.source}", ""]
     for r in result.recipes:
         lines += render_recipe(r, show_all)
     if cmp.known:

@@ -38,6 +38,18 @@ def prove_all() -> list[dict]:
     return out
 
 
+# Engines checked on every run, each with its baseline of known findings in a released version.
+ENGINE_BASELINES = {"tokenspeed": "ci/baselines/tokenspeed.json"}
+
+
+def check_engines() -> list[dict]:
+    out = []
+    for engine, known in ENGINE_BASELINES.items():
+        code, result, err = _verify("engine", engine, "--baseline", known)
+        out.append({"engine": engine, "exit": code, "passed": code == 0, "result": result, "error": err.strip()})
+    return out
+
+
 def run_tests(out: Path, pytest_args: list[str]) -> dict:
     junit = out / "junit.xml"
     env = dict(os.environ, HYPOTHESIS_PROFILE=os.environ.get("HYPOTHESIS_PROFILE", "ci"))
@@ -61,8 +73,10 @@ def run_mutants() -> dict:
 
 
 def verdict(summary: dict) -> bool:
-    """Merge only when every model proves, every test passes and no mutant survives."""
-    return all(p["proved"] for p in summary["prove"]) and summary["tests"]["passed"] and summary["mutants"]["passed"]
+    """Merge only when every model proves, every engine has no new finding, every test passes and
+    no mutant survives."""
+    return (all(p["proved"] for p in summary["prove"]) and all(e["passed"] for e in summary.get("engines", []))
+            and summary["tests"]["passed"] and summary["mutants"]["passed"])
 
 
 def markdown(summary: dict) -> str:
@@ -78,6 +92,16 @@ def markdown(summary: dict) -> str:
             lines.append(f"|  | tp={cx.get('tp')} {cx.get('dtype')} | {cx.get('property')} | | |")
         if p["error"] and not r:
             lines.append(f"|  | error | {p['error'][:200]} | | |")
+    lines += ["", "### Engines", "", "| engine | version | verdict | new findings | baselined | stale |",
+              "| --- | --- | --- | ---: | ---: | ---: |"]
+    for e in summary.get("engines", []):
+        r = e["result"] or {}
+        lines.append(f"| {e['engine']} | {r.get('version', '?')} | {mark[e['passed']]} | "
+                     f"{len(r.get('new_findings', []))} | {len(r.get('baselined', []))} | {len(r.get('stale', []))} |")
+        for k in r.get("new_findings", [])[:5]:
+            lines.append(f"|  | {k[2]} {k[3]} | {k[4]} | | | |")
+        if e["error"] and not r:
+            lines.append(f"|  | error | {e['error'][:200]} | | | |")
     t = summary["tests"]
     lines += ["", "### Tests", "", f"{mark[t['passed']]}: {t['tests']} tests, {t['failures']} failures, "
               f"{t['errors']} errors, {t['skipped']} skipped in {t['seconds']} s (JUnit: junit.xml)", ""]
@@ -101,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    summary: dict = {"prove": prove_all(), "tests": run_tests(out.resolve(), args.pytest_args)}
+    summary: dict = {"prove": prove_all(), "engines": check_engines(),
+                     "tests": run_tests(out.resolve(), args.pytest_args)}
     summary["mutants"] = (
         {"exit": None, "passed": False, "result": None, "error": "skipped with --skip-mutants"}
         if args.skip_mutants else run_mutants()

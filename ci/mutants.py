@@ -41,6 +41,7 @@ POLICY_HISTORY = {
 PACKER = "tests/test_packer_properties.py::"
 MACHINE = "tests/test_cache_stateful.py::test_synthetic_arena_matches_oracle"
 KDA = "tests/test_kda_decode.py::"
+TOKENSPEED_FP8 = "verify engine tokenspeed --recipe kimi_k3 --dtype fp8"
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant("policy_pinned12", ("verify prove --model kimi-k3",), policy="pinned12", expect="exact_stride"),
@@ -65,4 +66,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("kda_beta_no_sigmoid", (KDA + "test_matches_oracle_k3",)),
     Mutant("kda_dense_state_stride", (KDA + "test_matches_oracle_k3",)),
     Mutant("kda_no_page_guard", (KDA + "test_unchecked_bad_page_leaves_arena_alone",)),
+    # tokenspeed's own code, edited in a temporary copy; the released engine's fp8 points are clean.
+    Mutant("ts_k3_packing_floor", (TOKENSPEED_FP8,)),
+    Mutant("ts_plan_widened_stride", (TOKENSPEED_FP8,)),
+    Mutant("ts_bind_forgets_null_parent", (TOKENSPEED_FP8,)),
 )

@@ -61,6 +61,27 @@ class RecipeResult:
                 "points": [p.as_dict() for p in self.points]}
 
 
+class EngineError(ValueError):
+    """The engine under test cannot be loaded or planned with as asked (no package, an unknown
+    recipe, a replaced module used while planning). One line; `verify engine` exits 2."""
+
+
+@dataclass(frozen=True)
+class EngineRun:
+    """One `verify engine` run: what was loaded, and every recipe's points."""
+
+    engine: str
+    version: str
+    source: str  # where the engine's code came from, in words
+    commit: str | None
+    recipes: tuple[RecipeResult, ...]
+    seconds: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"engine": self.engine, "version": self.version, "source": self.source, "commit": self.commit,
+                "recipes": [r.as_dict() for r in self.recipes], "seconds": round(self.seconds, 2)}
+
+
 def refused(recipe: str, point: dict[str, Any], message: str, unsupported: bool, replay: str,
             packing: dict[str, int] | None = None) -> PointResult:
     if unsupported:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from kvproof.ci.gate import markdown, verdict
 
 
-def _summary(*, proved=True, tests=True, survived=False) -> dict:
+def _summary(*, proved=True, tests=True, survived=False, engine=True) -> dict:
     mutants = [
         {"name": "policy_ceil", "killed": True, "by": "verify prove --model kimi-k3 --policy ceil", "seconds": 1.2},
         {"name": "kda_gate_sign", "killed": not survived, "by": None if survived else "t::x", "seconds": 3.4},
@@ -15,6 +15,10 @@ def _summary(*, proved=True, tests=True, survived=False) -> dict:
             "policy": "search", "seconds": 0.4,
             "counterexamples": [] if proved else [{"tp": 32, "dtype": "bf16", "property": "padding_bound"}],
         }}],
+        "engines": [{"engine": "tokenspeed", "passed": engine, "error": "", "result": {
+            "version": "0.1.1", "baselined": [["tokenspeed", "0.1.1", "kimi_k3", "dtype=bfloat16,tp=32", "boots"]],
+            "stale": [], "new_findings": [] if engine else [["tokenspeed", "0.1.1", "kimi_k3", "dtype=fp8,tp=8",
+                                                            "exact_stride"]]}}],
         "tests": {"passed": tests, "tests": 10, "failures": 0 if tests else 1, "errors": 0, "skipped": 1, "seconds": 9},
         "mutants": {"passed": not survived, "result": {"mutants": mutants}, "error": ""},
     }
@@ -29,7 +33,9 @@ def test_all_green_says_merge():
 
 
 def test_each_failure_says_do_not_merge_and_names_itself():
-    assert not any(verdict(_summary(**{k: v})) for k, v in [("proved", False), ("tests", False), ("survived", True)])
+    assert not any(verdict(_summary(**{k: v})) for k, v in
+                   [("proved", False), ("tests", False), ("survived", True), ("engine", False)])
+    assert "| kimi_k3 dtype=fp8,tp=8 | exact_stride |" in markdown(_summary(engine=False))
     assert "tp=32 bf16 | padding_bound" in markdown(_summary(proved=False))
     assert "DO NOT MERGE" in markdown(_summary(tests=False))
     text = markdown(_summary(survived=True))

@@ -16,7 +16,7 @@ from typing import Any
 
 from kvproof.engines import verdict
 from kvproof.engines.tokenspeed import kimi_k3, loader, mutants, pipeline
-from kvproof.engines.verdict import PointResult, RecipeResult
+from kvproof.engines.verdict import EngineError, EngineRun, PointResult, RecipeResult
 
 ENGINE = "tokenspeed"
 
@@ -37,18 +37,6 @@ PROFILES: dict[str, Profile] = {
 }
 
 
-@dataclass(frozen=True)
-class Run:
-    source: loader.Source
-    recipes: tuple[RecipeResult, ...]
-    seconds: float
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"engine": ENGINE, "version": self.source.version, "source": self.source.describe(),
-                "commit": self.source.commit, "recipes": [r.as_dict() for r in self.recipes],
-                "seconds": round(self.seconds, 2)}
-
-
 def registered(source: loader.Source) -> tuple[str, ...]:
     """The families the engine registers, in its own order."""
     return tuple(loader.load(source, ("setup",))["setup"]._RECIPES)
@@ -59,8 +47,20 @@ def config(profile: Profile) -> dict:
     return json.loads(text)
 
 
+def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Sequence[str] | None,
+           engine_path: str | None) -> EngineRun:
+    """`verify engine tokenspeed`: the installed release, or the package at --engine-path."""
+    try:
+        source = loader.path_source(engine_path) if engine_path else loader.installed_source()
+        return run(source, recipes, tps, dtypes, engine_path)
+    except loader.SourceError as err:
+        raise EngineError(str(err)) from None
+    except loader.StubUsed as err:
+        raise EngineError(f"{err}; the adapter must model this before the point can be checked") from None
+
+
 def run(source: loader.Source, recipes: Sequence[str] | None = None, tps: Sequence[int] | None = None,
-        dtypes: Sequence[str] | None = None, engine_path: str | None = None) -> Run:
+        dtypes: Sequence[str] | None = None, engine_path: str | None = None) -> EngineRun:
     start = time.perf_counter()
     source = mutants.mutated(source)
     families = registered(source)
@@ -75,7 +75,15 @@ def run(source: loader.Source, recipes: Sequence[str] | None = None, tps: Sequen
             results.append(RecipeResult(family, (), "no published config and domain for this family in kvproof yet"))
             continue
         results.append(RecipeResult(family, tuple(_points(source, family, profile, tps, dtypes, engine_path))))
-    return Run(source, tuple(results), time.perf_counter() - start)
+    return EngineRun(ENGINE, source.version, source.describe(), source.commit, tuple(results),
+                     time.perf_counter() - start)
+
+
+def plan(source: loader.Source, family: str, tp: int, dtype: str) -> pipeline.Planned | pipeline.Refused:
+    """One point through the engine's own recipe (tests and the differential use this)."""
+    profile = PROFILES[family]
+    modules = loader.load(source, profile.modules)
+    return pipeline.run(profile.build(modules, config(profile), tp, dtype), modules["plan"])
 
 
 def _points(source: loader.Source, family: str, profile: Profile, tps: Sequence[int] | None,

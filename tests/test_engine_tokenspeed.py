@@ -1,0 +1,246 @@
+"""tokenspeed's own recipes under test: the loud-stub rule, the affine-in-N check, the CLI and
+its baseline, --engine-path, and the seeded engine bugs of kvproof.engines.tokenspeed.mutants."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvproof.engines import baseline
+from kvproof.engines.tokenspeed import engine, loader
+from kvproof.engines.tokenspeed.configs import HFConfig, Strict
+from kvproof.engines.tokenspeed.loader import StubUsed, Unavailable
+from kvproof.impl import faults
+from kvproof.spec.catalog import ConfigError
+from kvproof.spec.encoding import affine_facts
+
+BASELINE = Path(__file__).resolve().parent.parent / "ci" / "baselines" / "tokenspeed.json"
+
+
+def verify(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kvproof.ci.cli", *args], capture_output=True, text=True,
+                          check=False, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def installed() -> loader.Source:
+    return loader.installed_source()
+
+
+# ---------------------------------------------------------------- never plan with invented numbers
+
+
+@pytest.mark.parametrize("use", [
+    lambda u: u(), lambda u: bool(u), lambda u: u == 1, lambda u: u < 1, lambda u: int(u), lambda u: [*u],
+    lambda u: range(u), lambda u: str(u), lambda u: (u + 1) > 0, lambda u: u.x.y(), lambda u: f"{u // 2}",
+])
+def test_every_decision_on_an_unavailable_value_raises_naming_it(use) -> None:
+    with pytest.raises(StubUsed, match=r"server_args\.max_num_seqs"):
+        use(Unavailable("server_args.max_num_seqs", "capacity only"))
+
+
+def test_strict_objects_raise_on_unset_attributes_even_under_getattr_default() -> None:
+    args = Strict("server_args", {"attn_tp_size": 8})
+    assert args.attn_tp_size == 8
+    with pytest.raises(StubUsed, match=r"server_args\.kv_cache_dtype"):
+        getattr(args, "kv_cache_dtype", "auto")
+    with pytest.raises(StubUsed):
+        args.attn_tp_size = 4
+
+
+def test_hf_config_missing_key_is_an_attribute_error_like_transformers() -> None:
+    config = HFConfig({"num_hidden_layers": 93}, {"linear_layer_ids": [0]})
+    assert (config.num_hidden_layers, config.linear_layer_ids) == (93, [0])
+    assert getattr(config, "mla_use_nope", None) is None
+
+
+def test_planning_through_a_replaced_kernel_module_is_exit_2_naming_it(installed, tmp_path) -> None:
+    """A recipe that asks the GPU kernel package a layout question cannot be verified by
+    guessing: the command stops with one line naming the module and the name."""
+    copy = tmp_path / "tokenspeed"
+    shutil.copytree(installed.package_dir, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    recipe = copy / "runtime/layers/attention/kv_cache/recipes/kimi_k3.py"
+    text = recipe.read_text()
+    hook = "        fields_by_group = {spec.group_id: fields for spec, fields in groups}\n"
+    assert hook in text
+    asks = ("        from tokenspeed_kernel.ops.attention.kda import kda_recurrent_layout\n"
+            "        if kda_recurrent_layout():\n            pass\n")
+    recipe.write_text(text.replace(hook, asks + hook))
+    proc = verify("engine", "tokenspeed", "--engine-path", str(tmp_path), "--recipe", "kimi_k3", "--tp", "8")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1
+    assert "tokenspeed_kernel.ops.attention.kda.kda_recurrent_layout" in proc.stderr
+
+
+# ---------------------------------------------------------------- bound plans are affine in N
+
+
+def _doc(n: int, slab_gap: int = 0) -> dict:
+    return {
+        "num_parents": n, "parent_bytes": 1024, "alignment": 256, "max_padding": 0.25,
+        "planes": [{"id": "a", "bytes": 512, "arena_offset": 0},
+                   {"id": "b", "bytes": 512, "arena_offset": (n + 1) * 512 + slab_gap * n * n}],
+        "groups": [{"id": "g", "packing": 2, "page_count": 1 + 2 * n}],
+        "fields": [{"id": "x", "group": "g", "plane": "a", "shape": [64], "dtype": "float32", "offset": 0,
+                    "stride": 256, "exact_stride": True},
+                   {"id": "y", "group": "g", "plane": "b", "shape": [64], "dtype": "float32", "offset": 0,
+                    "stride": 256, "exact_stride": True}],
+    }
+
+
+def test_affine_facts_spans_every_parent_count() -> None:
+    facts = affine_facts({n: _doc(n) for n in (1, 2, 3)})
+    assert facts.plane("b").arena_offset.per_parent == 512 and facts.plane("b").arena_offset.fixed == 512
+    assert facts.group("g").page_count.per_parent == 2 and facts.parents == (1, (2**31 - 1) // 2)
+
+
+def test_affine_facts_refuses_a_binding_off_the_line() -> None:
+    with pytest.raises(ConfigError, match=r"planes\[b\]\.arena_offset .* not affine in N"):
+        affine_facts({n: _doc(n, slab_gap=256) for n in (1, 2, 3)})
+
+
+# ---------------------------------------------------------------- the command
+
+
+def test_released_engine_refuses_k3_bf16_tp32_and_plans_the_rest(installed) -> None:
+    run = engine.run(installed, ["kimi_k3"])
+    (k3,) = run.recipes
+    bad = [(p.point["tp"], p.point["dtype"], p.findings[0].property) for p in k3.points if p.verdict != "ok"]
+    assert bad == [(32, "bfloat16", "boots")]
+    assert len(k3.points) == 36
+    refusal = next(p for p in k3.points if p.verdict != "ok")
+    assert "padding fraction 0.512059 exceeds limit 0.250000" in refusal.findings[0].message
+    assert refusal.packing == {"full_attention": 2, "linear_attention_0": 1, "linear_attention_1": 1,
+                               "linear_attention_2": 1}
+    fp8_tp8 = next(p for p in k3.points if p.point == {"tp": 8, "dtype": "fp8"})
+    assert (fp8_tp8.parent_bytes, fp8_tp8.packing["full_attention"]) == (21_233_664, 12)
+    assert fp8_tp8.parents == (1, (2**31 - 1) // 12)
+
+
+def test_cli_baseline_json_and_exit_codes(tmp_path) -> None:
+    proc = verify("engine", "tokenspeed", "--json", "--baseline", str(BASELINE))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
+    doc = json.loads(proc.stdout)
+    assert (doc["engine"], doc["version"]) == ("tokenspeed", "0.1.1")
+    assert doc["new_findings"] == [] and doc["stale"] == []
+    k3 = next(r for r in doc["recipes"] if r["recipe"] == "kimi_k3")
+    assert {"tp", "dtype", "verdict", "property", "message", "packing", "parent_bytes"} <= set(k3["points"][0])
+    assert sum(not r["verified"] for r in doc["recipes"]) == len(doc["recipes"]) - 1
+
+    assert verify("engine", "tokenspeed", "--recipe", "kimi_k3", "--dtype", "bfloat16").returncode == 1
+
+    stale = tmp_path / "stale.json"
+    entry = ("tokenspeed", "0.1.1", "kimi_k3", "dtype=fp8,tp=8", "exact_stride")
+    stale.write_text(baseline.dump([*baseline.load(BASELINE), entry]))
+    proc = verify("engine", "tokenspeed", "--recipe", "kimi_k3", "--tp", "8", "32", "--baseline", str(stale))
+    assert proc.returncode == 0 and "STALE baseline entry (no longer found): " + " ".join(entry) in proc.stdout
+    # A narrowed run judges no baselined point it did not run.
+    assert proc.stdout.count("STALE") == 1
+
+
+@pytest.mark.parametrize("args, names", [
+    (["--recipe", "kimi_k4"], "registers no recipe 'kimi_k4'"),
+    (["--engine-path", "/nonexistent"], "no tokenspeed package"),
+    (["--baseline", "/nonexistent.json"], "cannot read baseline"),
+])
+def test_bad_input_is_one_line_exit_2(args, names) -> None:
+    proc = verify("engine", "tokenspeed", *args)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and names in proc.stderr, proc.stderr
+
+
+def test_engine_path_takes_a_checkout_layout(installed, tmp_path) -> None:
+    shutil.copytree(installed.package_dir, tmp_path / "python" / "tokenspeed",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "python" / "pyproject.toml").write_text('[project]\nname = "tokenspeed"\nversion = "9.9.9"\n')
+    proc = verify("engine", "tokenspeed", "--engine-path", str(tmp_path), "--recipe", "kimi_k3", "--tp", "8")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"tokenspeed 9.9.9 (path: {tmp_path / 'python' / 'tokenspeed'}" in proc.stdout
+
+
+# ---------------------------------------------------------------- seeded engine bugs
+
+
+@pytest.mark.parametrize("fault, expect", [
+    ("ts_k3_packing_floor", {"boots"}),
+    ("ts_plan_widened_stride", {"exact_stride", "partition"}),
+    ("ts_bind_forgets_null_parent", {"no_overlap"}),
+])
+def test_a_broken_engine_is_flagged(installed, fault, expect) -> None:
+    """The check passes on the released engine's fp8 points and fails on the mutated copy."""
+    clean = engine.run(installed, ["kimi_k3"], dtypes=["fp8"])
+    assert all(p.verdict == "ok" for r in clean.recipes for p in r.points)
+    with faults.inject(fault):
+        broken = engine.run(installed, ["kimi_k3"], dtypes=["fp8"])
+    assert "mutated: " + fault in broken.source
+    found = {f.property for r in broken.recipes for p in r.points for f in p.findings}
+    assert expect <= found, found
+
+
+# ---------------------------------------------------------------- differential against impl
+
+
+def _impl_numbers(plan) -> dict:
+    """impl's plan in tokenspeed's vocabulary: engine layer id = config layer - 1."""
+    def engine_id(field_id: str) -> str:
+        _, layer, name = field_id.split(".", 2)
+        return f"layer.{int(layer) - 1}.{name}"
+
+    bound = plan.bind(2)
+    return {
+        "packing": dict(plan.packing),
+        "parent": plan.parent_bytes,
+        "planes": {p.id: p.bytes for p in plan.planes},
+        "fields": {engine_id(f.id): (f.offset, f.stride, bound.page_count(f.group)) for f in plan.fields},
+    }
+
+
+def _engine_numbers(doc: dict) -> dict:
+    pages = {g["id"]: g["page_count"] for g in doc["groups"]}
+    return {
+        "packing": {g["id"]: g["packing"] for g in doc["groups"]},
+        "parent": doc["parent_bytes"],
+        "planes": {p["id"]: p["bytes"] for p in doc["planes"]},
+        "fields": {f["id"]: (f["offset"], f["stride"], pages[f["group"]]) for f in doc["fields"]},
+    }
+
+
+def _first_difference(ours: dict, theirs: dict, where: str = "") -> str | None:
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        if set(ours) != set(theirs):
+            return f"{where}: keys differ: {sorted(set(ours) ^ set(theirs))[:3]}"
+        return next((d for k in sorted(ours) if (d := _first_difference(ours[k], theirs[k], f"{where}.{k}"))), None)
+    return None if ours == theirs else f"{where}: impl {ours} vs tokenspeed {theirs}"
+
+
+def test_tokenspeed_equals_impl_under_ceil_at_every_k3_point(installed) -> None:
+    """The released recipe ships the ceil formula: at the 23 points both accept, every packing,
+    the parent, every plane's bytes and every field's offset, stride and page count agree; at
+    bf16 tp 32 both refuse with padding 0.512. Slab order is a convention, reported apart."""
+    from kvproof.impl.recipe import plan_model
+    from kvproof.spec.catalog import load_model
+
+    model = load_model("kimi-k3")
+    both, orders = 0, set()
+    for dtype, flag in (("fp8", "fp8"), ("bf16", "bfloat16")):
+        for tp in model.tp_domain:
+            ours = plan_model(model, tp, dtype, "ceil").plan
+            theirs = engine.plan(installed, "kimi_k3", tp, flag)
+            if not ours.accepted:
+                assert isinstance(theirs, engine.pipeline.Refused) and not theirs.unsupported
+                assert "0.512059" in theirs.message and (tp, dtype) == (32, "bf16")
+                assert {v.property for v in ours.violations} == {"padding_bound"}
+                continue
+            assert isinstance(theirs, engine.pipeline.Planned), (tp, dtype, theirs)
+            doc = theirs.documents[2]
+            diff = _first_difference(_impl_numbers(ours), _engine_numbers(doc), f"tp={tp} {dtype}")
+            assert diff is None, diff
+            orders.add(tuple(p["id"] for p in sorted(doc["planes"], key=lambda p: p["arena_offset"]))[:3])
+            both += 1
+    assert both == 23
+    # tokenspeed lays slabs out in sorted plane-id order, impl in plane order.
+    assert orders == {("slot.0", "slot.1", "slot.10")}
