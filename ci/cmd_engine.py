@@ -21,6 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine-path", metavar="DIR", help="a checkout or unpacked package (default: installed)")
     parser.add_argument("--tp", type=int, nargs="+", help="narrow the domain to these attention tp")
     parser.add_argument("--dtype", nargs="+", help="narrow the domain to these --kv-cache-dtype values")
+    parser.add_argument("--drafts", type=int, nargs="+", help="narrow the domain to these draft-layer counts")
     parser.add_argument("--baseline", metavar="FILE", help="known findings: fail only on new ones, list stale ones")
     parser.add_argument("--write-baseline", metavar="FILE", help="write this run's findings as a baseline and exit 0")
     parser.add_argument("--all", action="store_true", help="show every counterexample, not only the first per recipe")
@@ -30,7 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     adapter = importlib.import_module(ENGINES[args.engine])
     try:
-        result: EngineRun = adapter.verify(args.recipe, args.tp, args.dtype, args.engine_path)
+        narrowed = {"drafts": args.drafts} if args.drafts else {}
+        result: EngineRun = adapter.verify(args.recipe, args.tp, args.dtype, args.engine_path, **narrowed)
     except EngineError as err:
         raise UsageError(str(err)) from None
     name, version = result.engine, result.version

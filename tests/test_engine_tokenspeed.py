@@ -108,7 +108,7 @@ def test_affine_facts_refuses_a_binding_off_the_line() -> None:
 
 
 def test_released_engine_refuses_k3_bf16_tp32_and_plans_the_rest(installed) -> None:
-    run = engine.run(installed, ["kimi_k3"])
+    run = engine.run(installed, ["kimi_k3"], {"drafts": [0]})
     (k3,) = run.recipes
     bad = [(p.point["tp"], p.point["dtype"], p.findings[0].property) for p in k3.points if p.verdict != "ok"]
     assert bad == [(32, "bfloat16", "boots")]
@@ -117,7 +117,7 @@ def test_released_engine_refuses_k3_bf16_tp32_and_plans_the_rest(installed) -> N
     assert "padding fraction 0.512059 exceeds limit 0.250000" in refusal.findings[0].message
     assert refusal.packing == {"full_attention": 2, "linear_attention_0": 1, "linear_attention_1": 1,
                                "linear_attention_2": 1}
-    fp8_tp8 = next(p for p in k3.points if p.point == {"tp": 8, "dtype": "fp8"})
+    fp8_tp8 = next(p for p in k3.points if p.point == {"tp": 8, "dtype": "fp8", "drafts": 0})
     assert (fp8_tp8.parent_bytes, fp8_tp8.packing["full_attention"]) == (21_233_664, 12)
     assert fp8_tp8.parents == (1, (2**31 - 1) // 12)
 
@@ -172,10 +172,10 @@ def test_engine_path_takes_a_checkout_layout(installed, tmp_path) -> None:
 ])
 def test_a_broken_engine_is_flagged(installed, fault, expect) -> None:
     """The check passes on the released engine's fp8 points and fails on the mutated copy."""
-    clean = engine.run(installed, ["kimi_k3"], dtypes=["fp8"])
+    clean = engine.run(installed, ["kimi_k3"], {"dtype": ["fp8"], "drafts": [0]})
     assert all(p.verdict == "ok" for r in clean.recipes for p in r.points)
     with faults.inject(fault):
-        broken = engine.run(installed, ["kimi_k3"], dtypes=["fp8"])
+        broken = engine.run(installed, ["kimi_k3"], {"dtype": ["fp8"], "drafts": [0]})
     assert "mutated: " + fault in broken.source
     found = {f.property for r in broken.recipes for p in r.points for f in p.findings}
     assert expect <= found, found
@@ -229,7 +229,7 @@ def test_tokenspeed_equals_impl_under_ceil_at_every_k3_point(installed) -> None:
     for dtype, flag in (("fp8", "fp8"), ("bf16", "bfloat16")):
         for tp in model.tp_domain:
             ours = plan_model(model, tp, dtype, "ceil").plan
-            theirs = engine.plan(installed, "kimi_k3", tp, flag)
+            theirs = engine.plan(installed, "kimi_k3", {"tp": tp, "dtype": flag, "drafts": 0})
             if not ours.accepted:
                 assert isinstance(theirs, engine.pipeline.Refused) and not theirs.unsupported
                 assert "0.512059" in theirs.message and (tp, dtype) == (32, "bf16")

@@ -25,15 +25,14 @@ ENGINE = "tokenspeed"
 class Profile:
     """How kvproof plans one tokenspeed recipe: its published config and its domain."""
 
-    config: str  # a file in engines/tokenspeed/models
+    models: tuple[str, ...]  # files in engines/tokenspeed/models: the target, then any draft
     modules: tuple[str, ...]  # what loader.load imports for it
-    dtypes: tuple[str, ...]  # --kv-cache-dtype values it accepts
-    tp_domain: Callable[[dict], tuple[int, ...]]
-    build: Callable[[dict[str, types.ModuleType], dict, int, str], Any]  # the recipe at (config, tp, dtype)
+    points: Callable[[dict[str, dict]], list[dict[str, Any]]]  # the domain, from the configs
+    build: Callable[[dict[str, types.ModuleType], dict[str, dict], dict[str, Any]], Any]  # the recipe at a point
 
 
 PROFILES: dict[str, Profile] = {
-    "kimi_k3": Profile("kimi-k3.json", kimi_k3.MODULES, kimi_k3.CACHE_DTYPES, kimi_k3.tp_domain, kimi_k3.build),
+    "kimi_k3": Profile(kimi_k3.MODELS, kimi_k3.MODULES, kimi_k3.points, kimi_k3.build),
 }
 
 
@@ -42,25 +41,26 @@ def registered(source: loader.Source) -> tuple[str, ...]:
     return tuple(loader.load(source, ("setup",))["setup"]._RECIPES)
 
 
-def config(profile: Profile) -> dict:
-    text = resources.files("kvproof.engines.tokenspeed").joinpath("models", profile.config).read_text()
-    return json.loads(text)
+def configs(profile: Profile) -> dict[str, dict]:
+    folder = resources.files("kvproof.engines.tokenspeed").joinpath("models")
+    return {name: json.loads(folder.joinpath(name).read_text()) for name in profile.models}
 
 
 def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Sequence[str] | None,
-           engine_path: str | None) -> EngineRun:
+           engine_path: str | None, drafts: Sequence[int] | None = None) -> EngineRun:
     """`verify engine tokenspeed`: the installed release, or the package at --engine-path."""
     try:
         source = loader.path_source(engine_path) if engine_path else loader.installed_source()
-        return run(source, recipes, tps, dtypes, engine_path)
+        return run(source, recipes, {"tp": tps, "dtype": dtypes, "drafts": drafts}, engine_path)
     except loader.SourceError as err:
         raise EngineError(str(err)) from None
     except loader.StubUsed as err:
         raise EngineError(f"{err}; the adapter must model this before the point can be checked") from None
 
 
-def run(source: loader.Source, recipes: Sequence[str] | None = None, tps: Sequence[int] | None = None,
-        dtypes: Sequence[str] | None = None, engine_path: str | None = None) -> EngineRun:
+def run(source: loader.Source, recipes: Sequence[str] | None = None,
+        only: dict[str, Sequence[Any] | None] | None = None, engine_path: str | None = None) -> EngineRun:
+    """Every point of every chosen recipe; `only` narrows axes ({"tp": [8], "dtype": None, ...})."""
     start = time.perf_counter()
     source = mutants.mutated(source)
     families = registered(source)
@@ -74,36 +74,32 @@ def run(source: loader.Source, recipes: Sequence[str] | None = None, tps: Sequen
         if profile is None:
             results.append(RecipeResult(family, (), "no published config and domain for this family in kvproof yet"))
             continue
-        results.append(RecipeResult(family, tuple(_points(source, family, profile, tps, dtypes, engine_path))))
+        results.append(RecipeResult(family, tuple(_points(source, family, profile, only or {}, engine_path))))
     return EngineRun(ENGINE, source.version, source.describe(), source.commit, tuple(results),
                      time.perf_counter() - start)
 
 
-def plan(source: loader.Source, family: str, tp: int, dtype: str) -> pipeline.Planned | pipeline.Refused:
+def plan(source: loader.Source, family: str, point: dict[str, Any]) -> pipeline.Planned | pipeline.Refused:
     """One point through the engine's own recipe (tests and the differential use this)."""
     profile = PROFILES[family]
     modules = loader.load(source, profile.modules)
-    return pipeline.run(profile.build(modules, config(profile), tp, dtype), modules["plan"])
+    return pipeline.run(profile.build(modules, configs(profile), point), modules["plan"])
 
 
-def _points(source: loader.Source, family: str, profile: Profile, tps: Sequence[int] | None,
-            dtypes: Sequence[str] | None, engine_path: str | None) -> list[PointResult]:
+def _points(source: loader.Source, family: str, profile: Profile, only: dict[str, Sequence[Any] | None],
+            engine_path: str | None) -> list[PointResult]:
     modules = loader.load(source, profile.modules)
-    published = config(profile)
+    published = configs(profile)
     out = []
-    for dtype in profile.dtypes:
-        if dtypes and dtype not in dtypes:
+    for point in profile.points(published):
+        if any(wanted and point.get(axis) not in wanted for axis, wanted in only.items()):
             continue
-        for tp in profile.tp_domain(published):
-            if tps and tp not in tps:
-                continue
-            point = {"tp": tp, "dtype": dtype}
-            replay = " ".join(["verify engine tokenspeed", f"--recipe {family}", f"--tp {tp}", f"--dtype {dtype}",
-                               *([f"--engine-path {engine_path}"] if engine_path else [])])
-            outcome = pipeline.run(profile.build(modules, published, tp, dtype), modules["plan"])
-            if isinstance(outcome, pipeline.Refused):
-                out.append(verdict.refused(family, point, outcome.message, outcome.unsupported, replay,
-                                           outcome.packing))
-            else:
-                out.append(verdict.planned(family, point, outcome.documents, replay))
+        replay = " ".join(["verify engine tokenspeed", f"--recipe {family}",
+                           *(f"--{axis} {value}" for axis, value in point.items()),
+                           *([f"--engine-path {engine_path}"] if engine_path else [])])
+        outcome = pipeline.run(profile.build(modules, published, point), modules["plan"])
+        if isinstance(outcome, pipeline.Refused):
+            out.append(verdict.refused(family, point, outcome.message, outcome.unsupported, replay, outcome.packing))
+        else:
+            out.append(verdict.planned(family, point, outcome.documents, replay))
     return out

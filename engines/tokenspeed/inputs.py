@@ -1,0 +1,75 @@
+"""The server_args and model_config a point hands tokenspeed's attention configs and recipes.
+
+Every value is a domain axis of the point, a fact of the published config.json (derived by the
+formula of tokenspeed's own ModelConfig, cited at each line), a listed constant with its reason,
+or Unavailable: values only capacity, scheduling or attention math read, which must never
+decide the arena layout.
+"""
+
+from __future__ import annotations
+
+from math import isqrt
+from typing import Any
+
+from kvproof.engines.tokenspeed.configs import HFConfig, Strict, unavailable
+
+CAPACITY = "capacity and scheduling only; the arena layout never reads it"
+MATH = "attention math, not cache bytes"
+# tokenspeed's launch defaults (runtime/utils/server_args.py): --speculative-num-steps 3, and
+# --speculative-num-draft-tokens unset, which its post-init resolves to steps + 1.
+SPEC_STEPS, SPEC_DRAFT_TOKENS = 3, 4
+
+
+def divisors(n: int) -> tuple[int, ...]:
+    small = [d for d in range(1, isqrt(n) + 1) if n % d == 0]
+    return tuple(sorted({*small, *(n // d for d in small)}))
+
+
+def mla_model_config(config: dict, text: HFConfig, num_attention_layers: int) -> Strict:
+    """ModelConfig for an MLA checkpoint. configs/model_config.py `configure_mla_attention`
+    copies kv_lora_rank and qk_rope_head_dim from the text config (the cache reads only these);
+    head dims and scaling feed attention math only."""
+    return Strict("model_config", {
+        "hf_config": HFConfig(config, {"text_config": text}) if "text_config" in config else text,
+        "hf_text_config": text,
+        "num_attention_layers": num_attention_layers,
+        "num_attention_heads": int(text.num_attention_heads),
+        "kv_lora_rank": int(text.kv_lora_rank),
+        "qk_rope_head_dim": int(text.qk_rope_head_dim),
+        "model_profile": None,  # no plugin profile: in-tree models only
+        **{name: unavailable(f"model_config.{name}", MATH)
+           for name in ("num_key_value_heads", "head_dim", "qk_nope_head_dim", "v_head_dim", "scaling", "dtype")},
+        "context_len": unavailable("model_config.context_len", CAPACITY),
+    })
+
+
+def server_args(tp: int, cache_dtype: str, *, speculative: str | None = None, block: Any = None) -> Strict:
+    """Launch flags at a point: attention tp, --kv-cache-dtype, the speculative algorithm, and
+    the block size (--prefix-granularity) where the family reads it."""
+    attn = Strict("server_args.mapping.attn", {
+        "tp_size": tp,
+        # Decode and query context parallelism off: tokenspeed's defaults.
+        "dcp_size": 1, "dcp_rank": 0, "dcp_group": (0,), "qcp_size": 1, "qcp_rank": 0, "qcp_group": (0,),
+        "dp_size": unavailable("server_args.mapping.attn.dp_size", CAPACITY),
+    })
+    # distributed/mapping.py: linear-attention tp defaults to the attention tp.
+    linear = Strict("server_args.mapping.linear_attn", {"tp_size": tp})
+    values: dict[str, Any] = {
+        "attn_tp_size": tp,
+        "kv_cache_dtype": cache_dtype,
+        "kv_cache_quant_method": "none",  # the flag's default
+        "speculative_algorithm": speculative,
+        "attention_backend": None,  # the default: the registry picks the backend
+        "drafter_attention_backend": None,  # the default
+        "disaggregation_mode": "null",  # the default: no prefill/decode split
+        "data_parallel_size": None,  # the default: dp comes from the mapping
+        "mapping": Strict("server_args.mapping", {"attn": attn, "linear_attn": linear}),
+        "prefix_granularity": block if block is not None else unavailable("server_args.prefix_granularity",
+                                                                           "the family fixes its own block"),
+        **{name: unavailable(f"server_args.{name}", CAPACITY)
+           for name in ("max_num_seqs", "spec_context_pad", "device", "max_cudagraph_capture_size",
+                        "chunked_prefill_size", "skip_softmax_threshold")},
+    }
+    if speculative is not None:
+        values |= {"speculative_num_steps": SPEC_STEPS, "speculative_num_draft_tokens": SPEC_DRAFT_TOKENS}
+    return Strict("server_args", values)
