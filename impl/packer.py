@@ -27,6 +27,10 @@ DTYPE_BYTES: dict[str, int] = {
     "float32": 4,
     "int32": 4,
     "int64": 8,
+    "int8": 1,
+    "float8_e5m2": 1,
+    "float8_e8m0fnu": 1,
+    "float64": 8,
 }
 
 

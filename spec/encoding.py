@@ -57,6 +57,7 @@ class PlaneFact:
     id: str
     bytes: int
     arena_offset: Affine
+    alignment: int | None = None  # the plane alignment the engine declares, if it declares one
 
     @property
     def slab(self) -> Affine:
@@ -91,11 +92,20 @@ class FieldFact:
 class Facts:
     parent_bytes: int
     alignment: int
-    max_padding: Fraction
+    max_padding: Fraction | None  # None: the engine sets no bound, so padding_bound has nothing to check
     planes: tuple[PlaneFact, ...]  # in arena order
     groups: tuple[GroupFact, ...]
     fields: tuple[FieldFact, ...]
     parents: tuple[int, int]  # the range of the parent count N, both ends included
+    arena_bytes: Affine | None = None  # the engine's allocation; None: the planes' slabs end to end
+
+    @property
+    def arena(self) -> Affine:
+        """The bytes every slab must lie in: the engine's allocation, or (N + 1) x the plane bytes."""
+        if self.arena_bytes is not None:
+            return self.arena_bytes
+        total = sum(p.bytes for p in self.planes)
+        return Affine(total, total)
 
     def plane(self, plane_id: str) -> PlaneFact:
         return self._planes[plane_id]
@@ -160,15 +170,23 @@ def _ids(items: list, key: str) -> list[str]:
     return ids
 
 
-def _bound(plan: dict) -> Fraction:
-    """max_padding as an exact fraction; json.loads reads NaN and Infinity, which have none."""
-    value = _get(plan, "max_padding", (int, float), "")
+def padding_bound_of(value: Any, key: str = "plan key 'max_padding'") -> Fraction | None:
+    """A padding bound as an exact fraction, None for no bound; json.loads reads NaN and
+    Infinity, which have none."""
+    if value is None:
+        return None
     if (isinstance(value, float) and not math.isfinite(value)) or value < 0:
-        raise ConfigError(f"plan key 'max_padding' must be a finite number >= 0, got {value}")
+        raise ConfigError(f"{key} must be a finite number >= 0, got {value}")
     return Fraction(str(value))
 
 
-def _static(plan: dict) -> tuple[int, int, Fraction, list[dict], list[dict], tuple[FieldFact, ...]]:
+def _bound(plan: dict) -> Fraction | None:
+    if isinstance(plan, dict) and plan.get("max_padding", 0) is None:
+        return None
+    return padding_bound_of(_get(plan, "max_padding", (int, float), ""))
+
+
+def _static(plan: dict) -> tuple[int, int, Fraction | None, list[dict], list[dict], tuple[FieldFact, ...]]:
     parent, alignment = _positive(plan, "parent_bytes", ""), _positive(plan, "alignment", "")
     bound = _bound(plan)
     planes, groups = _get(plan, "planes", list, ""), _get(plan, "groups", list, "")
@@ -178,6 +196,8 @@ def _static(plan: dict) -> tuple[int, int, Fraction, list[dict], list[dict], tup
     plane_ids, group_ids = _ids(planes, "planes"), _ids(groups, "groups")
     for i, p in enumerate(planes):
         _positive(p, "bytes", f"planes[{i}].")
+        if "alignment" in p:
+            _positive(p, "alignment", f"planes[{i}].")
     for i, g in enumerate(groups):
         _positive(g, "packing", f"groups[{i}].")
     listed = _get(plan, "fields", list, "")
@@ -209,11 +229,13 @@ def concrete_facts(plan: dict) -> Facts:
     """A bound plan as `verify check` reads it: N is the plan's num_parents."""
     parent, alignment, bound, planes, groups, fields = _static(plan)
     n = _positive(plan, "num_parents", "")
-    arena = [PlaneFact(p["id"], p["bytes"], Affine(0, _get(p, "arena_offset", int, f"planes[{i}].")))
+    arena = [PlaneFact(p["id"], p["bytes"], Affine(0, _get(p, "arena_offset", int, f"planes[{i}].")),
+                       p.get("alignment"))
              for i, p in enumerate(planes)]
     arena.sort(key=lambda p: p.arena_offset.fixed)
     bound_groups = tuple(_bound_group(g, i, n) for i, g in enumerate(groups))
-    return Facts(parent, alignment, bound, tuple(arena), bound_groups, fields, (n, n))
+    allocated = Affine(0, _positive(plan, "arena_bytes", "")) if "arena_bytes" in plan else None
+    return Facts(parent, alignment, bound, tuple(arena), bound_groups, fields, (n, n), allocated)
 
 
 def _bound_group(group: dict, i: int, num_parents: int) -> GroupFact:
@@ -270,6 +292,8 @@ def exact_stride(facts: Facts) -> list[Violation]:
 
 
 def padding_bound(facts: Facts) -> list[Violation]:
+    if facts.max_padding is None:
+        return []
     out = []
     for g in facts.groups:
         raw = facts.raw(g.id)
@@ -299,12 +323,26 @@ def partition(facts: Facts) -> list[Violation]:
         if not P.divides(unit, p.bytes):
             out.append(Violation("partition", f"plane {p.id} of {p.bytes:,} B is not a multiple of {unit} "
                                               "(alignment and every packing x element size on it)"))
+        if p.alignment is not None and not P.divides(p.alignment, p.bytes):
+            out.append(Violation("partition", f"plane {p.id} of {p.bytes:,} B is not a multiple of its "
+                                              f"declared alignment {p.alignment}"))
     for f in facts.fields:
         k, plane = facts.group(f.group).packing, facts.plane(f.plane)
         if f.stride * k != plane.bytes:
             out.append(Violation("partition", f"field {f.id}: stride {f.stride:,} B x packing {k} != plane "
                                               f"{f.plane} {plane.bytes:,} B"))
-    return out
+    return out + _witnesses(facts, "partition", _slab_alignment(facts))
+
+
+def _slab_alignment(facts: Facts) -> Iterable[Check]:
+    """Every plane slab starts on the plan's alignment, for every N (the arena base is aligned)."""
+    for p in facts.planes:
+        start, a = p.arena_offset, facts.alignment
+        if P.divides(a, start.per_parent) and P.divides(a, start.fixed):
+            continue
+        yield (negate(P.divides(a, lift(start.term()))),
+               lambda m, p=p, start=start: f"plane {p.id}'s slab starts at arena byte "
+               f"{_val(m, start.term()):,}, not a multiple of alignment {facts.alignment} (N={_val(m, N):,})")
 
 
 def page_id_limit(facts: Facts) -> list[Violation]:
@@ -337,16 +375,20 @@ def _footprint(stack: list[FieldFact]) -> tuple[int, int]:
 def in_bounds(facts: Facts) -> list[Violation]:
     if 2 * facts.parent_bytes > P.BYTES_MAX:
         return [Violation("in_bounds", f"parent {facts.parent_bytes:,} B leaves no room for two parents below 2^63 B")]
-    total = sum(p.bytes for p in facts.planes)
-    arena = Affine(total, total).term()
-    first, last = facts.planes[0], facts.planes[-1]
-    end = (last.arena_offset + last.slab).term()
+    arena = facts.arena.term()
     checks: dict[tuple, Check] = {
-        ("first",): (lift(first.arena_offset.term()) < 0, lambda m: f"plane {first.id} starts before the arena"),
-        ("last",): (lift(end) > arena, lambda m: f"plane {last.id}'s slab ends past the arena at N={_val(m, N):,}"),
         ("arena",): (lift(arena) > P.BYTES_MAX,
                      lambda m: f"arena of {_val(m, arena):,} B at N={_val(m, N):,} exceeds 2^63 - 1"),
     }
+    for p in facts.planes:
+        start, end = p.arena_offset, p.arena_offset + p.slab
+        if ("slab", start, end) not in checks:
+            checks["slab", start, end] = (
+                any_of(lift(start.term()) < 0, lift(end.term()) > arena),
+                lambda m, p=p, start=start, end=end: f"plane {p.id}'s slab (arena bytes "
+                f"{_val(m, start.term()):,}..{_val(m, end.term()):,}) leaves the arena of {_val(m, arena):,} B "
+                f"at N={_val(m, N):,}",
+            )
     for (group, plane_id), stack in facts.stacks.items():
         g, plane = facts.group(group), facts.plane(plane_id)
         stride, (low, high) = stack[0].stride, _footprint(stack)

@@ -69,6 +69,9 @@ CASES: list[tuple[str, Callable[[dict], None], str]] = [
     ("shape_zero", _set("fields", 0, "shape", value=[128, 0, 576]), "'fields[0].shape'"),
     ("no_planes", _set("planes", value=[]), "'planes'"),
     ("field_not_object", _set("fields", 0, value=[1, 2]), "'fields[0]'"),
+    ("arena_bytes_zero", _set("arena_bytes", value=0), "'arena_bytes'"),
+    ("plane_alignment_zero", _set("planes", 0, "alignment", value=0), "'planes[0].alignment'"),
+    ("max_padding_string", _set("max_padding", value="none"), "'max_padding'"),
 ]
 
 
@@ -106,3 +109,77 @@ def test_page_count_error_names_group_given_and_expected(base_plan: dict) -> Non
     expected = 1 + plan["num_parents"] * group["packing"]  # the schema: pages 0..N x K
     with pytest.raises(ConfigError, match=f"{group['id']}.* -5; expected .* = {expected}$"):
         check_plan(plan)
+
+
+# ---------------------------------------------------------------- what the engine schema adds
+
+
+def _check(plan: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str], *flags: str) -> tuple[int, str]:
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    capsys.readouterr()
+    code = main(["check", str(path), *flags])
+    return code, capsys.readouterr().out
+
+
+def test_dtype_tables_pinned_by_hand() -> None:
+    """Element sizes as the engines' storage dtypes define them; spec, impl and the arena agree."""
+    from kvproof.impl.arena import NUMPY_DTYPES
+    from kvproof.impl.packer import DTYPE_BYTES as IMPL_BYTES
+    from kvproof.spec.contract import DTYPE_BYTES
+
+    sizes = {"uint8": 1, "int8": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e8m0fnu": 1, "bfloat16": 2,
+             "float16": 2, "float32": 4, "int32": 4, "int64": 8, "float64": 8}
+    assert sizes == DTYPE_BYTES == IMPL_BYTES
+    assert {name: t.itemsize for name, t in NUMPY_DTYPES.items()} == sizes
+
+
+def test_null_max_padding_is_no_bound_and_the_flag_imposes_one(
+    base_plan: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plan = json.loads(json.dumps(base_plan)) | {"max_padding": None}
+    code, out = _check(plan, tmp_path, capsys)
+    assert code == 0 and "padding_bound    ok (no bound)" in out
+    # The K3 fp8 tp 8 state groups pad 0.134 (parent 21,233,664 B for 18,723,840 B of state).
+    code, out = _check(plan, tmp_path, capsys, "--max-padding", "0.1")
+    assert code == 1 and "pads 0.134 > bound 0.100" in out
+    code, out = _check(plan, tmp_path, capsys, "--max-padding", "0.135", "--json")
+    assert code == 0 and json.loads(out)["max_padding"] == 0.135
+    # the flag overrides the document's own bound as well
+    code, _ = _check(base_plan, tmp_path, capsys, "--max-padding", "0.13")
+    assert code == 1
+    assert _check(base_plan, tmp_path, capsys, "--max-padding", "-1")[0] == 2
+
+
+def test_arena_bytes_bounds_every_slab(base_plan: dict) -> None:
+    # N = 2: 3 x 24 planes of 884,736 B = 63,700,992 B; slot.23's slab starts at 61,046,784.
+    assert base_plan["arena_bytes"] == 63_700_992
+    plan = json.loads(json.dumps(base_plan)) | {"arena_bytes": 63_700_991}
+    (v,) = check_plan(plan)
+    assert v["property"] == "in_bounds"
+    assert "slot.23's slab (arena bytes 61,046,784..63,700,992) leaves the arena of 63,700,991 B" in v["message"]
+    # A larger allocation admits a gap the packer would not leave.
+    plan = json.loads(json.dumps(base_plan)) | {"arena_bytes": 63_700_992 + 256}
+    plan["planes"][-1]["arena_offset"] += 256
+    assert check_plan(plan) == []
+    # Without arena_bytes (older plans) the arena is (N + 1) x the plane bytes: the gap leaves it.
+    del plan["arena_bytes"]
+    assert [v["property"] for v in check_plan(plan)] == ["in_bounds"]
+
+
+def test_slab_base_alignment_is_part_of_partition(base_plan: dict) -> None:
+    plan = json.loads(json.dumps(base_plan)) | {"arena_bytes": 63_700_992 + 256}
+    plan["planes"][-1]["arena_offset"] += 128
+    (v,) = check_plan(plan)
+    assert v["property"] == "partition"
+    assert "slot.23's slab starts at arena byte 61,046,912, not a multiple of alignment 256" in v["message"]
+
+
+def test_declared_plane_alignment_is_checked(base_plan: dict) -> None:
+    plan = json.loads(json.dumps(base_plan))
+    plan["planes"][0]["alignment"] = 65_536  # 884,736 B = 13.5 x 65,536
+    (v,) = check_plan(plan)
+    assert v == {"property": "partition",
+                 "message": "plane slot.0 of 884,736 B is not a multiple of its declared alignment 65536"}
+    del plan["planes"][0]["alignment"]  # optional
+    assert check_plan(plan) == []
