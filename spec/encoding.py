@@ -345,6 +345,12 @@ def _slab_alignment(facts: Facts) -> Iterable[Check]:
                f"{_val(m, start.term()):,}, not a multiple of alignment {facts.alignment} (N={_val(m, N):,})")
 
 
+def field_alignment(facts: Facts) -> list[Violation]:
+    return [Violation("field_alignment", f"field {f.id} ({f.dtype}) starts at page byte {f.offset:,}, not a "
+                                         f"multiple of its element size {f.itemsize}")
+            for f in facts.fields if not P.field_aligned(f.offset, f.itemsize)]
+
+
 def page_id_limit(facts: Facts) -> list[Violation]:
     if facts.parents[0] > facts.parents[1] and 2 * facts.parent_bytes <= P.BYTES_MAX:
         top = max(g.packing for g in facts.groups)
@@ -468,6 +474,7 @@ CHECKS: dict[str, Callable[[Facts], list[Violation]]] = {
     "padding_bound": padding_bound,
     "partition": partition,
     "no_overlap": no_overlap,
+    "field_alignment": field_alignment,
     "in_bounds": in_bounds,
     "page_id_limit": page_id_limit,
     "null_page": null_page,

@@ -6,11 +6,16 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
+from bites import fails_under
 
 from kvproof.ci.cli import main
+from kvproof.impl import faults
+from kvproof.impl.export import plan_document
+from kvproof.impl.packer import FieldSpec, GroupSpec, pack
 from kvproof.spec.catalog import ConfigError
 from kvproof.spec.check import check_plan
 
@@ -183,3 +188,53 @@ def test_declared_plane_alignment_is_checked(base_plan: dict) -> None:
                  "message": "plane slot.0 of 884,736 B is not a multiple of its declared alignment 65536"}
     del plan["planes"][0]["alignment"]  # optional
     assert check_plan(plan) == []
+
+
+# ---------------------------------------------------------------- field_alignment
+
+
+def _misaligned_plan() -> dict:
+    """By hand: one group, one plane of 256 B, packing 1, N = 1; a 3-byte uint8 field at 0 and a
+    float32 field right behind it at 3, where the contract (item a) puts it at 4."""
+    def field(name: str, dtype: str, shape: list[int], offset: int) -> dict:
+        return {"id": name, "group": "g", "plane": "p", "shape": shape, "dtype": dtype, "offset": offset,
+                "stride": 256, "exact_stride": False}
+
+    return {"num_parents": 1, "parent_bytes": 256, "alignment": 256, "max_padding": None, "arena_bytes": 512,
+            "planes": [{"id": "p", "bytes": 256, "arena_offset": 0}],
+            "groups": [{"id": "g", "packing": 1, "page_count": 2}],
+            "fields": [field("a", "uint8", [3], 0), field("b", "float32", [4], 3)]}
+
+
+def test_misaligned_field_fails_only_field_alignment(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    plan = _misaligned_plan()
+    code, out = _check(plan, tmp_path, capsys)
+    assert code == 1
+    assert "field_alignment  FAIL" in out and out.count("FAIL") == 1
+    assert "field_alignment: field b (float32) starts at page byte 3, not a multiple of its element size 4" in out
+    plan["fields"][1]["offset"] = 4
+    assert _check(plan, tmp_path, capsys)[0] == 0
+
+
+def _mixed_dtype_plan_document() -> dict:
+    """The packer's plan for one group whose fields alternate odd byte counts and wider dtypes."""
+    fields = (FieldSpec("f.0", "p", (3,), "uint8"), FieldSpec("f.1", "p", (5,), "float32"),
+              FieldSpec("f.2", "p", (1,), "int8"), FieldSpec("f.3", "p", (2,), "float64"),
+              FieldSpec("f.4", "p", (3,), "bfloat16"), FieldSpec("f.5", "p", (1,), "int64"))
+    plan = pack([GroupSpec("g", fields)], granularity=1, max_padding=Fraction(10**6))
+    return plan_document(plan.bind(1))
+
+
+def test_packer_plans_mixed_dtypes_aligned() -> None:
+    # f.0 at 0 (3 B), f.1 at 4 (20 B), f.2 at 24 (1 B), f.3 at 32 (16 B), f.4 at 48 (6 B), f.5 at 56
+    document = _mixed_dtype_plan_document()
+    assert [f["offset"] for f in document["fields"]] == [0, 4, 24, 32, 48, 56]
+    assert check_plan(document) == []
+
+
+def test_spec_check_catches_unrounded_offsets() -> None:
+    with faults.inject("field_offset_unrounded"):
+        found = check_plan(_mixed_dtype_plan_document())
+    assert {v["property"] for v in found} == {"field_alignment"}
+    assert "field f.1 (float32) starts at page byte 3, not a multiple of its element size 4" in found[0]["message"]
+    fails_under("field_offset_unrounded", test_packer_plans_mixed_dtypes_aligned)
