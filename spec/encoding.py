@@ -22,6 +22,7 @@ from typing import Any
 from kvproof.spec import properties as P
 from kvproof.spec.catalog import ConfigError
 from kvproof.spec.contract import DTYPE_BYTES
+from kvproof.spec.schema import validate
 from kvproof.spec.smt import Env, Solver, Term, all_of, any_of, lift, negate
 
 N, PAGE, OTHER = Term.var("N"), Term.var("p"), Term.var("q")
@@ -226,7 +227,9 @@ def _static(plan: dict) -> tuple[int, int, Fraction | None, list[dict], list[dic
 
 
 def concrete_facts(plan: dict) -> Facts:
-    """A bound plan as `verify check` reads it: N is the plan's num_parents."""
+    """A bound plan as `verify check` reads it: N is the plan's num_parents. Its structure is
+    the published schema's; what relates keys to each other is checked here."""
+    validate(plan)
     parent, alignment, bound, planes, groups, fields = _static(plan)
     n = _positive(plan, "num_parents", "")
     arena = [PlaneFact(p["id"], p["bytes"], Affine(0, _get(p, "arena_offset", int, f"planes[{i}].")),

@@ -18,6 +18,7 @@ from kvproof.impl.export import plan_document
 from kvproof.impl.packer import FieldSpec, GroupSpec, pack
 from kvproof.spec.catalog import ConfigError
 from kvproof.spec.check import check_plan
+from kvproof.spec.schema import schema
 
 
 @pytest.fixture(scope="module")
@@ -71,12 +72,20 @@ CASES: list[tuple[str, Callable[[dict], None], str]] = [
     ("parent_bytes_negative", _set("parent_bytes", value=-1), "'parent_bytes'"),
     ("alignment_zero", _set("alignment", value=0), "'alignment'"),
     ("stride_string", _set("fields", 0, "stride", value="73728"), "'fields[0].stride'"),
-    ("shape_zero", _set("fields", 0, "shape", value=[128, 0, 576]), "'fields[0].shape'"),
+    ("shape_zero", _set("fields", 0, "shape", value=[128, 0, 576]), "'fields[0].shape[1]'"),
     ("no_planes", _set("planes", value=[]), "'planes'"),
     ("field_not_object", _set("fields", 0, value=[1, 2]), "'fields[0]'"),
     ("arena_bytes_zero", _set("arena_bytes", value=0), "'arena_bytes'"),
     ("plane_alignment_zero", _set("planes", 0, "alignment", value=0), "'planes[0].alignment'"),
     ("max_padding_string", _set("max_padding", value="none"), "'max_padding'"),
+    ("misspelled_key", lambda p: p.update(arena_byte=1), "'arena_byte'"),
+    ("unknown_plane_key", _set("planes", 0, "offset", value=0), "'planes[0].offset'"),
+    ("missing_page_count", lambda p: p["groups"][0].pop("page_count"), "'groups[0].page_count'"),
+    ("unknown_dtype", _set("fields", 0, "dtype", value="float4"), "'fields[0].dtype'"),
+    ("parent_bytes_past_uint64", _set("parent_bytes", value=2**64 + 1), "'parent_bytes'"),
+    ("nine_dimensions", _set("fields", 0, "shape", value=[1] * 9), "'fields[0].shape'"),
+    ("too_many_planes", lambda p: p.update(planes=p["planes"] * 200), "'planes'"),
+    ("empty_id", _set("groups", 0, "id", value=""), "'groups[0].id'"),
 ]
 
 
@@ -110,9 +119,9 @@ def test_malformed_plan_is_one_line_naming_the_key(
 def test_page_count_error_names_group_given_and_expected(base_plan: dict) -> None:
     plan = json.loads(json.dumps(base_plan))
     group = plan["groups"][1]
-    group["page_count"] = -5
+    group["page_count"] = 4
     expected = 1 + plan["num_parents"] * group["packing"]  # the schema: pages 0..N x K
-    with pytest.raises(ConfigError, match=f"{group['id']}.* -5; expected .* = {expected}$"):
+    with pytest.raises(ConfigError, match=f"{group['id']}.* 4; expected .* = {expected}$"):
         check_plan(plan)
 
 
@@ -238,3 +247,34 @@ def test_spec_check_catches_unrounded_offsets() -> None:
     assert {v["property"] for v in found} == {"field_alignment"}
     assert "field f.1 (float32) starts at page byte 3, not a multiple of its element size 4" in found[0]["message"]
     fails_under("field_offset_unrounded", test_packer_plans_mixed_dtypes_aligned)
+
+
+# ---------------------------------------------------------------- the published JSON Schema
+
+
+def test_emitted_plans_validate_against_the_published_schema(tmp_path: Path) -> None:
+    """Any JSON Schema tool accepts what --emit-plan writes (here: jsonschema, draft 2020-12)."""
+    from jsonschema import Draft202012Validator
+
+    document = schema()
+    Draft202012Validator.check_schema(document)
+    assert document["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    for args in (["--tp", "8"], ["--tp", "32", "--dtype", "bf16", "--policy", "ceil"], ["--model", "deepseek-v3"]):
+        path = tmp_path / "plan.json"
+        assert main(["plan", *args, "--emit-plan", str(path), "--parents", "3"]) in (0, 1)
+        Draft202012Validator(document).validate(json.loads(path.read_text()))
+    Draft202012Validator(document).validate(_mixed_dtype_plan_document())
+
+
+def test_schema_dtypes_are_the_dtype_table() -> None:
+    from kvproof.spec.contract import DTYPE_BYTES
+
+    assert sorted(schema()["$defs"]["field"]["properties"]["dtype"]["enum"]) == sorted(DTYPE_BYTES)
+
+
+def test_schema_errors_are_one_line_even_for_huge_values(base_plan: dict) -> None:
+    plan = json.loads(json.dumps(base_plan)) | {"num_parents": 10**4000}
+    with pytest.raises(ConfigError) as err:
+        check_plan(plan)
+    assert str(err.value) == ("plan key 'num_parents' must be at most 18,446,744,073,709,551,616, "
+                              "got an integer of 13,288 bits")
