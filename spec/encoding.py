@@ -26,6 +26,9 @@ from kvproof.spec.schema import validate
 from kvproof.spec.smt import Env, Solver, Term, all_of, any_of, lift, negate
 
 N, PAGE, OTHER = Term.var("N"), Term.var("p"), Term.var("q")
+# no_overlap checks every pair of fields one group keeps on one plane (a pair costs about 25 kB
+# and 1 ms of z3), so a plan may keep at most this many there; the recipes keep at most 2.
+MAX_STACK = 64
 _SOLVER = Solver(("N", "p", "q"))
 
 
@@ -128,7 +131,22 @@ class Facts:
         return {g.id: g for g in self.groups}
 
     def raw(self, group_id: str) -> int:
-        return sum(f.payload for f in self.fields if f.group == group_id)
+        return self._raw[group_id]
+
+    @cached_property
+    def _raw(self) -> dict[str, int]:
+        out = dict.fromkeys(self._groups, 0)
+        for f in self.fields:
+            out[f.group] += f.payload
+        return out
+
+    @cached_property
+    def on_plane(self) -> dict[str, list[FieldFact]]:
+        """plane -> the fields of every group on it (each list scanned once per plan, not per plane)."""
+        out: dict[str, list[FieldFact]] = {p.id: [] for p in self.planes}
+        for f in self.fields:
+            out[f.plane].append(f)
+        return out
 
     @cached_property
     def stacks(self) -> dict[tuple[str, str], list[FieldFact]]:
@@ -162,13 +180,13 @@ def _positive(obj: Any, key: str, where: str) -> int:
 
 def _ids(items: list, key: str) -> list[str]:
     """The ids of a plan list, which name planes, groups and fields everywhere else, so unique."""
-    ids: list[str] = []
+    ids: dict[str, int] = {}
     for i, item in enumerate(items):
         name = _get(item, "id", str, f"{key}[{i}].")
         if name in ids:
-            raise ConfigError(f"plan key '{key}[{i}].id' repeats id {name!r} of {key}[{ids.index(name)}]")
-        ids.append(name)
-    return ids
+            raise ConfigError(f"plan key '{key}[{i}].id' repeats id {name!r} of {key}[{ids[name]}]")
+        ids[name] = i
+    return list(ids)
 
 
 def padding_bound_of(value: Any, key: str = "plan key 'max_padding'") -> Fraction | None:
@@ -194,7 +212,8 @@ def _static(plan: dict) -> tuple[int, int, Fraction | None, list[dict], list[dic
     for key, items in (("planes", planes), ("groups", groups)):
         if not items:
             raise ConfigError(f"plan key {key!r} is empty: a plan needs at least one")
-    plane_ids, group_ids = _ids(planes, "planes"), _ids(groups, "groups")
+    plane_ids, group_ids = set(_ids(planes, "planes")), _ids(groups, "groups")
+    known_groups = set(group_ids)
     for i, p in enumerate(planes):
         _positive(p, "bytes", f"planes[{i}].")
         if "alignment" in p:
@@ -210,7 +229,7 @@ def _static(plan: dict) -> tuple[int, int, Fraction | None, list[dict], list[dic
         group, plane = _get(f, "group", str, at), _get(f, "plane", str, at)
         if dtype not in DTYPE_BYTES:
             raise ConfigError(f"plan key {at}dtype: unknown dtype {dtype!r}; known: {', '.join(DTYPE_BYTES)}")
-        if group not in group_ids:
+        if group not in known_groups:
             raise ConfigError(f"plan key '{at}group' names no group of the plan: {group!r}")
         if plane not in plane_ids:
             raise ConfigError(f"plan key '{at}plane' names no plane of the plan: {plane!r}")
@@ -220,8 +239,15 @@ def _static(plan: dict) -> tuple[int, int, Fraction | None, list[dict], list[dic
             field_ids[i], group, plane, dtype, prod(shape) * DTYPE_BYTES[dtype],
             _get(f, "offset", int, at), _get(f, "stride", int, at), _get(f, "exact_stride", bool, at),
         ))
+    stacks: dict[tuple[str, str], int] = {}
+    for i, f in enumerate(fields):
+        stacks[f.group, f.plane] = stacks.get((f.group, f.plane), 0) + 1
+        if stacks[f.group, f.plane] > MAX_STACK:
+            raise ConfigError(f"plan key 'fields[{i}].plane': group {f.group!r} keeps more than {MAX_STACK} fields "
+                              f"on plane {f.plane!r} (every pair is checked; at most {MAX_STACK} per group and plane)")
+    used = {f.group for f in fields}
     for i, group in enumerate(group_ids):
-        if not any(f.group == group for f in fields):
+        if group not in used:
             raise ConfigError(f"plan key 'groups[{i}]': group {group!r} has no fields, so its padding is undefined")
     return parent, alignment, bound, planes, groups, tuple(fields)
 
@@ -321,7 +347,7 @@ def partition(facts: Facts) -> list[Violation]:
     if total > facts.parent_bytes:
         out.append(Violation("partition", f"planes take {total:,} B, more than the parent's {facts.parent_bytes:,} B"))
     for p in facts.planes:
-        here = [f for f in facts.fields if f.plane == p.id]
+        here = facts.on_plane[p.id]
         unit = lcm(facts.alignment, *(facts.group(f.group).packing * f.itemsize for f in here))
         if not P.divides(unit, p.bytes):
             out.append(Violation("partition", f"plane {p.id} of {p.bytes:,} B is not a multiple of {unit} "
@@ -442,7 +468,8 @@ def no_overlap(facts: Facts) -> list[Violation]:
         g, plane = facts.group(group), facts.plane(plane_id)
         for a in stack:
             for b in stack:
-                key = (g.page_count, plane.bytes, a.stride, a.offset, a.payload, b.stride, b.offset, b.payload)
+                # the plane's bytes and base cancel out of every pair: only relative offsets matter
+                key = (g.page_count, a.stride, b.stride, b.offset - a.offset, a.payload, b.payload)
                 if key in checks:
                     continue
                 count = g.page_count.term()
