@@ -8,14 +8,17 @@ from collections import Counter
 from pathlib import Path
 
 from kvproof.ci.cli import UsageError
-from kvproof.spec.catalog import read_json
-from kvproof.spec.check import check_plan
+from kvproof.spec.catalog import ConfigError, read_json
+from kvproof.spec.check import check
+from kvproof.spec.encoding import padding_bound_of
 from kvproof.spec.properties import PROPERTIES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("plan", metavar="PLAN.json", help="a bound plan in the schema of the README")
     parser.add_argument("--property", nargs="+", choices=sorted(PROPERTIES), help="check only these properties")
+    parser.add_argument("--max-padding", metavar="X", type=float,
+                        help="impose this padding bound (overrides the plan's max_padding, null included)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -28,13 +31,20 @@ def load_plan(path: str) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     checked = args.property or sorted(PROPERTIES)
-    violations = check_plan(load_plan(args.plan), checked)
+    try:
+        imposed = padding_bound_of(args.max_padding, "--max-padding")
+    except ConfigError as err:
+        raise UsageError(str(err)) from None
+    result = check(load_plan(args.plan), checked, imposed)
+    violations, bound = result.violations, result.max_padding
     if args.json:
-        print(json.dumps({"plan": args.plan, "properties": checked, "ok": not violations, "violations": violations}))
+        print(json.dumps({"plan": args.plan, "properties": checked, "ok": not violations,
+                          "max_padding": None if bound is None else float(bound), "violations": violations}))
     else:
         failing = Counter(v["property"] for v in violations)
         for prop in checked:
-            print(f"{prop:<14} {'FAIL' if failing[prop] else 'ok'}")
+            note = " (no bound)" if prop == "padding_bound" and bound is None else ""
+            print(f"{prop:<16} {'FAIL' if failing[prop] else 'ok'}{note}")
         for v in violations:
             print(f"  {v['property']}: {v['message']}")
         print(f"verdict: {'OK' if not violations else 'VIOLATED'} ({args.plan})")

@@ -45,7 +45,7 @@ def render(proof: Proof, show_all: bool) -> str:
     for prop in proof.properties:
         points = len({(c.tp, c.dtype) for c in proof.counterexamples if c.property == prop})
         verdict = f"FAILS at {points} point(s)" if prop in failing else "proved"
-        lines.append(f"  {prop:<14} {verdict:<22} solver {proof.solver_seconds[prop]:.3f} s")
+        lines.append(f"  {prop:<16} {verdict:<22} solver {proof.solver_seconds[prop]:.3f} s")
     lines.append("")
     shown = proof.counterexamples if show_all else proof.counterexamples[:1]
     for c in shown:

@@ -48,6 +48,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("policy_ceil", ("verify prove --model kimi-k3",), policy="ceil", expect="padding_bound"),
     Mutant("offset_skips_null_slot", (PACKER + "test_every_page_inside_its_slab_and_parent", MACHINE)),
     Mutant("field_end_in_elements", (PACKER + "test_field_ranges_inside_a_page_never_overlap", MACHINE)),
+    Mutant("field_offset_unrounded", ("tests/test_check_schema.py::test_packer_plans_mixed_dtypes_aligned",)),
     Mutant("stride_in_elements", (PACKER + "test_stride_times_packing_is_the_plane", MACHINE)),
     Mutant("search_skips_first", ("tests/test_conformance.py::test_spec_equals_impl_at_every_catalog_point",)),
     Mutant("capacity_largest_packing", ("tests/test_capacity.py::test_max_tokens_is_the_exact_inverse",)),

@@ -23,6 +23,10 @@ NUMPY_DTYPES: dict[str, np.dtype] = {
     "float32": np.dtype(np.float32),
     "int32": np.dtype(np.int32),
     "int64": np.dtype(np.int64),
+    "int8": np.dtype(np.int8),
+    "float8_e5m2": np.dtype(np.uint8),
+    "float8_e8m0fnu": np.dtype(np.uint8),
+    "float64": np.dtype(np.float64),
 }
 
 

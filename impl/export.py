@@ -16,6 +16,7 @@ def plan_document(binding: Binding) -> dict:
         "parent_bytes": plan.parent_bytes,
         "alignment": plan.alignment,
         "max_padding": float(plan.max_padding),
+        "arena_bytes": binding.arena_bytes,
         "planes": [
             {"id": p.id, "bytes": p.bytes, "alignment": p.alignment, "arena_offset": binding.plane_offset(p.id)}
             for p in plan.planes

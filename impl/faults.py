@@ -18,6 +18,7 @@ ENV = "KVPROOF_FAULTS"
 FAULTS: dict[str, str] = {
     "offset_skips_null_slot": "page offsets forget that page 0 is the null parent's last slot",
     "field_end_in_elements": "a page's next field starts after the previous one's elements, not bytes",
+    "field_offset_unrounded": "a page's fields are laid end to end: offsets not rounded up to the element size",
     "stride_in_elements": "a field's page stride is computed in elements, not bytes",
     "search_skips_first": "the search policy starts one past ceil(state / page), skipping the first candidate",
     "store_latent_no_sanitize": "store_latent writes NaN and +-inf latents unsanitized",

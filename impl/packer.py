@@ -27,6 +27,10 @@ DTYPE_BYTES: dict[str, int] = {
     "float32": 4,
     "int32": 4,
     "int64": 8,
+    "int8": 1,
+    "float8_e5m2": 1,
+    "float8_e8m0fnu": 1,
+    "float64": 8,
 }
 
 
@@ -194,7 +198,7 @@ def field_offsets(fields: Sequence[FieldSpec]) -> tuple[dict[str, int], int]:
     """Offsets of one (plane, group)'s fields in id order, each rounded up to its element size."""
     offsets, end = {}, 0
     for f in sorted(fields, key=lambda f: f.id):
-        offsets[f.id] = align_up(end, f.itemsize)
+        offsets[f.id] = end if faults.active("field_offset_unrounded") else align_up(end, f.itemsize)
         end = offsets[f.id] + (prod(f.shape) if faults.active("field_end_in_elements") else f.payload_bytes)
     return offsets, end
 

@@ -20,6 +20,10 @@ TORCH_DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
     "int32": torch.int32,
     "int64": torch.int64,
+    "int8": torch.int8,
+    "float8_e5m2": torch.float8_e5m2,
+    "float8_e8m0fnu": torch.float8_e8m0fnu,
+    "float64": torch.float64,
 }
 
 

@@ -18,6 +18,17 @@ from typing import Any
 BUILTIN_MODELS = ("kimi-k3", "kimi-linear-48b-a3b", "deepseek-v3")
 CACHE_DTYPES = ("fp8", "bf16")
 
+# Upper bounds on every config size that drives a loop or an allocation, checked before either.
+# Real models stay far below them (DeepSeek-V3: 61 layers, 128 heads, kv_lora_rank 512; Kimi-K3:
+# 93 layers, 96 heads, head_dim 128, kernel 4); sweeps reach 1,024 layers and 4,096 heads.
+MAX_LAYERS = 4096
+MAX_HEADS = 65_536
+MAX_DIM = 65_536  # kv_lora_rank, qk_rope_head_dim, head_dim
+MAX_CONV_KERNEL = 1024
+# A config.json or plan document is a few kilobytes (Kimi-K3's emitted plan: about 30 kB); a
+# larger file is refused before it is read, so parsing it cannot exhaust memory.
+MAX_JSON_BYTES = 16 * 2**20
+
 
 class ConfigError(ValueError):
     """Bad model input. The message is one line and names the offending key."""
@@ -75,9 +86,14 @@ def load_model(name: str | None = None, config: str | Path | None = None) -> Mod
 def read_json(path: Path, what: str) -> Any:
     """A JSON file given on the command line; every way it can be unreadable is one line."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as f:
+            data = f.read(MAX_JSON_BYTES + 1)
     except OSError as err:
         raise ConfigError(f"cannot read {what} {path}: {err.strerror}") from None
+    if len(data) > MAX_JSON_BYTES:
+        raise ConfigError(f"{what} {path} is larger than {MAX_JSON_BYTES // 2**20} MiB: not a {what} file")
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError(f"{what} {path} is not UTF-8 text") from None
     return _parse_json(text, str(path))
@@ -88,9 +104,14 @@ def _parse_json(text: str, where: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as err:
         raise ConfigError(f"{where}: not valid JSON ({err.msg} at line {err.lineno})") from None
+    except ValueError:  # an integer of more than 4,300 digits (Python's int_max_str_digits)
+        raise ConfigError(f"{where}: not valid JSON (a number too long to read)") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: not valid JSON (nested too deeply)") from None
 
 
-def _int(cfg: dict, key: str, where: str = "") -> int:
+def _int(cfg: dict, key: str, where: str = "", limit: int = MAX_DIM) -> int:
+    """A positive integer key, at most `limit` (the bound keeps every loop and shape it drives finite)."""
     name = where + key
     if key not in cfg:
         raise ConfigError(f"config is missing key {name!r}")
@@ -99,6 +120,9 @@ def _int(cfg: dict, key: str, where: str = "") -> int:
         raise ConfigError(f"config key {name!r} must be an integer, got {type(value).__name__}")
     if value <= 0:
         raise ConfigError(f"config key {name!r} must be positive, got {value}")
+    if value > limit:
+        shown = f"{value:,}" if value.bit_length() <= 64 else f"an integer of {value.bit_length():,} bits"
+        raise ConfigError(f"config key {name!r} must be at most {limit:,}, got {shown}")
     return value
 
 
@@ -109,6 +133,8 @@ def _layers(cfg: dict, key: str, num_layers: int, where: str) -> tuple[int, ...]
     value = cfg[key]
     if not isinstance(value, list) or any(isinstance(x, bool) or not isinstance(x, int) for x in value):
         raise ConfigError(f"config key {name!r} must be a list of 1-based layer numbers")
+    if len(value) > num_layers:
+        raise ConfigError(f"config key {name!r} lists {len(value):,} layers, more than num_hidden_layers {num_layers}")
     if len(set(value)) != len(value):
         dup = next(x for x in value if value.count(x) > 1)
         raise ConfigError(f"config key {name!r} lists layer {dup} twice")
@@ -119,7 +145,7 @@ def _layers(cfg: dict, key: str, num_layers: int, where: str) -> tuple[int, ...]
 
 
 def _conv_kernel(lin: dict, where: str) -> int:
-    kernel = _int(lin, "short_conv_kernel_size", where)
+    kernel = _int(lin, "short_conv_kernel_size", where, MAX_CONV_KERNEL)
     if kernel < 2:
         # The conv state keeps the last kernel - 1 inputs: a kernel of 1 keeps nothing to page.
         raise ConfigError(f"config key '{where}short_conv_kernel_size' must be at least 2, got {kernel}")
@@ -132,11 +158,11 @@ def parse_config(raw: Any, name: str) -> ModelGeometry:
     cfg = raw.get("text_config", raw)
     if not isinstance(cfg, dict):
         raise ConfigError("config key 'text_config' must be an object")
-    num_layers = _int(cfg, "num_hidden_layers")
+    num_layers = _int(cfg, "num_hidden_layers", limit=MAX_LAYERS)
     common = {
         "name": name,
         "num_layers": num_layers,
-        "mla_heads": _int(cfg, "num_attention_heads"),
+        "mla_heads": _int(cfg, "num_attention_heads", limit=MAX_HEADS),
         "kv_lora_rank": _int(cfg, "kv_lora_rank"),
         "qk_rope_head_dim": _int(cfg, "qk_rope_head_dim"),
     }
@@ -159,7 +185,7 @@ def parse_config(raw: Any, name: str) -> ModelGeometry:
     return ModelGeometry(
         mla_layers=full,
         kda_layers=kda,
-        kda_heads=_int(lin, "num_heads", where),
+        kda_heads=_int(lin, "num_heads", where, MAX_HEADS),
         kda_head_dim=_int(lin, "head_dim", where),
         conv_kernel=_conv_kernel(lin, where),
         **common,

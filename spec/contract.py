@@ -24,6 +24,10 @@ DTYPE_BYTES: dict[str, int] = {
     "float32": 4,
     "int32": 4,
     "int64": 8,
+    "int8": 1,
+    "float8_e5m2": 1,
+    "float8_e8m0fnu": 1,
+    "float64": 8,
 }
 CACHE_STORAGE = {"fp8": "uint8", "bf16": "bfloat16"}  # fp8 latents are stored as raw bytes
 GRANULARITY = 128  # tokens per MLA page

@@ -22,9 +22,13 @@ from typing import Any
 from kvproof.spec import properties as P
 from kvproof.spec.catalog import ConfigError
 from kvproof.spec.contract import DTYPE_BYTES
+from kvproof.spec.schema import validate
 from kvproof.spec.smt import Env, Solver, Term, all_of, any_of, lift, negate
 
 N, PAGE, OTHER = Term.var("N"), Term.var("p"), Term.var("q")
+# no_overlap checks every pair of fields one group keeps on one plane (a pair costs about 25 kB
+# and 1 ms of z3), so a plan may keep at most this many there; the recipes keep at most 2.
+MAX_STACK = 64
 _SOLVER = Solver(("N", "p", "q"))
 
 
@@ -57,6 +61,7 @@ class PlaneFact:
     id: str
     bytes: int
     arena_offset: Affine
+    alignment: int | None = None  # the plane alignment the engine declares, if it declares one
 
     @property
     def slab(self) -> Affine:
@@ -91,11 +96,20 @@ class FieldFact:
 class Facts:
     parent_bytes: int
     alignment: int
-    max_padding: Fraction
+    max_padding: Fraction | None  # None: the engine sets no bound, so padding_bound has nothing to check
     planes: tuple[PlaneFact, ...]  # in arena order
     groups: tuple[GroupFact, ...]
     fields: tuple[FieldFact, ...]
     parents: tuple[int, int]  # the range of the parent count N, both ends included
+    arena_bytes: Affine | None = None  # the engine's allocation; None: the planes' slabs end to end
+
+    @property
+    def arena(self) -> Affine:
+        """The bytes every slab must lie in: the engine's allocation, or (N + 1) x the plane bytes."""
+        if self.arena_bytes is not None:
+            return self.arena_bytes
+        total = sum(p.bytes for p in self.planes)
+        return Affine(total, total)
 
     def plane(self, plane_id: str) -> PlaneFact:
         return self._planes[plane_id]
@@ -117,7 +131,22 @@ class Facts:
         return {g.id: g for g in self.groups}
 
     def raw(self, group_id: str) -> int:
-        return sum(f.payload for f in self.fields if f.group == group_id)
+        return self._raw[group_id]
+
+    @cached_property
+    def _raw(self) -> dict[str, int]:
+        out = dict.fromkeys(self._groups, 0)
+        for f in self.fields:
+            out[f.group] += f.payload
+        return out
+
+    @cached_property
+    def on_plane(self) -> dict[str, list[FieldFact]]:
+        """plane -> the fields of every group on it (each list scanned once per plan, not per plane)."""
+        out: dict[str, list[FieldFact]] = {p.id: [] for p in self.planes}
+        for f in self.fields:
+            out[f.plane].append(f)
+        return out
 
     @cached_property
     def stacks(self) -> dict[tuple[str, str], list[FieldFact]]:
@@ -151,33 +180,44 @@ def _positive(obj: Any, key: str, where: str) -> int:
 
 def _ids(items: list, key: str) -> list[str]:
     """The ids of a plan list, which name planes, groups and fields everywhere else, so unique."""
-    ids: list[str] = []
+    ids: dict[str, int] = {}
     for i, item in enumerate(items):
         name = _get(item, "id", str, f"{key}[{i}].")
         if name in ids:
-            raise ConfigError(f"plan key '{key}[{i}].id' repeats id {name!r} of {key}[{ids.index(name)}]")
-        ids.append(name)
-    return ids
+            raise ConfigError(f"plan key '{key}[{i}].id' repeats id {name!r} of {key}[{ids[name]}]")
+        ids[name] = i
+    return list(ids)
 
 
-def _bound(plan: dict) -> Fraction:
-    """max_padding as an exact fraction; json.loads reads NaN and Infinity, which have none."""
-    value = _get(plan, "max_padding", (int, float), "")
+def padding_bound_of(value: Any, key: str = "plan key 'max_padding'") -> Fraction | None:
+    """A padding bound as an exact fraction, None for no bound; json.loads reads NaN and
+    Infinity, which have none."""
+    if value is None:
+        return None
     if (isinstance(value, float) and not math.isfinite(value)) or value < 0:
-        raise ConfigError(f"plan key 'max_padding' must be a finite number >= 0, got {value}")
+        raise ConfigError(f"{key} must be a finite number >= 0, got {value}")
     return Fraction(str(value))
 
 
-def _static(plan: dict) -> tuple[int, int, Fraction, list[dict], list[dict], tuple[FieldFact, ...]]:
+def _bound(plan: dict) -> Fraction | None:
+    if isinstance(plan, dict) and plan.get("max_padding", 0) is None:
+        return None
+    return padding_bound_of(_get(plan, "max_padding", (int, float), ""))
+
+
+def _static(plan: dict) -> tuple[int, int, Fraction | None, list[dict], list[dict], tuple[FieldFact, ...]]:
     parent, alignment = _positive(plan, "parent_bytes", ""), _positive(plan, "alignment", "")
     bound = _bound(plan)
     planes, groups = _get(plan, "planes", list, ""), _get(plan, "groups", list, "")
     for key, items in (("planes", planes), ("groups", groups)):
         if not items:
             raise ConfigError(f"plan key {key!r} is empty: a plan needs at least one")
-    plane_ids, group_ids = _ids(planes, "planes"), _ids(groups, "groups")
+    plane_ids, group_ids = set(_ids(planes, "planes")), _ids(groups, "groups")
+    known_groups = set(group_ids)
     for i, p in enumerate(planes):
         _positive(p, "bytes", f"planes[{i}].")
+        if "alignment" in p:
+            _positive(p, "alignment", f"planes[{i}].")
     for i, g in enumerate(groups):
         _positive(g, "packing", f"groups[{i}].")
     listed = _get(plan, "fields", list, "")
@@ -189,7 +229,7 @@ def _static(plan: dict) -> tuple[int, int, Fraction, list[dict], list[dict], tup
         group, plane = _get(f, "group", str, at), _get(f, "plane", str, at)
         if dtype not in DTYPE_BYTES:
             raise ConfigError(f"plan key {at}dtype: unknown dtype {dtype!r}; known: {', '.join(DTYPE_BYTES)}")
-        if group not in group_ids:
+        if group not in known_groups:
             raise ConfigError(f"plan key '{at}group' names no group of the plan: {group!r}")
         if plane not in plane_ids:
             raise ConfigError(f"plan key '{at}plane' names no plane of the plan: {plane!r}")
@@ -199,21 +239,32 @@ def _static(plan: dict) -> tuple[int, int, Fraction, list[dict], list[dict], tup
             field_ids[i], group, plane, dtype, prod(shape) * DTYPE_BYTES[dtype],
             _get(f, "offset", int, at), _get(f, "stride", int, at), _get(f, "exact_stride", bool, at),
         ))
+    stacks: dict[tuple[str, str], int] = {}
+    for i, f in enumerate(fields):
+        stacks[f.group, f.plane] = stacks.get((f.group, f.plane), 0) + 1
+        if stacks[f.group, f.plane] > MAX_STACK:
+            raise ConfigError(f"plan key 'fields[{i}].plane': group {f.group!r} keeps more than {MAX_STACK} fields "
+                              f"on plane {f.plane!r} (every pair is checked; at most {MAX_STACK} per group and plane)")
+    used = {f.group for f in fields}
     for i, group in enumerate(group_ids):
-        if not any(f.group == group for f in fields):
+        if group not in used:
             raise ConfigError(f"plan key 'groups[{i}]': group {group!r} has no fields, so its padding is undefined")
     return parent, alignment, bound, planes, groups, tuple(fields)
 
 
 def concrete_facts(plan: dict) -> Facts:
-    """A bound plan as `verify check` reads it: N is the plan's num_parents."""
+    """A bound plan as `verify check` reads it: N is the plan's num_parents. Its structure is
+    the published schema's; what relates keys to each other is checked here."""
+    validate(plan)
     parent, alignment, bound, planes, groups, fields = _static(plan)
     n = _positive(plan, "num_parents", "")
-    arena = [PlaneFact(p["id"], p["bytes"], Affine(0, _get(p, "arena_offset", int, f"planes[{i}].")))
+    arena = [PlaneFact(p["id"], p["bytes"], Affine(0, _get(p, "arena_offset", int, f"planes[{i}].")),
+                       p.get("alignment"))
              for i, p in enumerate(planes)]
     arena.sort(key=lambda p: p.arena_offset.fixed)
     bound_groups = tuple(_bound_group(g, i, n) for i, g in enumerate(groups))
-    return Facts(parent, alignment, bound, tuple(arena), bound_groups, fields, (n, n))
+    allocated = Affine(0, _positive(plan, "arena_bytes", "")) if "arena_bytes" in plan else None
+    return Facts(parent, alignment, bound, tuple(arena), bound_groups, fields, (n, n), allocated)
 
 
 def _bound_group(group: dict, i: int, num_parents: int) -> GroupFact:
@@ -270,6 +321,8 @@ def exact_stride(facts: Facts) -> list[Violation]:
 
 
 def padding_bound(facts: Facts) -> list[Violation]:
+    if facts.max_padding is None:
+        return []
     out = []
     for g in facts.groups:
         raw = facts.raw(g.id)
@@ -294,17 +347,37 @@ def partition(facts: Facts) -> list[Violation]:
     if total > facts.parent_bytes:
         out.append(Violation("partition", f"planes take {total:,} B, more than the parent's {facts.parent_bytes:,} B"))
     for p in facts.planes:
-        here = [f for f in facts.fields if f.plane == p.id]
+        here = facts.on_plane[p.id]
         unit = lcm(facts.alignment, *(facts.group(f.group).packing * f.itemsize for f in here))
         if not P.divides(unit, p.bytes):
             out.append(Violation("partition", f"plane {p.id} of {p.bytes:,} B is not a multiple of {unit} "
                                               "(alignment and every packing x element size on it)"))
+        if p.alignment is not None and not P.divides(p.alignment, p.bytes):
+            out.append(Violation("partition", f"plane {p.id} of {p.bytes:,} B is not a multiple of its "
+                                              f"declared alignment {p.alignment}"))
     for f in facts.fields:
         k, plane = facts.group(f.group).packing, facts.plane(f.plane)
         if f.stride * k != plane.bytes:
             out.append(Violation("partition", f"field {f.id}: stride {f.stride:,} B x packing {k} != plane "
                                               f"{f.plane} {plane.bytes:,} B"))
-    return out
+    return out + _witnesses(facts, "partition", _slab_alignment(facts))
+
+
+def _slab_alignment(facts: Facts) -> Iterable[Check]:
+    """Every plane slab starts on the plan's alignment, for every N (the arena base is aligned)."""
+    for p in facts.planes:
+        start, a = p.arena_offset, facts.alignment
+        if P.divides(a, start.per_parent) and P.divides(a, start.fixed):
+            continue
+        yield (negate(P.divides(a, lift(start.term()))),
+               lambda m, p=p, start=start: f"plane {p.id}'s slab starts at arena byte "
+               f"{_val(m, start.term()):,}, not a multiple of alignment {facts.alignment} (N={_val(m, N):,})")
+
+
+def field_alignment(facts: Facts) -> list[Violation]:
+    return [Violation("field_alignment", f"field {f.id} ({f.dtype}) starts at page byte {f.offset:,}, not a "
+                                         f"multiple of its element size {f.itemsize}")
+            for f in facts.fields if not P.field_aligned(f.offset, f.itemsize)]
 
 
 def page_id_limit(facts: Facts) -> list[Violation]:
@@ -337,16 +410,20 @@ def _footprint(stack: list[FieldFact]) -> tuple[int, int]:
 def in_bounds(facts: Facts) -> list[Violation]:
     if 2 * facts.parent_bytes > P.BYTES_MAX:
         return [Violation("in_bounds", f"parent {facts.parent_bytes:,} B leaves no room for two parents below 2^63 B")]
-    total = sum(p.bytes for p in facts.planes)
-    arena = Affine(total, total).term()
-    first, last = facts.planes[0], facts.planes[-1]
-    end = (last.arena_offset + last.slab).term()
+    arena = facts.arena.term()
     checks: dict[tuple, Check] = {
-        ("first",): (lift(first.arena_offset.term()) < 0, lambda m: f"plane {first.id} starts before the arena"),
-        ("last",): (lift(end) > arena, lambda m: f"plane {last.id}'s slab ends past the arena at N={_val(m, N):,}"),
         ("arena",): (lift(arena) > P.BYTES_MAX,
                      lambda m: f"arena of {_val(m, arena):,} B at N={_val(m, N):,} exceeds 2^63 - 1"),
     }
+    for p in facts.planes:
+        start, end = p.arena_offset, p.arena_offset + p.slab
+        if ("slab", start, end) not in checks:
+            checks["slab", start, end] = (
+                any_of(lift(start.term()) < 0, lift(end.term()) > arena),
+                lambda m, p=p, start=start, end=end: f"plane {p.id}'s slab (arena bytes "
+                f"{_val(m, start.term()):,}..{_val(m, end.term()):,}) leaves the arena of {_val(m, arena):,} B "
+                f"at N={_val(m, N):,}",
+            )
     for (group, plane_id), stack in facts.stacks.items():
         g, plane = facts.group(group), facts.plane(plane_id)
         stride, (low, high) = stack[0].stride, _footprint(stack)
@@ -391,7 +468,8 @@ def no_overlap(facts: Facts) -> list[Violation]:
         g, plane = facts.group(group), facts.plane(plane_id)
         for a in stack:
             for b in stack:
-                key = (g.page_count, plane.bytes, a.stride, a.offset, a.payload, b.stride, b.offset, b.payload)
+                # the plane's bytes and base cancel out of every pair: only relative offsets matter
+                key = (g.page_count, a.stride, b.stride, b.offset - a.offset, a.payload, b.payload)
                 if key in checks:
                     continue
                 count = g.page_count.term()
@@ -426,6 +504,7 @@ CHECKS: dict[str, Callable[[Facts], list[Violation]]] = {
     "padding_bound": padding_bound,
     "partition": partition,
     "no_overlap": no_overlap,
+    "field_alignment": field_alignment,
     "in_bounds": in_bounds,
     "page_id_limit": page_id_limit,
     "null_page": null_page,

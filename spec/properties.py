@@ -19,11 +19,14 @@ PROPERTIES: dict[str, str] = {
     "exact_stride": "an exact-stride field's page stride equals its payload bytes "
     "(MLA decode walks pages by an implicit payload-sized stride)",
     "padding_bound": "each group's padding (parent / K - raw) / raw stays within the bound",
-    "partition": "every packing K divides the parent bytes; every plane is a multiple of its alignment",
+    "partition": "every packing K divides the parent bytes; every plane is a multiple of its alignment; "
+    "every plane slab starts on the plan's alignment",
     "no_overlap": "two distinct pages of a group never share a byte of a plane; "
     "the fields of one page never overlap",
+    "field_alignment": "every field's offset in its page is a multiple of its element size "
+    "(a misaligned state tensor crashes or silently misreads in the kernel)",
     "in_bounds": "every byte of every valid page lies inside its plane slab and the arena "
-    "(arena bytes <= 2^63 - 1)",
+    "(the engine's arena_bytes when given; arena bytes <= 2^63 - 1)",
     "page_id_limit": "N * K <= 2^31 - 1 for the largest parent count N the plan allows",
     "null_page": "page 0 of every group lies in parent 0, the null parent that is never handed out",
 }
@@ -51,6 +54,11 @@ def padding(parent: int, packing: int, raw: int) -> Fraction:
 
 def divides(divisor: Num, value: Num) -> Any:
     return value % divisor == 0
+
+
+def field_aligned(offset: Num, itemsize: Num) -> Any:
+    """Item a: a field starts on a multiple of its element size within its page."""
+    return divides(itemsize, offset)
 
 
 def page_ids_fit(num_parents: Num, packing: Num) -> Any:

@@ -90,10 +90,60 @@ def test_conv_kernel_must_keep_a_state():
         parse_config(_mutate(["text_config", "linear_attn_config", "short_conv_kernel_size"], 1), "bad")
 
 
-def test_huge_head_counts_do_not_hang():
-    raw = _mutate(["text_config", "num_attention_heads"], 2**40)
-    raw["text_config"]["linear_attn_config"]["num_heads"] = 2**40
-    assert parse_config(raw, "huge").tp_domain == tuple(2**i for i in range(41))
+def test_head_counts_up_to_the_bound_and_no_further():
+    raw = _mutate(["text_config", "num_attention_heads"], 65_536)
+    raw["text_config"]["linear_attn_config"]["num_heads"] = 65_536
+    assert parse_config(raw, "wide").tp_domain == tuple(2**i for i in range(17))
+    raw["text_config"]["num_attention_heads"] = 2**40
+    with pytest.raises(ConfigError, match=r"^config key 'num_attention_heads' must be at most 65,536, got "
+                                          r"1,099,511,627,776$"):
+        parse_config(raw, "huge")
+
+
+@pytest.mark.parametrize(("path", "value"), [
+    (["text_config", "num_hidden_layers"], 2**31),
+    (["text_config", "num_hidden_layers"], 2**63),
+    (["text_config", "num_hidden_layers"], 10**30),
+    (["text_config", "kv_lora_rank"], 65_537),
+    (["text_config", "qk_rope_head_dim"], 2**62),
+    (["text_config", "linear_attn_config", "num_heads"], 65_537),
+    (["text_config", "linear_attn_config", "head_dim"], 2**31),
+    (["text_config", "linear_attn_config", "short_conv_kernel_size"], 1025),
+])
+def test_every_size_is_bounded_before_anything_is_built(path, value):
+    with pytest.raises(ConfigError, match=f"^config key '{'.'.join(path[-2:]) if len(path) > 2 else path[-1]}' "
+                                          "must be at most"):
+        parse_config(_mutate(path, value), "huge")
+
+
+def test_layer_lists_longer_than_the_model_are_refused_before_they_are_scanned():
+    raw = _mutate(["text_config", "linear_attn_config", "kda_layers"], [1] * 100_000)
+    with pytest.raises(ConfigError, match="lists 100,000 layers, more than num_hidden_layers 93"):
+        parse_config(raw, "long")
+
+
+def test_sweep_sizes_are_admitted():
+    """1,024 layers, 4,096 heads, head_dim 256, kv_lora_rank 1,024: the sweep's largest points."""
+    raw = _mutate(["text_config", "num_hidden_layers"], 1024)
+    lin = raw["text_config"]["linear_attn_config"]
+    lin.update(kda_layers=[n for n in range(1, 1025) if n % 4], full_attn_layers=list(range(4, 1025, 4)),
+               num_heads=4096, head_dim=256)
+    raw["text_config"].update(num_attention_heads=4096, kv_lora_rank=1024)
+    model = parse_config(raw, "sweep")
+    assert (len(model.mla_layers), len(model.kda_layers), model.latent_dim) == (256, 768, 1024 + 64)
+
+
+def test_unreadable_json_is_one_line(tmp_path):
+    path = tmp_path / "config.json"
+    for text, reason in (("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+                         ('{"num_hidden_layers": 1' + "0" * 5000 + "}", "a number too long to read")):
+        path.write_text(text)
+        with pytest.raises(ConfigError, match=reason):
+            load_model(config=path)
+    with path.open("wb") as f:
+        f.truncate(16 * 2**20 + 1)
+    with pytest.raises(ConfigError, match="larger than 16 MiB"):
+        load_model(config=path)
 
 
 def test_a_user_config_is_named_after_its_file_and_must_be_utf8(tmp_path):

@@ -40,6 +40,14 @@ def test_limits():
     assert P.exact_stride(73_728, 73_728) and not P.exact_stride(135_680, 73_728)
 
 
+def test_field_alignment():
+    # K3 tp 8: conv_state bf16 at 0 (73,728 B), recurrent_state fp32 at 73,728; a uint8 field of
+    # 3 B followed by an fp32 field puts it at 4, not 3.
+    assert P.field_aligned(73_728, 4) and P.field_aligned(0, 8) and P.field_aligned(4, 4)
+    assert not P.field_aligned(3, 4) and not P.field_aligned(4, 8) and not P.field_aligned(1, 2)
+    assert P.field_aligned(7, 1)
+
+
 def test_the_same_predicates_build_z3_terms():
     page, k = z3.Ints("page k")
     solver = z3.Solver()
@@ -48,3 +56,6 @@ def test_the_same_predicates_build_z3_terms():
     solver = z3.Solver()
     solver.add(k == 12, P.padding_within(z3.IntVal(21_233_664), k, z3.IntVal(1_769_472), Fraction(1, 4)))
     assert solver.check() == z3.sat
+    solver = z3.Solver()
+    solver.add(page >= 1, page <= 3, P.field_aligned(page, 4))
+    assert solver.check() == z3.unsat  # no offset in 1..3 is a multiple of 4

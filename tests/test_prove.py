@@ -105,6 +105,9 @@ def _mutants():
     def no_overlap(p):
         _field(p, "recurrent_state")["offset"] = 0
 
+    def field_alignment(p):
+        _field(p, "recurrent_state")["offset"] += 2  # fp32 at an offset of 2 mod 4
+
     def in_bounds(p):
         p["planes"][-1]["arena_offset"] += 256  # its slab now ends past the arena
 
@@ -116,7 +119,7 @@ def _mutants():
     def null_page(p):
         _field(p, "latent_kv")["offset"] = 128
 
-    return [exact_stride, padding_bound, partition, no_overlap, in_bounds, page_id_limit, null_page]
+    return [exact_stride, padding_bound, partition, no_overlap, field_alignment, in_bounds, page_id_limit, null_page]
 
 
 def test_every_property_has_a_mutant() -> None:
