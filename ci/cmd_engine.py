@@ -9,6 +9,7 @@ import json
 from kvproof.ci.cli import UsageError
 from kvproof.engines import baseline
 from kvproof.engines.verdict import EngineError, EngineRun, PointResult, RecipeResult
+from kvproof.spec.encoding import padding_bound_of
 
 # engine -> its adapter module, which has verify(recipes, tps, dtypes, engine_path) -> EngineRun.
 # Imported on use: an adapter needs its engine's dependencies (torch for tokenspeed's recipes).
@@ -22,6 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tp", type=int, nargs="+", help="narrow the domain to these attention tp")
     parser.add_argument("--dtype", nargs="+", help="narrow the domain to these --kv-cache-dtype values")
     parser.add_argument("--drafts", type=int, nargs="+", help="narrow the domain to these draft-layer counts")
+    parser.add_argument("--max-padding", metavar="X", type=float,
+                        help="hold plans whose engine sets no padding bound (drafts) to this bound")
     parser.add_argument("--baseline", metavar="FILE", help="known findings: fail only on new ones, list stale ones")
     parser.add_argument("--write-baseline", metavar="FILE", help="write this run's findings as a baseline and exit 0")
     parser.add_argument("--all", action="store_true", help="show every counterexample, not only the first per recipe")
@@ -31,7 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     adapter = importlib.import_module(ENGINES[args.engine])
     try:
-        narrowed = {"drafts": args.drafts} if args.drafts else {}
+        narrowed: dict = {"drafts": args.drafts} if args.drafts else {}
+        if args.max_padding is not None:
+            narrowed["unbounded"] = padding_bound_of(args.max_padding, "--max-padding")
         result: EngineRun = adapter.verify(args.recipe, args.tp, args.dtype, args.engine_path, **narrowed)
     except EngineError as err:
         raise UsageError(str(err)) from None
@@ -61,7 +66,7 @@ def _row(p: PointResult) -> str:
     parent = f"{p.parent_bytes:,}" if p.parent_bytes is not None else "-"
     pad = f"{p.worst_padding:.3f}" if p.worst_padding is not None else "-"
     what = f"{p.findings[0].property}" if p.findings else ""
-    return f"  {axes:<24} {p.verdict:<15} {packing:<14} {parent:>13} {pad:>7}  {what}"
+    return f"  {axes:<30} {p.verdict:<15} {packing:<14} {parent:>13} {pad:>7}  {what}"
 
 
 def render_recipe(r: RecipeResult, show_all: bool) -> list[str]:
@@ -69,7 +74,7 @@ def render_recipe(r: RecipeResult, show_all: bool) -> list[str]:
         return [f"{r.recipe}: NOT VERIFIED ({r.not_verified})", ""]
     bad = [p for p in r.points if p.verdict == "counterexample"]
     head = f"{r.recipe}: {len(r.points)} points, {len(bad)} counterexample(s)"
-    lines = [head, f"  {'point':<24} {'verdict':<15} {'packing':<14} {'parent bytes':>13} {'pad':>7}  property"]
+    lines = [head, f"  {'point':<30} {'verdict':<15} {'packing':<14} {'parent bytes':>13} {'pad':>7}  property"]
     lines += [_row(p) for p in r.points]
     for p in bad if show_all else bad[:1]:
         for f in p.findings:

@@ -11,7 +11,7 @@ which counts against the exit code like a counterexample: silence is not a proof
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
@@ -90,11 +90,14 @@ def refused(recipe: str, point: dict[str, Any], message: str, unsupported: bool,
 
 
 def planned(recipe: str, point: dict[str, Any], documents: dict[int, dict], replay: str,
-            properties: tuple[str, ...] = tuple(P.PROPERTIES)) -> PointResult:
+            unbounded: Fraction | None = None) -> PointResult:
     """Check an engine's bound plans for every N the plan allows (affine_facts shows the
-    bindings lie on one line in N, then the prover's encoding checks all N at once)."""
+    bindings lie on one line in N, then the prover's encoding checks all N at once).
+    `unbounded` is the padding bound to hold a plan to when its engine sets none."""
     facts = affine_facts(documents)
-    found = tuple(Finding(v.property, v.message) for v in violations(facts, properties))
+    if facts.max_padding is None and unbounded is not None:
+        facts = replace(facts, max_padding=unbounded)
+    found = tuple(Finding(v.property, v.message) for v in violations(facts, tuple(P.PROPERTIES)))
     return PointResult(recipe, point, "counterexample" if found else "ok", found,
                        {g.id: g.packing for g in facts.groups}, facts.parent_bytes,
                        float(worst_padding(facts)), facts.parents, replay)

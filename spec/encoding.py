@@ -548,5 +548,10 @@ def affine_facts(documents: dict[int, dict]) -> Facts:
     groups = tuple(
         GroupFact(g.id, g.packing, line(f"groups[{g.id}].page_count", lambda f, i=i: f.groups[i].page_count.fixed))
         for i, g in enumerate(first.groups))
+    if len({f.arena_bytes is None for f in facts.values()}) > 1:
+        raise ConfigError("engine plan: arena_bytes is given at some parent counts and not at others")
+    arena = None if first.arena_bytes is None else line(
+        "arena_bytes", lambda f: f.arena_bytes.fixed if f.arena_bytes is not None else 0)
     top = P.max_parents(first.parent_bytes, [g.packing for g in groups]) if 2 * first.parent_bytes <= P.BYTES_MAX else 0
-    return Facts(first.parent_bytes, first.alignment, first.max_padding, planes, groups, first.fields, (1, top))
+    return Facts(first.parent_bytes, first.alignment, first.max_padding, planes, groups, first.fields, (1, top),
+                 arena)

@@ -135,7 +135,7 @@ def test_cli_baseline_json_and_exit_codes(tmp_path) -> None:
     assert verify("engine", "tokenspeed", "--recipe", "kimi_k3", "--dtype", "bfloat16").returncode == 1
 
     stale = tmp_path / "stale.json"
-    entry = ("tokenspeed", "0.1.1", "kimi_k3", "dtype=fp8,tp=8", "exact_stride")
+    entry = ("tokenspeed", "0.1.1", "kimi_k3", "drafts=0,dtype=fp8,tp=8", "exact_stride")
     stale.write_text(baseline.dump([*baseline.load(BASELINE), entry]))
     proc = verify("engine", "tokenspeed", "--recipe", "kimi_k3", "--tp", "8", "32", "--baseline", str(stale))
     assert proc.returncode == 0 and "STALE baseline entry (no longer found): " + " ".join(entry) in proc.stdout

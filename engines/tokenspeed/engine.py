@@ -11,6 +11,7 @@ import time
 import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from importlib import resources
 from typing import Any
 
@@ -47,11 +48,12 @@ def configs(profile: Profile) -> dict[str, dict]:
 
 
 def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Sequence[str] | None,
-           engine_path: str | None, drafts: Sequence[int] | None = None) -> EngineRun:
+           engine_path: str | None, drafts: Sequence[int] | None = None,
+           unbounded: Fraction | None = None) -> EngineRun:
     """`verify engine tokenspeed`: the installed release, or the package at --engine-path."""
     try:
         source = loader.path_source(engine_path) if engine_path else loader.installed_source()
-        return run(source, recipes, {"tp": tps, "dtype": dtypes, "drafts": drafts}, engine_path)
+        return run(source, recipes, {"tp": tps, "dtype": dtypes, "drafts": drafts}, engine_path, unbounded)
     except loader.SourceError as err:
         raise EngineError(str(err)) from None
     except loader.StubUsed as err:
@@ -59,7 +61,8 @@ def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Seq
 
 
 def run(source: loader.Source, recipes: Sequence[str] | None = None,
-        only: dict[str, Sequence[Any] | None] | None = None, engine_path: str | None = None) -> EngineRun:
+        only: dict[str, Sequence[Any] | None] | None = None, engine_path: str | None = None,
+        unbounded: Fraction | None = None) -> EngineRun:
     """Every point of every chosen recipe; `only` narrows axes ({"tp": [8], "dtype": None, ...})."""
     start = time.perf_counter()
     source = mutants.mutated(source)
@@ -74,7 +77,8 @@ def run(source: loader.Source, recipes: Sequence[str] | None = None,
         if profile is None:
             results.append(RecipeResult(family, (), "no published config and domain for this family in kvproof yet"))
             continue
-        results.append(RecipeResult(family, tuple(_points(source, family, profile, only or {}, engine_path))))
+        results.append(RecipeResult(family, tuple(_points(source, family, profile, only or {}, engine_path,
+                                                                    unbounded))))
     return EngineRun(ENGINE, source.version, source.describe(), source.commit, tuple(results),
                      time.perf_counter() - start)
 
@@ -87,7 +91,7 @@ def plan(source: loader.Source, family: str, point: dict[str, Any]) -> pipeline.
 
 
 def _points(source: loader.Source, family: str, profile: Profile, only: dict[str, Sequence[Any] | None],
-            engine_path: str | None) -> list[PointResult]:
+            engine_path: str | None, unbounded: Fraction | None) -> list[PointResult]:
     modules = loader.load(source, profile.modules)
     published = configs(profile)
     out = []
@@ -101,5 +105,5 @@ def _points(source: loader.Source, family: str, profile: Profile, only: dict[str
         if isinstance(outcome, pipeline.Refused):
             out.append(verdict.refused(family, point, outcome.message, outcome.unsupported, replay, outcome.packing))
         else:
-            out.append(verdict.planned(family, point, outcome.documents, replay))
+            out.append(verdict.planned(family, point, outcome.documents, replay, unbounded))
     return out
