@@ -6,16 +6,24 @@ planner and have kvproof check it against the same named properties.
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from kvproof.impl.packer import Binding
 
 
-def plan_document(binding: Binding) -> dict:
+def plan_document(binding: Binding, bound: Fraction | str | None = "plan") -> dict:
+    """`bound`: the padding bound the document states; "plan" for the plan's own. A document
+    holds a finite bound only, so with none (None) it states the plan's worst padding rounded up
+    to the next millionth, the tightest bound the plan meets."""
     plan = binding.plan
+    if bound == "plan":
+        bound = plan.max_padding
+    worst = max(g.padding for g in plan.groups)
     return {
         "num_parents": binding.num_parents,
         "parent_bytes": plan.parent_bytes,
         "alignment": plan.alignment,
-        "max_padding": float(plan.max_padding),
+        "max_padding": float(bound) if bound is not None else (worst * 10**6 // 1 + 1) / 10**6,
         "arena_bytes": binding.arena_bytes,
         "planes": [
             {"id": p.id, "bytes": p.bytes, "alignment": p.alignment, "arena_offset": binding.plane_offset(p.id)}
