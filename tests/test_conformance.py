@@ -121,15 +121,19 @@ def hybrid_configs(draw: st.DrawFn) -> dict:
     }
 
 
+Point = tuple[ModelGeometry, int, str, str, int, str]
+
+
 @st.composite
-def random_points(draw: st.DrawFn) -> tuple[ModelGeometry, int, str, str]:
+def random_points(draw: st.DrawFn) -> Point:
+    """A random hybrid point, with 0 to 3 draft layers in either draft dtype."""
     model = parse_config(draw(hybrid_configs()), "random-hybrid")
     return (model, draw(st.sampled_from(model.tp_domain)), draw(st.sampled_from(CACHE_DTYPES)),
-            draw(st.sampled_from(list(POLICIES))))
+            draw(st.sampled_from(list(POLICIES))), draw(st.integers(0, 3)), draw(st.sampled_from(CACHE_DTYPES)))
 
 
 @given(random_points())
-def test_spec_equals_impl_on_random_hybrids(point: tuple[ModelGeometry, int, str, str]) -> None:
+def test_spec_equals_impl_on_random_hybrids(point: Point) -> None:
     assert_conforms(*point)
 
 
@@ -157,7 +161,7 @@ def test_conformance_bites(fault: str) -> None:
 
 @settings(phases=[Phase.generate], database=None)  # a fault needs no shrinking to be seen
 @given(random_points())
-def _conforms_unshrunk(point: tuple[ModelGeometry, int, str, str]) -> None:
+def _conforms_unshrunk(point: Point) -> None:
     assert_conforms(*point)
 
 
