@@ -1,16 +1,22 @@
-"""Plan one (model, tp, dtype, policy) point with the production packer and show its verdict."""
+"""Plan one (model, tp, dtype, policy) point with the production packer and show its verdict.
+
+With draft layers (--drafts) the engine checks no padding; the padding is still checked here
+against the bound the user accepts (--max-padding, the target bound 0.25 by default).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 from collections import Counter
+from fractions import Fraction
 from pathlib import Path
 
 from kvproof.ci.cli import UsageError
 from kvproof.impl.export import plan_document
 from kvproof.impl.packer import Binding
-from kvproof.impl.recipe import POLICIES, RecipePlan, plan_model
+from kvproof.impl.recipe import DRAFT_DTYPE, DRAFT_LIMIT, MAX_PADDING, POLICIES, RecipePlan, draft_layers, plan_model
 from kvproof.spec.catalog import BUILTIN_MODELS, CACHE_DTYPES, load_model
 from kvproof.spec.check import check_plan
 
@@ -21,47 +27,113 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
+def max_padding(text: str) -> Fraction | None:
+    """--max-padding: a bound >= 0, or inf (None: no bound)."""
+    if text.strip().lower() in ("inf", "infinity"):
+        return None
+    try:
+        value = Fraction(text.strip())
+    except (ValueError, ZeroDivisionError):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number or inf") from None
+    if not 0 <= value <= 10**6:
+        raise argparse.ArgumentTypeError(f"{text!r}: a padding bound is in 0..1e6, or inf")
+    return value
+
+
+def draft_count(text: str) -> int:
+    """--drafts N for one point."""
+    if not re.fullmatch(r"\d{1,3}", text.strip()) or int(text) > DRAFT_LIMIT:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a draft layer count in 0..{DRAFT_LIMIT}")
+    return int(text)
+
+
+def draft_range(text: str) -> tuple[int, ...]:
+    """--drafts N or A-B (every count from A to B) for a domain."""
+    match = re.fullmatch(r"(\d{1,3})(?:-(\d{1,3}))?", text.strip())
+    if not match:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a draft layer count N or a range A-B, e.g. 0-8")
+    low = int(match[1])
+    high = int(match[2]) if match[2] is not None else low
+    if not low <= high <= DRAFT_LIMIT:
+        raise argparse.ArgumentTypeError(f"{text!r}: need A <= B <= {DRAFT_LIMIT}")
+    return tuple(range(low, high + 1))
+
+
+def add_draft_arguments(parser: argparse.ArgumentParser, domain: bool) -> None:
+    """--drafts, --draft-dtype and --max-padding; a domain takes ranges and several dtypes."""
+    if domain:
+        parser.add_argument("--drafts", type=draft_range, default=(0,), metavar="N|A-B",
+                            help="draft MLA layers, or a range of counts (default 0)")
+        parser.add_argument("--draft-dtype", nargs="+", choices=CACHE_DTYPES, default=[DRAFT_DTYPE],
+                            help=f"draft cache dtypes (default {DRAFT_DTYPE}, as tokenspeed forces for DSpark)")
+    else:
+        parser.add_argument("--drafts", type=draft_count, default=0, metavar="N",
+                            help="draft MLA layers (DSpark, MTP), default 0")
+        parser.add_argument("--draft-dtype", choices=CACHE_DTYPES, default=DRAFT_DTYPE,
+                            help=f"draft cache dtype (default {DRAFT_DTYPE}, as tokenspeed forces for DSpark)")
+    parser.add_argument("--max-padding", type=max_padding, default=MAX_PADDING, metavar="X|inf",
+                        help="the padding bound you accept (default the target bound 0.25)")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
     parser.add_argument("--tp", type=int, default=8, help="attention tensor-parallel size")
     parser.add_argument("--dtype", choices=CACHE_DTYPES, default="fp8", help="MLA cache dtype")
     parser.add_argument("--policy", choices=POLICIES, default="search", help="K_mla policy")
+    add_draft_arguments(parser, domain=False)
     parser.add_argument("--emit-plan", metavar="FILE", help="write the bound plan as plan JSON (verify check's schema)")
     parser.add_argument("--parents", type=int, default=1, help="usable parents to bind for --emit-plan (default 1)")
 
 
-def spec_findings(rp: RecipePlan) -> list[dict]:
+def bound_text(bound: Fraction | None) -> str:
+    return "inf" if bound is None else f"{float(bound):.3f}"
+
+
+def spec_findings(rp: RecipePlan, bound: Fraction | None) -> tuple[list[dict], list[dict]]:
     """The spec's own check of the plan bound to one parent: every named property, judged by the
-    prover's encoding rather than by the packer's boot check. Findings the boot check already
-    reported are left out, so what remains is what the production packer missed."""
+    prover's encoding rather than by the packer's boot check, padding against `bound`. Findings
+    the boot check already reported are left out. Returns (what the packer missed, the groups
+    over `bound` where the engine checks another bound: none at all with draft layers)."""
     seen = {v.property for v in rp.plan.violations}
-    document = plan_document(Binding(rp.plan, 1))
-    return [v for v in check_plan(document) if v["property"] not in seen]
+    document = plan_document(Binding(rp.plan, 1), bound)
+    found = [v for v in check_plan(document) if v["property"] not in seen]
+    if bound == rp.plan.max_padding:
+        return found, []
+    over = [v for v in found if v["property"] == "padding_bound"]
+    return [v for v in found if v not in over], over
 
 
-def summary(rp: RecipePlan, missed: list[dict]) -> dict:
+def summary(rp: RecipePlan, bound: Fraction | None, missed: list[dict], over: list[dict]) -> dict:
     plan = rp.plan
     return {
         "model": rp.model.name,
         "tp": rp.tp,
         "dtype": rp.dtype,
         "policy": rp.policy,
+        "drafts": rp.drafts,
+        "draft_dtype": rp.draft_dtype,
         "accepted": plan.accepted,
         "parent_bytes": plan.parent_bytes,
         "page_bytes": rp.page_bytes,
         "state_bytes": rp.state_bytes,
         "packing": plan.packing,
         "padding": {g.id: float(g.padding) for g in plan.groups},
-        "max_padding": float(plan.max_padding),
+        "max_padding": None if bound is None else float(bound),
+        "engine_max_padding": None if plan.max_padding is None else float(plan.max_padding),
         "stride": {g.id: sorted({f.stride for f in plan.fields_of(g.id)}) for g in plan.groups},
         "planes": [{"id": p.id, "bytes": p.bytes, "alignment": p.alignment} for p in plan.planes],
         "max_parents": plan.max_parents,
         "violations": [{"property": v.property, "message": v.message} for v in plan.violations],
         "missed_by_packer": missed,
+        "over_bound": over,
     }
 
 
-def render(rp: RecipePlan, missed: list[dict]) -> str:
+def _span(first: int, last: int) -> str:
+    return f"{first}..{last}" if first != last else f"{first}"
+
+
+def render(rp: RecipePlan, bound: Fraction | None, missed: list[dict], over: list[dict]) -> str:
     plan = rp.plan
     lines = [
         f"{rp.model.name}  tp={rp.tp}  dtype={rp.dtype}  policy={rp.policy}  "
@@ -73,16 +145,22 @@ def render(rp: RecipePlan, missed: list[dict]) -> str:
         fields = plan.fields_of(g.id)
         strides = sorted({f.stride for f in fields})
         stride = f"{strides[0]:,}" if len(strides) == 1 else f"{strides[0]:,}..{strides[-1]:,}"
-        flag = "  > bound" if g.padding > plan.max_padding else ""
+        flag = "  > bound" if bound is not None and g.padding > bound else ""
         lines.append(f"{g.id:<22}{g.packing:>8}{len(fields):>8}{stride:>22}{g.raw_bytes:>16,}{float(g.padding):>9.3f}{flag}")
     sizes = Counter(p.bytes for p in plan.planes)
+    if rp.drafts:
+        layers = draft_layers(rp.model, rp.drafts)
+        lines += ["", f"drafts: {rp.drafts} x {rp.draft_dtype} (layer.{_span(layers[0], layers[-1])} in "
+                  f"{plan.groups[0].id}, plane slot.{_span(len(rp.model.mla_layers), len(plan.planes) - 1)}); "
+                  "the engine checks no padding"]
     lines += [
         "",
         f"planes: {len(plan.planes)} ({plan.planes[0].id}..{plan.planes[-1].id}): "
         + ", ".join(f"{n} x {b:,} B" for b, n in sorted(sizes.items(), reverse=True)),
-        f"parent: {plan.parent_bytes:,} B   padding bound {float(plan.max_padding):.3f}   "
-        f"max parents {plan.max_parents:,}",
-        f"verdict: {'ACCEPTED' if plan.accepted else 'REJECTED'}",
+        f"parent: {plan.parent_bytes:,} B   padding bound {bound_text(bound)} "
+        f"(engine's {bound_text(plan.max_padding)})   max parents {plan.max_parents:,}",
+        f"verdict: {'ACCEPTED' if plan.accepted else 'REJECTED'}"
+        + (f"; FINDING: {len(over)} group(s) over the padding bound you accept" if over else ""),
     ]
     by_property = Counter(v.property for v in plan.violations)
     for prop, count in by_property.items():
@@ -91,25 +169,28 @@ def render(rp: RecipePlan, missed: list[dict]) -> str:
         lines.append(f"  {prop}: {first.message}{more}")
     for v in missed:
         lines.append(f"  MISSED BY THE PACKER {v['property']}: {v['message']}")
+    for v in over:
+        lines.append(f"  OVER THE BOUND YOU ACCEPT ({bound_text(bound)}; --max-padding): {v['message']}")
     return "\n".join(lines)
 
 
-def emit(rp: RecipePlan, parents: int, path: str) -> None:
+def emit(rp: RecipePlan, parents: int, path: str, bound: Fraction | None) -> None:
     """A rejected plan is emitted too, bound as an engine without the boot check would bind it,
     so that `verify check` can show why it is wrong."""
     if not 1 <= parents <= rp.plan.max_parents:
         raise UsageError(f"--parents must be in 1..{rp.plan.max_parents:,} for this plan")
     try:
-        Path(path).write_text(json.dumps(plan_document(Binding(rp.plan, parents)), indent=1))
+        Path(path).write_text(json.dumps(plan_document(Binding(rp.plan, parents), bound), indent=1))
     except OSError as err:
         raise UsageError(f"cannot write --emit-plan {path}: {err.strerror}") from None
 
 
 def run(args: argparse.Namespace) -> int:
     model = load_model(args.model, args.config)
-    rp = plan_model(model, args.tp, args.dtype, args.policy)
+    rp = plan_model(model, args.tp, args.dtype, args.policy, args.drafts, args.draft_dtype)
     if args.emit_plan:
-        emit(rp, args.parents, args.emit_plan)
-    missed = spec_findings(rp)
-    print(json.dumps(summary(rp, missed), indent=1) if args.json else render(rp, missed))
-    return 0 if rp.plan.accepted and not missed else 1
+        emit(rp, args.parents, args.emit_plan, args.max_padding)
+    missed, over = spec_findings(rp, args.max_padding)
+    text = render(rp, args.max_padding, missed, over)
+    print(json.dumps(summary(rp, args.max_padding, missed, over), indent=1) if args.json else text)
+    return 0 if rp.plan.accepted and not missed and not over else 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from kvproof.ci.cmd_plan import add_model_arguments
+from kvproof.ci.cmd_plan import add_draft_arguments, add_model_arguments, bound_text
 from kvproof.spec.catalog import CACHE_DTYPES, load_model
 from kvproof.spec.policy import POLICIES, policy_named
 from kvproof.spec.properties import PROPERTIES
@@ -19,6 +19,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tp", type=int, nargs="+", help="narrow the domain to these tp (default: every valid tp)")
     parser.add_argument("--dtype", nargs="+", choices=CACHE_DTYPES, help="narrow the domain to these cache dtypes")
     parser.add_argument("--all", action="store_true", help="show every failing point, not only the first")
+    add_draft_arguments(parser, domain=True)
+
+
+def _point(c: Counterexample) -> tuple:
+    return c.tp, c.dtype, c.drafts, c.draft_dtype
 
 
 def render_counterexample(c: Counterexample) -> list[str]:
@@ -26,8 +31,9 @@ def render_counterexample(c: Counterexample) -> list[str]:
     planes = ", ".join(f"{sum(1 for b in c.plane_bytes.values() if b == s)} x {s:,} B" for s in sizes)
     packing = " / ".join(f"{g}={k}" for g, k in c.packing.items())
     more = f" (+{len(c.messages) - 1} more)" if len(c.messages) > 1 else ""
+    draft = f" drafts={c.drafts} draft_dtype={c.draft_dtype}" if c.drafts else ""
     return [
-        f"COUNTEREXAMPLE  {c.property}  tp={c.tp} dtype={c.dtype}",
+        f"COUNTEREXAMPLE  {c.property}  tp={c.tp} dtype={c.dtype}{draft}",
         f"  packing  {packing}",
         f"  planes   {planes}; parent {c.parent_bytes:,} B",
         f"  why      {c.messages[0]}{more}",
@@ -36,14 +42,19 @@ def render_counterexample(c: Counterexample) -> list[str]:
     ]
 
 
-def render(proof: Proof, show_all: bool) -> str:
+def render(proof: Proof, show_all: bool, bound: str) -> str:
     tps = sorted({p.tp for p in proof.points})
     dtypes = sorted({p.dtype for p in proof.points})
-    failing = {c.property for c in proof.counterexamples}
+    drafts = sorted({p.drafts for p in proof.points})
+    draft_dtypes = sorted({p.draft_dtype for p in proof.points if p.drafts})
+    draft = f" x drafts {drafts[0]}..{drafts[-1]}" if len(drafts) > 1 else f" x drafts {drafts[0]}" if drafts[0] else ""
+    draft += f" ({', '.join(draft_dtypes)})" if draft_dtypes else ""
     lines = [f"{proof.model}  policy={proof.policy}  domain: tp {', '.join(map(str, tps))} x "
-             f"{', '.join(dtypes)} ({len(proof.points)} points); N parents and page ids symbolic", ""]
+             f"{', '.join(dtypes)}{draft} ({len(proof.points)} points); padding bound {bound}; "
+             "N parents and page ids symbolic", ""]
+    failing = {c.property for c in proof.counterexamples}
     for prop in proof.properties:
-        points = len({(c.tp, c.dtype) for c in proof.counterexamples if c.property == prop})
+        points = len({_point(c) for c in proof.counterexamples if c.property == prop})
         verdict = f"FAILS at {points} point(s)" if prop in failing else "proved"
         lines.append(f"  {prop:<16} {verdict:<22} solver {proof.solver_seconds[prop]:.3f} s")
     lines.append("")
@@ -59,18 +70,22 @@ def render(proof: Proof, show_all: bool) -> str:
 def run(args: argparse.Namespace) -> int:
     model = load_model(args.model, args.config)
     proof = prove(model, policy_named(args.policy), tuple(args.property or PROPERTIES), args.tp,
-                  tuple(args.dtype or CACHE_DTYPES), args.config)
+                  tuple(args.dtype or CACHE_DTYPES), args.config, args.drafts, tuple(args.draft_dtype),
+                  args.max_padding)
     if args.json:
         shown = proof.counterexamples if args.all else proof.counterexamples[:1]
         print(json.dumps({
             "model": proof.model, "policy": proof.policy, "proved": proof.proved,
             "properties": list(proof.properties),
-            "domain": {"tp": sorted({p.tp for p in proof.points}), "dtype": sorted({p.dtype for p in proof.points})},
+            "domain": {"tp": sorted({p.tp for p in proof.points}), "dtype": sorted({p.dtype for p in proof.points}),
+                       "drafts": sorted({p.drafts for p in proof.points}),
+                       "draft_dtype": sorted({p.draft_dtype for p in proof.points if p.drafts})},
+            "max_padding": None if args.max_padding is None else float(args.max_padding),
             "solver_seconds": proof.solver_seconds,
             "counterexamples": [c.as_dict() for c in shown],
-            "failing_points": len({(c.tp, c.dtype) for c in proof.counterexamples}),
+            "failing_points": len({_point(c) for c in proof.counterexamples}),
             "seconds": proof.seconds,
         }, indent=1))
     else:
-        print(render(proof, args.all))
+        print(render(proof, args.all, bound_text(args.max_padding)))
     return 0 if proof.proved else 1

@@ -30,11 +30,18 @@ def _verify(*argv: str) -> tuple[int, dict | None, str]:
         return proc.returncode, None, (proc.stderr or proc.stdout)[-2000:]
 
 
+# Draft layers widen the domain; the engine checks no padding with them, so that run proves every
+# other property and the padding with drafts is a finding of `verify prove --drafts`, not a gate.
+DRAFT_DOMAIN = ("--drafts", "0-8", "--draft-dtype", "fp8", "bf16", "--max-padding", "inf")
+
+
 def prove_all() -> list[dict]:
     out = []
     for model in BUILTIN_MODELS:
-        code, result, err = _verify("prove", "--model", model, "--all")
-        out.append({"model": model, "exit": code, "proved": code == 0, "result": result, "error": err.strip()})
+        for drafts, extra in (("0", ()), ("0-8", DRAFT_DOMAIN)):
+            code, result, err = _verify("prove", "--model", model, "--all", *extra)
+            out.append({"model": model, "drafts": drafts, "exit": code, "proved": code == 0, "result": result,
+                        "error": err.strip()})
     return out
 
 
@@ -86,10 +93,12 @@ def markdown(summary: dict) -> str:
     for p in summary["prove"]:
         r = p["result"] or {}
         seconds = f"{r['seconds']:.2f}" if "seconds" in r else "?"
-        lines.append(f"| {p['model']} | {r.get('policy', '?')} | {mark[p['proved']]} | "
+        drafts = f" (drafts {p['drafts']})" if p.get("drafts", "0") != "0" else ""
+        lines.append(f"| {p['model']}{drafts} | {r.get('policy', '?')} | {mark[p['proved']]} | "
                      f"{len(r.get('counterexamples', []))} | {seconds} |")
         for cx in r.get("counterexamples", [])[:5]:
-            lines.append(f"|  | tp={cx.get('tp')} {cx.get('dtype')} | {cx.get('property')} | | |")
+            draft = f" drafts={cx['drafts']} {cx.get('draft_dtype')}" if cx.get("drafts") else ""
+            lines.append(f"|  | tp={cx.get('tp')} {cx.get('dtype')}{draft} | {cx.get('property')} | | |")
         if p["error"] and not r:
             lines.append(f"|  | error | {p['error'][:200]} | | |")
     lines += ["", "### Engines", "", "| engine | version | verdict | new findings | baselined | stale |",

@@ -51,6 +51,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("field_offset_unrounded", ("tests/test_check_schema.py::test_packer_plans_mixed_dtypes_aligned",)),
     Mutant("stride_in_elements", (PACKER + "test_stride_times_packing_is_the_plane", MACHINE)),
     Mutant("search_skips_first", ("tests/test_conformance.py::test_spec_equals_impl_at_every_catalog_point",)),
+    Mutant("draft_shares_target_plane", ("tests/test_conformance.py::test_spec_equals_impl_with_drafts",)),
+    Mutant("draft_own_group", ("tests/test_conformance.py::test_spec_equals_impl_with_drafts",)),
     Mutant("capacity_largest_packing", ("tests/test_capacity.py::test_max_tokens_is_the_exact_inverse",)),
     Mutant("allocator_hands_out_null_page", (MACHINE,)),
     Mutant("allocator_shares_parent", (MACHINE,)),

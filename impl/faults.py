@@ -21,6 +21,8 @@ FAULTS: dict[str, str] = {
     "field_offset_unrounded": "a page's fields are laid end to end: offsets not rounded up to the element size",
     "stride_in_elements": "a field's page stride is computed in elements, not bytes",
     "search_skips_first": "the search policy starts one past ceil(state / page), skipping the first candidate",
+    "draft_own_group": "draft layers get a group and packing of their own instead of joining full_attention",
+    "draft_shares_target_plane": "draft layer j lands on target plane slot.j: draft planes left out of the count",
     "store_latent_no_sanitize": "store_latent writes NaN and +-inf latents unsanitized",
     "mla_decode_lse_log2": "mla_decode returns its LSE in base 2 instead of the natural log",
     "mla_page_stride_int32": "the latent kernels compute page x stride in int32 (wraps past 2^31)",

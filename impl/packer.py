@@ -119,7 +119,7 @@ class Plan:
     parent_bytes: int
     alignment: int
     granularity: int
-    max_padding: Fraction
+    max_padding: Fraction | None  # None: the engine checks no padding (a plan with draft layers)
     violations: tuple[Violation, ...] = ()
     _by_id: dict = field(init=False, compare=False, repr=False)
 
@@ -217,12 +217,12 @@ def derive_packings(group_bytes: Mapping[str, int], shared_exact: Sequence[tuple
     return k
 
 
-def _validate(groups: Sequence[GroupSpec], alignment: int, granularity: int, max_padding: Fraction) -> None:
+def _validate(groups: Sequence[GroupSpec], alignment: int, granularity: int, max_padding: Fraction | None) -> None:
     if not groups:
         raise PlanError("no groups to plan")
     if alignment <= 0 or granularity <= 0:
         raise PlanError("alignment and granularity must be positive")
-    if max_padding < 0:
+    if max_padding is not None and max_padding < 0:
         raise PlanError("max_padding must be >= 0")
     seen: set[str] = set()
     for g in groups:
@@ -247,13 +247,13 @@ def pack(
     granularity: int,
     packings: Mapping[str, int] | None = None,
     alignment: int = 256,
-    max_padding: Fraction = Fraction(1, 4),
+    max_padding: Fraction | None = Fraction(1, 4),
 ) -> Plan:
     """Plan an arena for `groups`. Returns the plan with its violations; a plan with any
     violation is rejected (the engine would refuse to boot), but keeps every number that led
     there so the report can show why.
     """
-    max_padding = Fraction(max_padding)
+    max_padding = None if max_padding is None else Fraction(max_padding)
     _validate(groups, alignment, granularity, max_padding)
     pinned = dict(packings or {})
     unknown = set(pinned) - {g.id for g in groups}
@@ -332,7 +332,9 @@ def boot_check(plan: Plan) -> list[Violation]:
                 f"with K x {f.payload_bytes:,} B >= every group's bytes on the plane (policy search)",
             ))
     for g in plan.groups:
-        if not P.padding_within(plan.parent_bytes, g.packing, g.raw_bytes, plan.max_padding):
+        if plan.max_padding is not None and not P.padding_within(
+            plan.parent_bytes, g.packing, g.raw_bytes, plan.max_padding
+        ):
             out.append(Violation(
                 "padding_bound",
                 f"group {g.id} pads {float(g.padding):.3f} > bound {float(plan.max_padding):.3f} "

@@ -36,6 +36,9 @@ MAX_PADDING = Fraction(1, 4)
 STRIDE_ALIGNMENT = 16  # TMA descriptors need 16-byte page strides
 PACKING_LIMIT = 256  # the largest packing `search` and the synthesizer consider
 FULL = "full_attention"
+# Draft layers (README, "Draft layers"): tokenspeed forces a K3 DSpark draft's cache to bf16.
+DRAFT_DTYPE = "bf16"
+DRAFT_LIMIT = 64  # more draft layers than any drafter runs; keeps a point's plan small
 
 
 def align_up(value: int, alignment: int) -> int:
@@ -71,7 +74,13 @@ class Layout:
     offsets: dict[str, int]  # field id -> bytes from the start of its page (item a)
     extent: dict[tuple[str, str], int]  # (plane, group) -> bytes of the group's page there
     state: int  # one KDA layer's state bytes per request, offsets rounded (0 for MLA-only)
-    page: int  # one MLA page: granularity x latent dim x element size
+    page: int  # one target MLA page: granularity x latent dim x element size
+    drafts: int = 0  # draft MLA layers, each on a plane of its own in full_attention
+
+    @property
+    def engine_bound(self) -> Fraction | None:
+        """The padding bound the engine itself checks: none (None) once a draft layer is in."""
+        return None if self.drafts else MAX_PADDING
 
     def raw(self, group: str) -> int:
         return sum(f.payload for f in self.fields if f.group == group)
@@ -103,14 +112,21 @@ def _place(fields: list[Field]) -> tuple[dict[str, int], int]:
     return offsets, end
 
 
-def recipe_layout(model: ModelGeometry, tp: int, dtype: str) -> Layout:
+def recipe_layout(model: ModelGeometry, tp: int, dtype: str, drafts: int = 0,
+                  draft_dtype: str = DRAFT_DTYPE) -> Layout:
     model.check_tp(tp)
-    if dtype not in CACHE_DTYPES:
-        raise ConfigError(f"unknown cache dtype {dtype!r}; choose one of {', '.join(CACHE_DTYPES)}")
+    for name, value in (("cache dtype", dtype), ("draft cache dtype", draft_dtype)):
+        if value not in CACHE_DTYPES:
+            raise ConfigError(f"unknown {name} {value!r}; choose one of {', '.join(CACHE_DTYPES)}")
+    if not 0 <= drafts <= DRAFT_LIMIT:
+        raise ConfigError(f"draft layer count {drafts} outside 0..{DRAFT_LIMIT}")
+    # Draft j continues the layer numbering and takes the next full_attention plane.
+    mla = [(layer, dtype) for layer in model.mla_layers]
+    mla += [(model.num_layers + 1 + j, draft_dtype) for j in range(drafts)]
     fields = [
         Field(f"layer.{layer}.latent_kv", FULL, f"slot.{n}", (GRANULARITY, 1, model.latent_dim),
-              CACHE_STORAGE[dtype], True)
-        for n, layer in enumerate(model.mla_layers)
+              CACHE_STORAGE[cache], True)
+        for n, (layer, cache) in enumerate(mla)
     ]
     groups = [FULL]
     kda = list(model.kda_layers)
@@ -130,12 +146,18 @@ def recipe_layout(model: ModelGeometry, tp: int, dtype: str) -> Layout:
         offsets |= placed
     state = _place(list(_state_fields(model, tp, 0, "", "")))[1] if model.hybrid else 0
     page = fields[0].payload
-    return Layout(tuple(groups), planes, tuple(fields), offsets, extent, state, page)
+    return Layout(tuple(groups), planes, tuple(fields), offsets, extent, state, page, drafts)
 
 
-def plan_for(layout: Layout, packing: dict[str, int]) -> dict:
+def document_bound(bound: Fraction | None, worst: Fraction) -> float:
+    """The plan document's finite max_padding: `bound`, or with no bound (inf) the plan's own
+    worst padding rounded up to the next millionth, the tightest bound it meets."""
+    return float(bound) if bound is not None else (worst * 10**6 // 1 + 1) / 10**6
+
+
+def plan_for(layout: Layout, packing: dict[str, int], bound: Fraction | None = MAX_PADDING) -> dict:
     """Items b-e for one packing: the plan in the `verify check` schema, without num_parents
-    (the prover keeps the parent count symbolic)."""
+    (the prover keeps the parent count symbolic). `bound` is the padding bound checked."""
     planes, cursor = [], 0
     on_plane: dict[str, list[Field]] = {}
     for f in layout.fields:
@@ -151,10 +173,11 @@ def plan_for(layout: Layout, packing: dict[str, int]) -> dict:
         cursor += size
     parent = align_up(cursor, lcm(ALIGNMENT, *packing.values()))
     plane_bytes = {p["id"]: p["bytes"] for p in planes}
+    worst = max(P.padding(parent, packing[g], layout.raw(g)) for g in layout.groups)
     return {
         "parent_bytes": parent,
         "alignment": ALIGNMENT,
-        "max_padding": float(MAX_PADDING),
+        "max_padding": document_bound(bound, worst),
         "planes": planes,
         "groups": [{"id": g, "packing": packing[g]} for g in layout.groups],
         "fields": [

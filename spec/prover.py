@@ -4,6 +4,10 @@ Per point the geometry is concrete (tp and dtype fix every field's shape), the p
 is solved from its constraints, the plan is derived from the contract (spec/contract.py), and
 each property is decided by the encoding in spec/encoding.py with the parent count N and the
 page ids symbolic. A property is proved when no point has a witness against it.
+
+With draft layers a point is (tp, dtype, drafts, draft dtype). The engine checks no padding once
+a draft is in, so `search` stops at the first candidate that meets every other property, and
+`padding_bound` is proved against the bound the user accepts (the target bound by default).
 """
 
 from __future__ import annotations
@@ -11,10 +15,11 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from kvproof.spec import properties as P
 from kvproof.spec.catalog import CACHE_DTYPES, ModelGeometry
-from kvproof.spec.contract import Layout, plan_for, recipe_layout
+from kvproof.spec.contract import DRAFT_DTYPE, MAX_PADDING, Layout, plan_for, recipe_layout
 from kvproof.spec.encoding import CHECKS, Facts, Violation, symbolic_facts
 from kvproof.spec.policy import Policy, choose
 
@@ -29,10 +34,13 @@ class Counterexample:
     plane_bytes: dict[str, int]
     messages: tuple[str, ...]  # every violation of the property at this point
     replay: str
+    drafts: int = 0
+    draft_dtype: str = DRAFT_DTYPE
 
     def as_dict(self) -> dict:
         return {
-            "tp": self.tp, "dtype": self.dtype, "property": self.property, "packing": self.packing,
+            "tp": self.tp, "dtype": self.dtype, "drafts": self.drafts, "draft_dtype": self.draft_dtype,
+            "property": self.property, "packing": self.packing,
             "parent_bytes": self.parent_bytes, "plane_bytes": self.plane_bytes,
             "message": self.messages[0], "violations": len(self.messages), "replay": self.replay,
         }
@@ -47,6 +55,11 @@ class PointPlan:
     layout: Layout
     plan: dict
     violations: dict[str, tuple[Violation, ...]]
+    draft_dtype: str = DRAFT_DTYPE
+
+    @property
+    def drafts(self) -> int:
+        return self.layout.drafts
 
     @property
     def accepted(self) -> bool:
@@ -72,15 +85,15 @@ class _Point:
     """Decides properties of plans at one point, each at most once per packing: `search` asks
     whether candidates boot (stopping at the first violated property), the proof asks for all."""
 
-    def __init__(self, layout: Layout, seconds: dict[str, float]) -> None:
-        self.layout, self.seconds = layout, seconds
+    def __init__(self, layout: Layout, seconds: dict[str, float], bound: Fraction | None) -> None:
+        self.layout, self.seconds, self.bound = layout, seconds, bound
         self.plans: dict[tuple, tuple[dict, Facts]] = {}
         self.verdicts: dict[tuple, dict[str, tuple[Violation, ...]]] = {}
 
     def plan(self, packing: dict[str, int]) -> tuple[dict, Facts]:
         key = tuple(sorted(packing.items()))
         if key not in self.plans:
-            plan = plan_for(self.layout, packing)
+            plan = plan_for(self.layout, packing, self.bound)
             self.plans[key] = (plan, symbolic_facts(plan))
         return self.plans[key]
 
@@ -94,21 +107,48 @@ class _Point:
         return verdict[prop]
 
     def accepted(self, packing: dict[str, int]) -> bool:
-        return not any(self.violations(packing, prop) for prop in CHECKS)
+        """The engine's boot verdict: every property, padding against the engine's own bound."""
+        if any(self.violations(packing, prop) for prop in CHECKS if prop != "padding_bound"):
+            return False
+        engine = self.layout.engine_bound
+        if engine == self.bound:
+            return not self.violations(packing, "padding_bound")
+        parent = self.plan(packing)[0]["parent_bytes"]
+        return engine is None or all(
+            P.padding_within(parent, packing[g], self.layout.raw(g), engine) for g in self.layout.groups
+        )
 
 
-def replay_command(model: ModelGeometry, config: str | None, tp: int, dtype: str, policy: str) -> str:
+def bound_flag(bound: Fraction | None) -> str:
+    """The --max-padding value that reproduces `bound` ("" for the target bound, the default)."""
+    if bound == MAX_PADDING:
+        return ""
+    return " --max-padding " + ("inf" if bound is None else f"{float(bound):g}")
+
+
+def replay_command(model: ModelGeometry, config: str | None, tp: int, dtype: str, policy: str,
+                   drafts: int = 0, draft_dtype: str = DRAFT_DTYPE,
+                   bound: Fraction | None = MAX_PADDING) -> str:
     source = f"--config {config}" if config else f"--model {model.name}"
-    return f"verify plan {source} --tp {tp} --dtype {dtype} --policy {policy}"
+    draft = f" --drafts {drafts} --draft-dtype {draft_dtype}" if drafts else ""
+    return f"verify plan {source} --tp {tp} --dtype {dtype} --policy {policy}{draft}{bound_flag(bound)}"
 
 
 def plan_point(model: ModelGeometry, tp: int, dtype: str, policy: Policy,
-               seconds: dict[str, float] | None = None) -> PointPlan:
-    layout = recipe_layout(model, tp, dtype)
-    point = _Point(layout, {} if seconds is None else seconds)
+               seconds: dict[str, float] | None = None, drafts: int = 0, draft_dtype: str = DRAFT_DTYPE,
+               bound: Fraction | None = MAX_PADDING) -> PointPlan:
+    """`bound`: the padding bound checked (None: none); the engine's own decides acceptance."""
+    layout = recipe_layout(model, tp, dtype, drafts, draft_dtype)
+    point = _Point(layout, {} if seconds is None else seconds, bound)
     packing = choose(policy, layout, point.accepted)
     verdict = {prop: point.violations(packing, prop) for prop in CHECKS}
-    return PointPlan(tp, dtype, layout, point.plan(packing)[0], verdict)
+    return PointPlan(tp, dtype, layout, point.plan(packing)[0], verdict, draft_dtype)
+
+
+def draft_points(drafts: Iterable[int], draft_dtypes: Iterable[str]) -> list[tuple[int, str]]:
+    """(drafts, draft dtype) pairs; with no draft the draft dtype means nothing, so it is one."""
+    dtypes = tuple(draft_dtypes)
+    return [(d, dt) for d in dict.fromkeys(drafts) for dt in (dtypes if d else dtypes[:1])]
 
 
 def prove(
@@ -118,6 +158,9 @@ def prove(
     tps: Iterable[int] | None = None,
     dtypes: Iterable[str] = CACHE_DTYPES,
     config: str | None = None,
+    drafts: Iterable[int] = (0,),
+    draft_dtypes: Iterable[str] = (DRAFT_DTYPE,),
+    bound: Fraction | None = MAX_PADDING,
 ) -> Proof:
     start = time.perf_counter()
     tps = tuple(model.tp_domain if tps is None else tps)
@@ -125,19 +168,20 @@ def prove(
         model.check_tp(tp)
     seconds: dict[str, float] = {}
     proof = Proof(model.name, policy.name, tuple(properties))
-    for dtype in dtypes:
-        for tp in tps:
-            point = plan_point(model, tp, dtype, policy, seconds)
-            proof.points.append(point)
-            planes = {p["id"]: p["bytes"] for p in point.plan["planes"]}
-            packing = {g["id"]: g["packing"] for g in point.plan["groups"]}
-            proof.counterexamples += [
-                Counterexample(tp, dtype, prop, packing, point.plan["parent_bytes"], planes,
-                               tuple(v.message for v in point.violations[prop]),
-                               replay_command(model, config, tp, dtype, policy.name))
-                for prop in properties
-                if point.violations[prop]
-            ]
+    for n, draft_dtype in draft_points(drafts, draft_dtypes):
+        for dtype in dtypes:
+            for tp in tps:
+                point = plan_point(model, tp, dtype, policy, seconds, n, draft_dtype, bound)
+                proof.points.append(point)
+                planes = {p["id"]: p["bytes"] for p in point.plan["planes"]}
+                packing = {g["id"]: g["packing"] for g in point.plan["groups"]}
+                replay = replay_command(model, config, tp, dtype, policy.name, n, draft_dtype, bound)
+                proof.counterexamples += [
+                    Counterexample(tp, dtype, prop, packing, point.plan["parent_bytes"], planes,
+                                   tuple(v.message for v in point.violations[prop]), replay, n, draft_dtype)
+                    for prop in properties
+                    if point.violations[prop]
+                ]
     proof.solver_seconds = {prop: seconds.get(prop, 0.0) for prop in properties}
     proof.seconds = time.perf_counter() - start
     return proof

@@ -7,6 +7,10 @@ quotient; z3 decides those nonlinear terms in a fraction of a second since every
 bounded (a disjunction over the 256 concrete values took z3 seconds to a minute per point).
 The winner is then re-checked by the prover's own property checks, so "legal" means what the
 prover proves, not only what this encoding says.
+
+With draft layers the engine checks no padding, but the synthesizer keeps the bound the user
+accepts (the target bound by default): it answers which packing, if any, keeps every group
+within it.
 """
 
 from __future__ import annotations
@@ -20,7 +24,16 @@ import z3
 
 from kvproof.spec import properties as P
 from kvproof.spec.catalog import ConfigError, ModelGeometry
-from kvproof.spec.contract import ALIGNMENT, FULL, MAX_PADDING, PACKING_LIMIT, Layout, plan_for, recipe_layout
+from kvproof.spec.contract import (
+    ALIGNMENT,
+    DRAFT_DTYPE,
+    FULL,
+    MAX_PADDING,
+    PACKING_LIMIT,
+    Layout,
+    plan_for,
+    recipe_layout,
+)
 from kvproof.spec.encoding import Violation, symbolic_facts, violations
 
 
@@ -32,6 +45,8 @@ class Synthesis:
     parent_bytes: int | None
     padding: dict[str, Fraction]
     violations: tuple[Violation, ...]  # of the winner, from the prover's checks (expected: none)
+    drafts: int = 0
+    draft_dtype: str = DRAFT_DTYPE
 
     @property
     def worst_padding(self) -> Fraction | None:
@@ -48,17 +63,18 @@ def _scaled_multiple(k: Any, unit: int, coefficient: int, x: Any, name: str) -> 
     ]))
 
 
-def encode(layout: Layout) -> tuple[list[Any], dict[str, Any], Any, Any]:
-    """Constraints of a legal plan (items b-e with every exact stride met), the packing
-    variables, the parent and the least K_g x raw_g."""
+def encode(layout: Layout, bound: Fraction | None = MAX_PADDING) -> tuple[list[Any], dict[str, Any], Any, Any]:
+    """Constraints of a legal plan (items b-e with every exact stride met, padding within
+    `bound` unless None), the packing variables, the parent and the least K_g x raw_g."""
     # The recipe gives every state group one K_lin (they hold the same per-layer state).
     k_lin = z3.Int("K[linear]")
     k = {g: z3.Int(f"K[{g}]") if g == FULL else k_lin for g in layout.groups}
     parent, least, units_of_parent = z3.Ints("parent least parent/alignment")
     facts = [2 * parent <= P.BYTES_MAX, parent == ALIGNMENT * units_of_parent]
     for g in layout.groups:
-        facts += [k[g] >= 1, k[g] <= PACKING_LIMIT, least <= k[g] * layout.raw(g),
-                  P.padding_within(parent, k[g], layout.raw(g), MAX_PADDING)]
+        facts += [k[g] >= 1, k[g] <= PACKING_LIMIT, least <= k[g] * layout.raw(g)]
+        if bound is not None:
+            facts.append(P.padding_within(parent, k[g], layout.raw(g), bound))
     for packing in dict.fromkeys(k.values()):  # K_g divides the parent, a multiple of ALIGNMENT
         facts.append(_scaled_multiple(packing, 1, ALIGNMENT, units_of_parent, f"q[parent/{packing}]"))
     total = 0
@@ -82,23 +98,24 @@ def encode(layout: Layout) -> tuple[list[Any], dict[str, Any], Any, Any]:
     return facts, k, parent, least
 
 
-def synthesize(model: ModelGeometry, tp: int, dtype: str) -> Synthesis:
-    layout = recipe_layout(model, tp, dtype)
-    facts, k, parent, least = encode(layout)
+def synthesize(model: ModelGeometry, tp: int, dtype: str, drafts: int = 0, draft_dtype: str = DRAFT_DTYPE,
+               bound: Fraction | None = MAX_PADDING) -> Synthesis:
+    layout = recipe_layout(model, tp, dtype, drafts, draft_dtype)
+    facts, k, parent, least = encode(layout, bound)
     # Two rounds rather than one lexicographic objective: z3 finishes both in well under a second,
     # where the combined objective sometimes ran for minutes.
     smallest = z3.Optimize()
     smallest.add(*facts)
     smallest.minimize(parent)
     if smallest.check() != z3.sat:
-        return Synthesis(tp, dtype, None, None, {}, ())
+        return Synthesis(tp, dtype, None, None, {}, (), drafts, draft_dtype)
     evenest = z3.Optimize()
     evenest.add(*facts, parent == smallest.model()[parent])
     evenest.maximize(least)
     evenest.check()
     found = evenest.model()
     packing = {g: found[k[g]].as_long() for g in layout.groups}
-    plan = plan_for(layout, packing)
+    plan = plan_for(layout, packing, bound)
     checked = tuple(violations(symbolic_facts(plan)))
     pad = {g: P.padding(plan["parent_bytes"], packing[g], layout.raw(g)) for g in layout.groups}
-    return Synthesis(tp, dtype, packing, plan["parent_bytes"], pad, checked)
+    return Synthesis(tp, dtype, packing, plan["parent_bytes"], pad, checked, drafts, draft_dtype)

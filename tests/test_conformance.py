@@ -21,8 +21,11 @@ from kvproof.spec.policy import POLICIES
 from kvproof.spec.prover import plan_point
 
 
-def spec_numbers(model: ModelGeometry, tp: int, dtype: str, policy: str) -> dict:
-    point = plan_point(model, tp, dtype, POLICIES[policy])
+def spec_numbers(model: ModelGeometry, tp: int, dtype: str, policy: str, drafts: int = 0,
+                 draft_dtype: str = "bf16") -> dict:
+    # impl's verdict is the engine's: no padding bound once a draft layer is in (README).
+    bound = None if drafts else Fraction(1, 4)
+    point = plan_point(model, tp, dtype, POLICIES[policy], drafts=drafts, draft_dtype=draft_dtype, bound=bound)
     plan = point.plan
     return {
         "packing": {g["id"]: g["packing"] for g in plan["groups"]},
@@ -36,8 +39,9 @@ def spec_numbers(model: ModelGeometry, tp: int, dtype: str, policy: str) -> dict
     }
 
 
-def impl_numbers(model: ModelGeometry, tp: int, dtype: str, policy: str) -> dict:
-    plan = plan_model(model, tp, dtype, policy).plan
+def impl_numbers(model: ModelGeometry, tp: int, dtype: str, policy: str, drafts: int = 0,
+                 draft_dtype: str = "bf16") -> dict:
+    plan = plan_model(model, tp, dtype, policy, drafts, draft_dtype).plan
     return {
         "packing": plan.packing,
         "planes": {p.id: p.bytes for p in plan.planes},
@@ -50,34 +54,49 @@ def impl_numbers(model: ModelGeometry, tp: int, dtype: str, policy: str) -> dict
     }
 
 
-def assert_conforms(model: ModelGeometry, tp: int, dtype: str, policy: str) -> None:
+def assert_conforms(model: ModelGeometry, tp: int, dtype: str, policy: str, drafts: int = 0,
+                    draft_dtype: str = "bf16") -> None:
     try:
-        spec = spec_numbers(model, tp, dtype, policy)
+        spec = spec_numbers(model, tp, dtype, policy, drafts, draft_dtype)
     except ConfigError as err:
         # A point outside what the policy covers is refused by both, never planned by one.
         with pytest.raises(PlanError):
-            impl_numbers(model, tp, dtype, policy)
+            impl_numbers(model, tp, dtype, policy, drafts, draft_dtype)
         print(f"both refuse {model.name} tp={tp} {dtype} {policy}: {err}")
         return
-    impl = impl_numbers(model, tp, dtype, policy)
+    impl = impl_numbers(model, tp, dtype, policy, drafts, draft_dtype)
     differ = [key for key in spec if spec[key] != impl[key]]
     assert not differ, (
-        f"{model.name} tp={tp} {dtype} {policy}: spec and impl disagree on {differ}\n"
+        f"{model.name} tp={tp} {dtype} {policy} drafts={drafts} {draft_dtype}: spec and impl disagree on {differ}\n"
         + "\n".join(f"  {key}: spec {spec[key]!r}\n  {' ' * len(key)}  impl {impl[key]!r}" for key in differ)
     )
 
 
-def check_model(name: str, policy: str) -> None:
+def check_model(name: str, policy: str, drafts: int = 0) -> None:
     model = load_model(name)
-    for dtype in CACHE_DTYPES:
-        for tp in model.tp_domain:
-            assert_conforms(model, tp, dtype, policy)
+    for draft_dtype in CACHE_DTYPES if drafts else ("bf16",):
+        for dtype in CACHE_DTYPES:
+            for tp in model.tp_domain:
+                assert_conforms(model, tp, dtype, policy, drafts, draft_dtype)
 
 
 @pytest.mark.parametrize("policy", list(POLICIES))
 @pytest.mark.parametrize("name", BUILTIN_MODELS)
 def test_spec_equals_impl_at_every_catalog_point(name: str, policy: str) -> None:
     check_model(name, policy)
+
+
+@pytest.mark.parametrize("drafts", [1, 5])
+@pytest.mark.parametrize("name", BUILTIN_MODELS)
+def test_spec_equals_impl_with_drafts(name: str, drafts: int) -> None:
+    """Drafts 0 are the test above; 1 and 5 draft layers in both draft dtypes, every policy."""
+    for policy in POLICIES:
+        check_model(name, policy, drafts)
+
+
+@pytest.mark.parametrize("fault", ["draft_shares_target_plane", "draft_own_group"])
+def test_draft_conformance_bites(fault: str) -> None:
+    fails_under(fault, check_model, "kimi-k3", "search", 1)
 
 
 @st.composite
@@ -102,15 +121,19 @@ def hybrid_configs(draw: st.DrawFn) -> dict:
     }
 
 
+Point = tuple[ModelGeometry, int, str, str, int, str]
+
+
 @st.composite
-def random_points(draw: st.DrawFn) -> tuple[ModelGeometry, int, str, str]:
+def random_points(draw: st.DrawFn) -> Point:
+    """A random hybrid point, with 0 to 3 draft layers in either draft dtype."""
     model = parse_config(draw(hybrid_configs()), "random-hybrid")
     return (model, draw(st.sampled_from(model.tp_domain)), draw(st.sampled_from(CACHE_DTYPES)),
-            draw(st.sampled_from(list(POLICIES))))
+            draw(st.sampled_from(list(POLICIES))), draw(st.integers(0, 3)), draw(st.sampled_from(CACHE_DTYPES)))
 
 
 @given(random_points())
-def test_spec_equals_impl_on_random_hybrids(point: tuple[ModelGeometry, int, str, str]) -> None:
+def test_spec_equals_impl_on_random_hybrids(point: Point) -> None:
     assert_conforms(*point)
 
 
@@ -138,7 +161,7 @@ def test_conformance_bites(fault: str) -> None:
 
 @settings(phases=[Phase.generate], database=None)  # a fault needs no shrinking to be seen
 @given(random_points())
-def _conforms_unshrunk(point: tuple[ModelGeometry, int, str, str]) -> None:
+def _conforms_unshrunk(point: Point) -> None:
     assert_conforms(*point)
 
 

@@ -40,3 +40,14 @@ def test_each_failure_says_do_not_merge_and_names_itself():
     assert "DO NOT MERGE" in markdown(_summary(tests=False))
     text = markdown(_summary(survived=True))
     assert "DO NOT MERGE" in text and "| kda_gate_sign | **SURVIVED** |" in text
+
+
+def test_the_draft_domain_run_is_named_in_the_summary():
+    summary = _summary(proved=False)
+    summary["prove"].append(summary["prove"][0] | {"drafts": "0-8", "result": {
+        "policy": "search", "seconds": 2.0,
+        "counterexamples": [{"tp": 32, "dtype": "bf16", "drafts": 1, "draft_dtype": "bf16", "property": "no_overlap"}],
+    }})
+    text = markdown(summary)
+    assert "| kimi-k3 (drafts 0-8) | search | **FAIL** |" in text
+    assert "tp=32 bf16 drafts=1 bf16 | no_overlap" in text
