@@ -36,6 +36,7 @@ FAULTS: dict[str, str] = {
     "allocator_reuses_live_page": "the allocator leaves a handed-out page on its free list: it is handed out again",
     "arena_dense_page_stride": "the arena's field views walk pages by payload bytes instead of the plan's stride",
     "capacity_largest_packing": "token capacity uses the largest packing of any group, state groups included",
+    "launch_dense_tp_unchecked": "verify config drops the rule dense tp == attention tp under attention DP",
 }
 
 _active: set[str] = {name for name in os.environ.get(ENV, "").split(",") if name}
