@@ -44,6 +44,7 @@ FAULTS: dict[str, str] = {
     "ts_k3_packing_floor": "tokenspeed's K3 recipe rounds K_mla = state / page down instead of up",
     "ts_plan_widened_stride": "tokenspeed's pack() gives every field a page stride 256 B wider than plane / K",
     "ts_bind_forgets_null_parent": "tokenspeed's bind() sizes each plane slab for N parents, not N + 1",
+    "launch_dense_tp_unchecked": "verify config drops the rule dense tp == attention tp under attention DP",
 }
 
 _active: set[str] = {name for name in os.environ.get(ENV, "").split(",") if name}
