@@ -23,6 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tp", type=int, nargs="+", help="narrow the domain to these attention tp")
     parser.add_argument("--dtype", nargs="+", help="narrow the domain to these --kv-cache-dtype values")
     parser.add_argument("--drafts", type=int, nargs="+", help="narrow the domain to these draft-layer counts")
+    parser.add_argument("--model", nargs="+", help="narrow the domain to these checkpoints (recipes serving several)")
     parser.add_argument("--max-padding", metavar="X", type=float,
                         help="hold plans whose engine sets no padding bound (drafts) to this bound")
     parser.add_argument("--baseline", metavar="FILE", help="known findings: fail only on new ones, list stale ones")
@@ -34,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     adapter = importlib.import_module(ENGINES[args.engine])
     try:
-        narrowed: dict = {"drafts": args.drafts} if args.drafts else {}
+        narrowed: dict = {axis: value for axis, value in (("drafts", args.drafts), ("models", args.model)) if value}
         if args.max_padding is not None:
             narrowed["unbounded"] = padding_bound_of(args.max_padding, "--max-padding")
         result: EngineRun = adapter.verify(args.recipe, args.tp, args.dtype, args.engine_path, **narrowed)
@@ -60,13 +61,17 @@ def run(args: argparse.Namespace) -> int:
     return 1 if cmp.new else 0
 
 
-def _row(p: PointResult) -> str:
-    axes = " ".join(f"{k}={v}" for k, v in p.point.items())
+def _axes(p: PointResult) -> str:
+    return " ".join(f"{k}={v}" for k, v in p.point.items())
+
+
+def _row(p: PointResult, width: int) -> str:
+    axes = _axes(p)
     packing = "/".join(str(p.packing[g]) for g in sorted(p.packing)) or "-"  # groups in id order
     parent = f"{p.parent_bytes:,}" if p.parent_bytes is not None else "-"
     pad = f"{p.worst_padding:.3f}" if p.worst_padding is not None else "-"
     what = f"{p.findings[0].property}" if p.findings else ""
-    return f"  {axes:<30} {p.verdict:<15} {packing:<14} {parent:>13} {pad:>7}  {what}"
+    return f"  {axes:<{width}} {p.verdict:<15} {packing:<14} {parent:>13} {pad:>7}  {what}"
 
 
 def render_recipe(r: RecipeResult, show_all: bool) -> list[str]:
@@ -74,8 +79,9 @@ def render_recipe(r: RecipeResult, show_all: bool) -> list[str]:
         return [f"{r.recipe}: NOT VERIFIED ({r.not_verified})", ""]
     bad = [p for p in r.points if p.verdict == "counterexample"]
     head = f"{r.recipe}: {len(r.points)} points, {len(bad)} counterexample(s)"
-    lines = [head, f"  {'point':<30} {'verdict':<15} {'packing':<14} {'parent bytes':>13} {'pad':>7}  property"]
-    lines += [_row(p) for p in r.points]
+    width = max((len(_axes(p)) for p in r.points), default=5)
+    lines = [head, f"  {'point':<{width}} {'verdict':<15} {'packing':<14} {'parent bytes':>13} {'pad':>7}  property"]
+    lines += [_row(p, width) for p in r.points]
     for p in bad if show_all else bad[:1]:
         for f in p.findings:
             lines.append(f"  COUNTEREXAMPLE {f.property} at {' '.join(f'{k}={v}' for k, v in p.point.items())}: "

@@ -29,7 +29,28 @@ def _validator() -> Any:
     # Imported here: the prover reads derived plans only and should not pay for jsonschema.
     from jsonschema import Draft202012Validator
 
-    return Draft202012Validator(schema())
+    # The same schema with its local $refs written out: jsonschema resolves a $ref on every
+    # visit, which made one engine plan of 72 fields take 0.7 s to validate.
+    return Draft202012Validator(_inline(schema(), schema().get("$defs", {})))
+
+
+_NOTES = {"description", "title", "$comment"}
+
+
+def _inline(node: Any, defs: dict) -> Any:
+    """`node` with every local {"$ref": "#/$defs/name", ...} merged with that definition, where
+    the two share no constraint (the plan schema has no recursive definitions)."""
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            target = defs[ref.removeprefix("#/$defs/")]
+            siblings = {k: v for k, v in node.items() if k != "$ref"}
+            if set(siblings) & set(target) <= _NOTES:
+                return _inline({**target, **siblings}, defs)
+        return {k: _inline(v, defs) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_inline(v, defs) for v in node]
+    return node
 
 
 def key_path(path: Any) -> str:

@@ -16,7 +16,7 @@ from importlib import resources
 from typing import Any
 
 from kvproof.engines import verdict
-from kvproof.engines.tokenspeed import kimi_k3, loader, mutants, pipeline
+from kvproof.engines.tokenspeed import kimi_k3, loader, mutants, ordinary, pipeline
 from kvproof.engines.verdict import EngineError, EngineRun, PointResult, RecipeResult
 
 ENGINE = "tokenspeed"
@@ -34,6 +34,8 @@ class Profile:
 
 PROFILES: dict[str, Profile] = {
     "kimi_k3": Profile(kimi_k3.MODELS, kimi_k3.MODULES, kimi_k3.points, kimi_k3.build),
+    "mla": Profile(ordinary.MLA_MODELS, ordinary.MODULES, ordinary.mla_points, ordinary.build_mla),
+    "mha": Profile(ordinary.MHA_MODELS, ordinary.MODULES, ordinary.mha_points, ordinary.build_mha),
 }
 
 
@@ -48,12 +50,13 @@ def configs(profile: Profile) -> dict[str, dict]:
 
 
 def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Sequence[str] | None,
-           engine_path: str | None, drafts: Sequence[int] | None = None,
+           engine_path: str | None, drafts: Sequence[int] | None = None, models: Sequence[str] | None = None,
            unbounded: Fraction | None = None) -> EngineRun:
     """`verify engine tokenspeed`: the installed release, or the package at --engine-path."""
     try:
         source = loader.path_source(engine_path) if engine_path else loader.installed_source()
-        return run(source, recipes, {"tp": tps, "dtype": dtypes, "drafts": drafts}, engine_path, unbounded)
+        only = {"tp": tps, "dtype": dtypes, "drafts": drafts, "model": models}
+        return run(source, recipes, only, engine_path, unbounded)
     except loader.SourceError as err:
         raise EngineError(str(err)) from None
     except loader.StubUsed as err:
@@ -96,11 +99,12 @@ def _points(source: loader.Source, family: str, profile: Profile, only: dict[str
     published = configs(profile)
     out = []
     for point in profile.points(published):
-        if any(wanted and point.get(axis) not in wanted for axis, wanted in only.items()):
+        if any(wanted and axis in point and point[axis] not in wanted for axis, wanted in only.items()):
             continue
         replay = " ".join(["verify engine tokenspeed", f"--recipe {family}",
                            *(f"--{axis} {value}" for axis, value in point.items()),
-                           *([f"--engine-path {engine_path}"] if engine_path else [])])
+                           *([f"--engine-path {engine_path}"] if engine_path else []),
+                           *([f"--max-padding {float(unbounded)}"] if unbounded is not None else [])])
         outcome = pipeline.run(profile.build(modules, published, point), modules["plan"])
         if isinstance(outcome, pipeline.Refused):
             out.append(verdict.refused(family, point, outcome.message, outcome.unsupported, replay, outcome.packing))

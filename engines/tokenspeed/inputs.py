@@ -8,6 +8,7 @@ decide the arena layout.
 
 from __future__ import annotations
 
+import inspect
 from math import isqrt
 from typing import Any
 
@@ -73,3 +74,14 @@ def server_args(tp: int, cache_dtype: str, *, speculative: str | None = None, bl
     if speculative is not None:
         values |= {"speculative_num_steps": SPEC_STEPS, "speculative_num_draft_tokens": SPEC_DRAFT_TOKENS}
     return Strict("server_args", values)
+
+
+def recipe(cls: Any, base: Any, **given: Any) -> Any:
+    """A recipe built from `given` (server_args, model_config, attention configs, ...) plus the
+    budget arguments, which size capacity only. Releases before 0.1.1 take no probe_batch_rows
+    (`base` is the release's CacheRecipe, whose __init__ says)."""
+    capacity = {name: unavailable(name, CAPACITY)
+                for name in ("cache_budget_bytes", "decode_input_tokens", "overlap_schedule_depth")}
+    if "probe_batch_rows" in inspect.signature(base).parameters:
+        capacity["probe_batch_rows"] = None  # size by budget, not by a probe: no probe run
+    return cls(**given, **capacity)

@@ -10,13 +10,12 @@ continuation layers under --speculative-algorithm DSPARK.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import types
 from math import gcd
 from typing import Any
 
 from kvproof.engines.tokenspeed.configs import HFConfig
-from kvproof.engines.tokenspeed.inputs import CAPACITY, divisors, mla_model_config, server_args, unavailable
+from kvproof.engines.tokenspeed.inputs import divisors, mla_model_config, recipe, server_args
 
 MODELS = ("kimi-k3.json", "kimi-k3-dspark.json")  # the target, then its draft
 # --kv-cache-dtype values the recipe's dtype resolution accepts (configs/base.py resolve_dtype),
@@ -76,14 +75,6 @@ def build(modules: dict[str, types.ModuleType], configs: dict[str, dict], point:
         # its attention layer count is num_hidden_layers (configs/model_config.py, draft worker).
         draft_mc = mla_model_config(configs[MODELS[1]], draft, int(draft.num_hidden_layers))
         draft_attn = mla.generate(sa, draft_mc, True)
-    recipe = modules["kimi_k3"].KimiK3Recipe
-    kwargs: dict[str, Any] = {
-        "server_args": sa, "model_config": mc, "attn_config": attn,
-        "draft_model_config": draft_mc, "draft_attn_config": draft_attn,
-        "cache_budget_bytes": unavailable("cache_budget_bytes", CAPACITY),
-        "decode_input_tokens": unavailable("decode_input_tokens", CAPACITY),
-        "overlap_schedule_depth": unavailable("overlap_schedule_depth", CAPACITY),
-    }
-    if "probe_batch_rows" in inspect.signature(recipe).parameters:
-        kwargs["probe_batch_rows"] = None  # size by budget, not by a probe: no probe run
-    return recipe(**kwargs)
+    module = modules["kimi_k3"]
+    return recipe(module.KimiK3Recipe, module.CacheRecipe, server_args=sa, model_config=mc, attn_config=attn,
+                  draft_model_config=draft_mc, draft_attn_config=draft_attn)

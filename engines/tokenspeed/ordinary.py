@@ -1,0 +1,83 @@
+"""tokenspeed's ordinary recipe (OrdinaryRecipe) for its `mla` and `mha` families, at a point:
+attention tp x cache dtype.
+
+`mla` is DeepSeek-V3 (DeepseekV3ForCausalLM, MLAConfig.generate); `mha` is Llama-3.1-8B and
+Qwen3-8B (MHAConfig.generate). The block size is the --prefix-granularity default, 64
+(utils/server_args.py), except for mxfp8 MHA, whose scale tiles need 128 (the recipe asserts
+it: recipes/ordinary.py). No draft: the MTP/NextN drafts of these models are not modelled yet.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+from kvproof.engines.tokenspeed.configs import HFConfig, Strict
+from kvproof.engines.tokenspeed.inputs import (
+    CAPACITY,
+    MATH,
+    divisors,
+    mla_model_config,
+    recipe,
+    server_args,
+    unavailable,
+)
+
+MODULES = ("ordinary", "plan", "configs.mla", "configs.mha")
+MLA_MODELS = ("deepseek-v3.json",)
+MHA_MODELS = ("llama-3.1-8b.json", "qwen3-8b.json")
+MLA_DTYPES = ("fp8", "bfloat16")  # mxfp8 resolves to the fp8 cache for MLA (no scale planes)
+MHA_DTYPES = ("fp8", "bfloat16", "mxfp8")
+DEFAULT_BLOCK, MXFP8_BLOCK = 64, 128
+
+
+def mla_points(configs: dict[str, dict]) -> list[dict[str, Any]]:
+    (name,) = MLA_MODELS
+    heads = int(configs[name]["num_attention_heads"])
+    return [{"model": name.removesuffix(".json"), "tp": tp, "dtype": dtype}
+            for dtype in MLA_DTYPES for tp in divisors(heads)]
+
+
+def mha_points(configs: dict[str, dict]) -> list[dict[str, Any]]:
+    """tp divides the query heads; past the KV head count the recipe keeps one KV head per rank."""
+    return [{"model": name.removesuffix(".json"), "tp": tp, "dtype": dtype}
+            for name in MHA_MODELS for dtype in MHA_DTYPES
+            for tp in divisors(int(configs[name]["num_attention_heads"]))]
+
+
+def mha_model_config(config: dict) -> Strict:
+    """configs/model_config.py: head_dim is the config's, else hidden_size // heads;
+    num_key_value_heads the config's, else the head count."""
+    text = HFConfig(config)
+    heads = int(config["num_attention_heads"])
+    return Strict("model_config", {
+        "hf_config": text, "hf_text_config": text,
+        "num_attention_layers": int(config["num_hidden_layers"]),
+        "num_attention_heads": heads,
+        "num_key_value_heads": int(config.get("num_key_value_heads") or heads),
+        "head_dim": int(config.get("head_dim") or int(config["hidden_size"]) // heads),
+        "model_profile": None,
+        "dtype": unavailable("model_config.dtype", MATH),
+        "context_len": unavailable("model_config.context_len", CAPACITY),
+    })
+
+
+def _recipe(modules: dict[str, types.ModuleType], family: str, sa: Strict, mc: Strict, attn: Any) -> Any:
+    module = modules["ordinary"]
+    return recipe(module.OrdinaryRecipe, module.CacheRecipe, family=family, server_args=sa, model_config=mc,
+                  attn_config=attn, draft_model_config=None, draft_attn_config=None)
+
+
+def build_mla(modules: dict[str, types.ModuleType], configs: dict[str, dict], point: dict[str, Any]) -> Any:
+    config = configs[point["model"] + ".json"]
+    text = HFConfig(config)
+    mc = mla_model_config(config, text, int(config["num_hidden_layers"]))
+    sa = server_args(point["tp"], point["dtype"], block=DEFAULT_BLOCK)
+    return _recipe(modules, "mla", sa, mc, modules["configs.mla"].MLAConfig.generate(sa, mc, False))
+
+
+def build_mha(modules: dict[str, types.ModuleType], configs: dict[str, dict], point: dict[str, Any]) -> Any:
+    mc = mha_model_config(configs[point["model"] + ".json"])
+    block = MXFP8_BLOCK if point["dtype"] == "mxfp8" else DEFAULT_BLOCK
+    sa = server_args(point["tp"], point["dtype"], block=block)
+    return _recipe(modules, "mha", sa, mc, modules["configs.mha"].MHAConfig.generate(sa, mc, False))
