@@ -24,6 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", nargs="+", help="narrow the domain to these --kv-cache-dtype values")
     parser.add_argument("--drafts", type=int, nargs="+", help="narrow the domain to these draft-layer counts")
     parser.add_argument("--model", nargs="+", help="narrow the domain to these checkpoints (recipes serving several)")
+    parser.add_argument("--assume", nargs="+", metavar="NAME=VALUE",
+                        help="narrow assumption axes (a GPU or environment answer) to these values")
     parser.add_argument("--max-padding", metavar="X", type=float,
                         help="hold plans whose engine sets no padding bound (drafts) to this bound")
     parser.add_argument("--baseline", metavar="FILE", help="known findings: fail only on new ones, list stale ones")
@@ -35,7 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     adapter = importlib.import_module(ENGINES[args.engine])
     try:
-        narrowed: dict = {axis: value for axis, value in (("drafts", args.drafts), ("models", args.model)) if value}
+        narrowed: dict = {axis: value for axis, value in
+                          (("drafts", args.drafts), ("models", args.model), ("assume", args.assume)) if value}
         if args.max_padding is not None:
             narrowed["unbounded"] = padding_bound_of(args.max_padding, "--max-padding")
         result: EngineRun = adapter.verify(args.recipe, args.tp, args.dtype, args.engine_path, **narrowed)

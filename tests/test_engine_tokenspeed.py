@@ -130,7 +130,8 @@ def test_cli_baseline_json_and_exit_codes(tmp_path) -> None:
     assert doc["new_findings"] == [] and doc["stale"] == []
     k3 = next(r for r in doc["recipes"] if r["recipe"] == "kimi_k3")
     assert {"tp", "dtype", "verdict", "property", "message", "packing", "parent_bytes"} <= set(k3["points"][0])
-    assert sum(not r["verified"] for r in doc["recipes"]) == len(doc["recipes"]) - 1
+    verified = {r["recipe"] for r in doc["recipes"] if r["verified"]}
+    assert verified == {"kimi_k3", "mla", "mha", "qwen_gdn"}
 
     assert verify("engine", "tokenspeed", "--recipe", "kimi_k3", "--dtype", "bfloat16").returncode == 1
 
@@ -145,6 +146,8 @@ def test_cli_baseline_json_and_exit_codes(tmp_path) -> None:
 
 @pytest.mark.parametrize("args, names", [
     (["--recipe", "kimi_k4"], "registers no recipe 'kimi_k4'"),
+    (["--assume", "TOKENSPEED_MAMBA_SSM_DTYPE=float16"], "not an assumption of tokenspeed's recipes"),
+    (["--max-padding", "-1"], "--max-padding must be a finite number >= 0"),
     (["--engine-path", "/nonexistent"], "no tokenspeed package"),
     (["--baseline", "/nonexistent.json"], "cannot read baseline"),
 ])
@@ -244,3 +247,32 @@ def test_tokenspeed_equals_impl_under_ceil_at_every_k3_point(installed) -> None:
     assert both == 23
     # tokenspeed lays slabs out in sorted plane-id order, impl in plane order.
     assert orders == {("slot.0", "slot.1", "slot.10")}
+
+
+# ---------------------------------------------------------------- assumptions
+
+
+def test_an_environment_switch_is_an_assumption_axis_run_at_every_value(installed) -> None:
+    """qwen_gdn's SSM state dtype comes from TOKENSPEED_MAMBA_SSM_DTYPE: the default domain runs
+    both values, and the state field's dtype follows the assumption, not the environment."""
+    run = engine.run(installed, ["qwen_gdn"], {"tp": [8], "dtype": ["bfloat16"]})
+    (gdn,) = run.recipes
+    assumed = {p.point["assume"]: p for p in gdn.points}
+    assert set(assumed) == {"TOKENSPEED_MAMBA_SSM_DTYPE=float32", "TOKENSPEED_MAMBA_SSM_DTYPE=bfloat16"}
+    # Qwen3.5-27B at tp 8: 48/8 = 6 value heads of 128 x 128 SSM state per linear layer.
+    docs = {k: engine.plan(installed, "qwen_gdn", p.point) for k, p in assumed.items()}
+    ssm = {k: next(f for f in d.documents[1]["fields"] if f["id"].endswith(".ssm")) for k, d in docs.items()}
+    assert ssm["TOKENSPEED_MAMBA_SSM_DTYPE=float32"]["dtype"] == "float32"
+    assert ssm["TOKENSPEED_MAMBA_SSM_DTYPE=bfloat16"]["dtype"] == "bfloat16"
+    assert ssm["TOKENSPEED_MAMBA_SSM_DTYPE=float32"]["shape"] == [6, 128, 128]
+
+
+def test_a_switch_the_point_does_not_assume_raises_naming_it(installed) -> None:
+    loader.load(installed, ("qwen35",))
+    from tokenspeed.runtime.utils.env import envs
+
+    loader.ASSUMED.point({})
+    with pytest.raises(StubUsed, match="TOKENSPEED_MAMBA_SSM_DTYPE, which the point does not assume"):
+        envs.TOKENSPEED_MAMBA_SSM_DTYPE.get()
+    with pytest.raises(StubUsed, match=r"envs\.TOKENSPEED_CI_SMALL_KV_SIZE"):
+        bool(envs.TOKENSPEED_CI_SMALL_KV_SIZE)

@@ -16,7 +16,7 @@ from importlib import resources
 from typing import Any
 
 from kvproof.engines import verdict
-from kvproof.engines.tokenspeed import kimi_k3, loader, mutants, ordinary, pipeline
+from kvproof.engines.tokenspeed import kimi_k3, loader, mutants, ordinary, pipeline, qwen35
 from kvproof.engines.verdict import EngineError, EngineRun, PointResult, RecipeResult
 
 ENGINE = "tokenspeed"
@@ -36,6 +36,7 @@ PROFILES: dict[str, Profile] = {
     "kimi_k3": Profile(kimi_k3.MODELS, kimi_k3.MODULES, kimi_k3.points, kimi_k3.build),
     "mla": Profile(ordinary.MLA_MODELS, ordinary.MODULES, ordinary.mla_points, ordinary.build_mla),
     "mha": Profile(ordinary.MHA_MODELS, ordinary.MODULES, ordinary.mha_points, ordinary.build_mha),
+    "qwen_gdn": Profile(qwen35.MODELS, qwen35.MODULES, qwen35.points, qwen35.build),
 }
 
 
@@ -51,11 +52,11 @@ def configs(profile: Profile) -> dict[str, dict]:
 
 def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Sequence[str] | None,
            engine_path: str | None, drafts: Sequence[int] | None = None, models: Sequence[str] | None = None,
-           unbounded: Fraction | None = None) -> EngineRun:
+           assume: Sequence[str] | None = None, unbounded: Fraction | None = None) -> EngineRun:
     """`verify engine tokenspeed`: the installed release, or the package at --engine-path."""
     try:
         source = loader.path_source(engine_path) if engine_path else loader.installed_source()
-        only = {"tp": tps, "dtype": dtypes, "drafts": drafts, "model": models}
+        only = {"tp": tps, "dtype": dtypes, "drafts": drafts, "model": models, "assume": _assumed(assume)}
         return run(source, recipes, only, engine_path, unbounded)
     except loader.SourceError as err:
         raise EngineError(str(err)) from None
@@ -89,8 +90,14 @@ def run(source: loader.Source, recipes: Sequence[str] | None = None,
 def plan(source: loader.Source, family: str, point: dict[str, Any]) -> pipeline.Planned | pipeline.Refused:
     """One point through the engine's own recipe (tests and the differential use this)."""
     profile = PROFILES[family]
-    modules = loader.load(source, profile.modules)
-    return pipeline.run(profile.build(modules, configs(profile), point), modules["plan"])
+    return _plan(profile, loader.load(source, profile.modules), configs(profile), point)
+
+
+def _plan(profile: Profile, modules: dict[str, types.ModuleType], published: dict[str, dict],
+          point: dict[str, Any]) -> pipeline.Planned | pipeline.Refused:
+    """The recipe at `point`, with the point's assumptions the only answers a switch can give."""
+    loader.ASSUMED.point(dict(pair.split("=", 1) for pair in point.get("assume", "").split(",") if pair))
+    return pipeline.run(profile.build(modules, published, point), modules["plan"])
 
 
 def _points(source: loader.Source, family: str, profile: Profile, only: dict[str, Sequence[Any] | None],
@@ -99,15 +106,33 @@ def _points(source: loader.Source, family: str, profile: Profile, only: dict[str
     published = configs(profile)
     out = []
     for point in profile.points(published):
-        if any(wanted and axis in point and point[axis] not in wanted for axis, wanted in only.items()):
+        if any(wanted and axis in point and not _wanted(axis, point[axis], wanted) for axis, wanted in only.items()):
             continue
         replay = " ".join(["verify engine tokenspeed", f"--recipe {family}",
-                           *(f"--{axis} {value}" for axis, value in point.items()),
+                           *(f"--{axis} {' '.join(value.split(','))}" if axis == "assume" else f"--{axis} {value}"
+                             for axis, value in point.items()),
                            *([f"--engine-path {engine_path}"] if engine_path else []),
                            *([f"--max-padding {float(unbounded)}"] if unbounded is not None else [])])
-        outcome = pipeline.run(profile.build(modules, published, point), modules["plan"])
+        outcome = _plan(profile, modules, published, point)
         if isinstance(outcome, pipeline.Refused):
             out.append(verdict.refused(family, point, outcome.message, outcome.unsupported, replay, outcome.packing))
         else:
             out.append(verdict.planned(family, point, outcome.documents, replay, unbounded))
     return out
+
+
+def _assumed(assume: Sequence[str] | None) -> list[str] | None:
+    """--assume NAME=VALUE ...: each a declared assumption and one of its values."""
+    for pair in assume or ():
+        name, _, value = pair.partition("=")
+        if name not in loader.ENV_ASSUMPTIONS or value not in loader.ENV_ASSUMPTIONS[name][0]:
+            known = "; ".join(f"{k}={'|'.join(v[0])}" for k, v in loader.ENV_ASSUMPTIONS.items())
+            raise EngineError(f"--assume {pair}: not an assumption of tokenspeed's recipes; known: {known}")
+    return list(assume) if assume else None
+
+
+def _wanted(axis: str, value: Any, wanted: Sequence[Any]) -> bool:
+    """An assumption point is wanted when it makes every assumption asked for."""
+    if axis == "assume":
+        return all(pair in value.split(",") for pair in wanted if pair.partition("=")[0] in value)
+    return value in wanted

@@ -44,9 +44,11 @@ def mla_model_config(config: dict, text: HFConfig, num_attention_layers: int) ->
     })
 
 
-def server_args(tp: int, cache_dtype: str, *, speculative: str | None = None, block: Any = None) -> Strict:
+def server_args(tp: int, cache_dtype: str, *, speculative: str | None = None, block: Any = None,
+                extra: dict[str, Any] | None = None) -> Strict:
     """Launch flags at a point: attention tp, --kv-cache-dtype, the speculative algorithm, and
-    the block size (--prefix-granularity) where the family reads it."""
+    the block size (--prefix-granularity) where the family reads it; `extra` adds a family's
+    own flags at their defaults."""
     attn = Strict("server_args.mapping.attn", {
         "tp_size": tp,
         # Decode and query context parallelism off: tokenspeed's defaults.
@@ -73,7 +75,7 @@ def server_args(tp: int, cache_dtype: str, *, speculative: str | None = None, bl
     }
     if speculative is not None:
         values |= {"speculative_num_steps": SPEC_STEPS, "speculative_num_draft_tokens": SPEC_DRAFT_TOKENS}
-    return Strict("server_args", values)
+    return Strict("server_args", values | (extra or {}))
 
 
 def recipe(cls: Any, base: Any, **given: Any) -> Any:

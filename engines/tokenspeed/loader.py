@@ -20,7 +20,7 @@ import subprocess
 import sys
 import types
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -118,12 +118,70 @@ def _replaced_root(name: str) -> str:
     return next(root for root in REPLACED if name == root or name.startswith(root + "."))
 
 
+# Environment switches that change a recipe's layout, each an assumption axis whose every value
+# the default domain runs: name -> (values, where tokenspeed reads it).
+ENV_ASSUMPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
+    "TOKENSPEED_MAMBA_SSM_DTYPE": (("float32", "bfloat16"),
+                                   "runtime/utils/env.py (default float32); read by recipes/qwen35.py for the SSM "
+                                   "state dtype of qwen_gdn, qwen4_exp and mamba2"),
+}
+
+
+@dataclass
+class Assumed:
+    """The assumption values of the point being planned, and which of them planning read."""
+
+    values: dict[str, str] = field(default_factory=dict)
+    consulted: set[str] = field(default_factory=set)
+
+    def point(self, values: dict[str, str]) -> None:
+        self.values, self.consulted = dict(values), set()
+
+
+ASSUMED = Assumed()
+
+
+class _Switch:
+    """One environment switch, answered by the point's assumption (tokenspeed's EnvField API)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def get(self) -> str:
+        if self.name not in ASSUMED.values:
+            raise StubUsed(f"planning read the environment switch {self.name}, which the point does not assume; "
+                           "make it an assumption axis of the recipe")
+        ASSUMED.consulted.add(self.name)
+        return ASSUMED.values[self.name]
+
+    @property
+    def value(self) -> str:
+        return self.get()
+
+    def get_set_value_or(self, default: object) -> str:
+        return self.get()
+
+
+class _Envs:
+    """tokenspeed's `envs`: declared switches answer from the point's assumptions, any other is
+    Unavailable."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        if name in ENV_ASSUMPTIONS:
+            return _Switch(name)
+        return Unavailable(f"tokenspeed.runtime.utils.env.envs.{name}", REPLACED["tokenspeed.runtime.utils.env"])
+
+
 class _ReplacedModule(types.ModuleType):
     """A replaced module: `from it import x` works, and x is an Unavailable."""
 
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("__"):
             raise AttributeError(attr)
+        if (self.__name__, attr) == ("tokenspeed.runtime.utils.env", "envs"):
+            return _Envs()
         return Unavailable(f"{self.__name__}.{attr}", REPLACED[_replaced_root(self.__name__)])
 
 
