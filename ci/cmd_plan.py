@@ -19,6 +19,7 @@ from kvproof.impl.packer import Binding
 from kvproof.impl.recipe import DRAFT_DTYPE, DRAFT_LIMIT, MAX_PADDING, POLICIES, RecipePlan, draft_layers, plan_model
 from kvproof.spec.catalog import BUILTIN_MODELS, CACHE_DTYPES, load_model
 from kvproof.spec.check import check_plan
+from kvproof.spec.contract import checked_bound
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,7 +73,8 @@ def add_draft_arguments(parser: argparse.ArgumentParser, domain: bool) -> None:
         parser.add_argument("--draft-dtype", choices=CACHE_DTYPES, default=DRAFT_DTYPE,
                             help=f"draft cache dtype (default {DRAFT_DTYPE}, as tokenspeed forces for DSpark)")
     parser.add_argument("--max-padding", type=max_padding, default=MAX_PADDING, metavar="X|inf",
-                        help="the padding bound you accept (default the target bound 0.25)")
+                        help="the padding bound you accept (default the target bound 0.25); the engine's "
+                        "own bound still applies where it has one (no draft layers)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -87,6 +89,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def bound_text(bound: Fraction | None) -> str:
     return "inf" if bound is None else f"{float(bound):.3f}"
+
+
+def accepted_bound_text(accepted: Fraction | None) -> str:
+    """A domain's padding bound: the user's, but never looser than the engine's where it has one."""
+    if accepted is not None and accepted <= MAX_PADDING:
+        return bound_text(accepted)
+    return f"{bound_text(accepted)} with drafts, the engine's {bound_text(MAX_PADDING)} without"
 
 
 def spec_findings(rp: RecipePlan, bound: Fraction | None) -> tuple[list[dict], list[dict]]:
@@ -188,9 +197,10 @@ def emit(rp: RecipePlan, parents: int, path: str, bound: Fraction | None) -> Non
 def run(args: argparse.Namespace) -> int:
     model = load_model(args.model, args.config)
     rp = plan_model(model, args.tp, args.dtype, args.policy, args.drafts, args.draft_dtype)
+    bound = checked_bound(rp.plan.max_padding, args.max_padding)
     if args.emit_plan:
-        emit(rp, args.parents, args.emit_plan, args.max_padding)
-    missed, over = spec_findings(rp, args.max_padding)
-    text = render(rp, args.max_padding, missed, over)
-    print(json.dumps(summary(rp, args.max_padding, missed, over), indent=1) if args.json else text)
+        emit(rp, args.parents, args.emit_plan, bound)
+    missed, over = spec_findings(rp, bound)
+    text = render(rp, bound, missed, over)
+    print(json.dumps(summary(rp, bound, missed, over), indent=1) if args.json else text)
     return 0 if rp.plan.accepted and not missed and not over else 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from kvproof.ci.cmd_plan import add_draft_arguments, add_model_arguments, bound_text
+from kvproof.ci.cmd_plan import accepted_bound_text, add_draft_arguments, add_model_arguments
 from kvproof.spec.catalog import CACHE_DTYPES, load_model
 from kvproof.spec.policy import POLICIES, policy_named
 from kvproof.spec.properties import PROPERTIES
@@ -87,5 +87,5 @@ def run(args: argparse.Namespace) -> int:
             "seconds": proof.seconds,
         }, indent=1))
     else:
-        print(render(proof, args.all, bound_text(args.max_padding)))
+        print(render(proof, args.all, accepted_bound_text(args.max_padding)))
     return 0 if proof.proved else 1

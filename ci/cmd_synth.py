@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from kvproof.ci.cmd_plan import add_draft_arguments, add_model_arguments, bound_text
+from kvproof.ci.cmd_plan import accepted_bound_text, add_draft_arguments, add_model_arguments
 from kvproof.spec.catalog import CACHE_DTYPES, load_model
 from kvproof.spec.prover import draft_points
 from kvproof.spec.synth import synthesize
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
             for s in results]}, indent=1))
     else:
         print(f"{model.name}: legal packing with the smallest parent (ties: smallest worst padding), K <= 256, "
-              f"padding bound {bound_text(args.max_padding)}")
+              f"padding bound {accepted_bound_text(args.max_padding)}")
         head = f"{'drafts':<11}" if drafts else ""
         print(f"{head}{'dtype':<6}{'tp':>4}  {'packing':<24}{'parent B':>16}{'worst padding':>15}")
         for s in results:

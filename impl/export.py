@@ -9,12 +9,11 @@ from __future__ import annotations
 from fractions import Fraction
 
 from kvproof.impl.packer import Binding
-from kvproof.spec.contract import document_bound
 
 
 def plan_document(binding: Binding, bound: Fraction | str | None = "plan") -> dict:
     """`bound`: the padding bound the document states, "plan" for the plan's own, None for none
-    (the schema's bound is finite: see spec.contract.document_bound)."""
+    (null in the document)."""
     plan = binding.plan
     if bound == "plan":
         bound = plan.max_padding
@@ -22,7 +21,7 @@ def plan_document(binding: Binding, bound: Fraction | str | None = "plan") -> di
         "num_parents": binding.num_parents,
         "parent_bytes": plan.parent_bytes,
         "alignment": plan.alignment,
-        "max_padding": document_bound(bound, max(g.padding for g in plan.groups)),
+        "max_padding": None if bound is None else float(bound),
         "arena_bytes": binding.arena_bytes,
         "planes": [
             {"id": p.id, "bytes": p.bytes, "alignment": p.alignment, "arena_offset": binding.plane_offset(p.id)}

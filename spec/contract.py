@@ -82,6 +82,12 @@ class Layout:
         """The padding bound the engine itself checks: none (None) once a draft layer is in."""
         return None if self.drafts else MAX_PADDING
 
+    def checked_bound(self, accepted: Fraction | None) -> Fraction | None:
+        """The bound padding_bound checks: the user's `accepted` one (None: none) where the
+        engine checks none, else the tighter of the two (a plan the engine refuses to boot
+        fails whatever the user accepts)."""
+        return checked_bound(self.engine_bound, accepted)
+
     def raw(self, group: str) -> int:
         return sum(f.payload for f in self.fields if f.group == group)
 
@@ -149,15 +155,16 @@ def recipe_layout(model: ModelGeometry, tp: int, dtype: str, drafts: int = 0,
     return Layout(tuple(groups), planes, tuple(fields), offsets, extent, state, page, drafts)
 
 
-def document_bound(bound: Fraction | None, worst: Fraction) -> float:
-    """The plan document's finite max_padding: `bound`, or with no bound (inf) the plan's own
-    worst padding rounded up to the next millionth, the tightest bound it meets."""
-    return float(bound) if bound is not None else (worst * 10**6 // 1 + 1) / 10**6
+def checked_bound(engine: Fraction | None, accepted: Fraction | None) -> Fraction | None:
+    """The tighter of the engine's padding bound and the one the user accepts; None for none."""
+    bounds = [b for b in (engine, accepted) if b is not None]
+    return min(bounds) if bounds else None
 
 
 def plan_for(layout: Layout, packing: dict[str, int], bound: Fraction | None = MAX_PADDING) -> dict:
     """Items b-e for one packing: the plan in the `verify check` schema, without num_parents
-    (the prover keeps the parent count symbolic). `bound` is the padding bound checked."""
+    (the prover keeps the parent count symbolic). `bound` is the padding bound checked (None:
+    none, which the document states as null)."""
     planes, cursor = [], 0
     on_plane: dict[str, list[Field]] = {}
     for f in layout.fields:
@@ -173,11 +180,10 @@ def plan_for(layout: Layout, packing: dict[str, int], bound: Fraction | None = M
         cursor += size
     parent = align_up(cursor, lcm(ALIGNMENT, *packing.values()))
     plane_bytes = {p["id"]: p["bytes"] for p in planes}
-    worst = max(P.padding(parent, packing[g], layout.raw(g)) for g in layout.groups)
     return {
         "parent_bytes": parent,
         "alignment": ALIGNMENT,
-        "max_padding": document_bound(bound, worst),
+        "max_padding": None if bound is None else float(bound),
         "planes": planes,
         "groups": [{"id": g, "packing": packing[g]} for g in layout.groups],
         "fields": [

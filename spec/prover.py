@@ -137,9 +137,10 @@ def replay_command(model: ModelGeometry, config: str | None, tp: int, dtype: str
 def plan_point(model: ModelGeometry, tp: int, dtype: str, policy: Policy,
                seconds: dict[str, float] | None = None, drafts: int = 0, draft_dtype: str = DRAFT_DTYPE,
                bound: Fraction | None = MAX_PADDING) -> PointPlan:
-    """`bound`: the padding bound checked (None: none); the engine's own decides acceptance."""
+    """`bound`: the padding bound the user accepts (None: none); the engine's own decides
+    acceptance and still applies where it has one (Layout.checked_bound)."""
     layout = recipe_layout(model, tp, dtype, drafts, draft_dtype)
-    point = _Point(layout, {} if seconds is None else seconds, bound)
+    point = _Point(layout, {} if seconds is None else seconds, layout.checked_bound(bound))
     packing = choose(policy, layout, point.accepted)
     verdict = {prop: point.violations(packing, prop) for prop in CHECKS}
     return PointPlan(tp, dtype, layout, point.plan(packing)[0], verdict, draft_dtype)

@@ -101,6 +101,7 @@ def encode(layout: Layout, bound: Fraction | None = MAX_PADDING) -> tuple[list[A
 def synthesize(model: ModelGeometry, tp: int, dtype: str, drafts: int = 0, draft_dtype: str = DRAFT_DTYPE,
                bound: Fraction | None = MAX_PADDING) -> Synthesis:
     layout = recipe_layout(model, tp, dtype, drafts, draft_dtype)
+    bound = layout.checked_bound(bound)
     facts, k, parent, least = encode(layout, bound)
     # Two rounds rather than one lexicographic objective: z3 finishes both in well under a second,
     # where the combined objective sometimes ran for minutes.

@@ -105,6 +105,16 @@ def test_plan_reports_padding_over_the_accepted_bound(capsys):
     assert code == 1 and out["engine_max_padding"] == 0.25 and len(out["over_bound"]) == 3
 
 
+def test_the_engine_bound_still_applies_without_drafts(capsys):
+    """--max-padding only loosens where the engine checks no padding: ceil's bf16 tp 32 plan
+    (0.512) is refused by the engine, so it fails whatever the user accepts."""
+    code, out = _run(capsys, "plan", "--tp", "32", "--dtype", "bf16", "--policy", "ceil", "--max-padding", "inf")
+    assert code == 1 and out["max_padding"] == 0.25 and not out["accepted"]
+    proof = prove(K3, POLICIES["ceil"], bound=None, drafts=(0, 1))
+    flagged = {(c.tp, c.dtype, c.drafts) for c in proof.counterexamples}
+    assert flagged == {(32, "bf16", 0)}
+
+
 def test_prove_over_a_draft_range(capsys):
     code, out = _run(capsys, "prove", "--drafts", "0-8", "--all")
     assert code == 1 and out["domain"]["drafts"] == list(range(9)) and out["domain"]["draft_dtype"] == ["bf16"]
@@ -144,10 +154,10 @@ def test_emitted_draft_plan_goes_through_verify_check(capsys, tmp_path: Path):
     found = json.loads(capsys.readouterr().out)
     assert code == 1 and {v["property"] for v in found["violations"]} == {"padding_bound"}
     assert main(["plan", "--drafts", "5", "--emit-plan", str(path), "--max-padding", "inf"]) == 0
-    # With no bound the document states the worst padding 0.60656275... rounded up to a millionth.
-    assert json.loads(path.read_text())["max_padding"] == 0.606563
+    assert json.loads(path.read_text())["max_padding"] is None  # no bound: null
     capsys.readouterr()
     assert main(["check", str(path)]) == 0
+    assert main(["check", str(path), "--max-padding", "0.25"]) == 1
 
 
 @pytest.mark.parametrize("argv", [
