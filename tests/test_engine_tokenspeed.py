@@ -220,33 +220,47 @@ def _first_difference(ours: dict, theirs: dict, where: str = "") -> str | None:
     return None if ours == theirs else f"{where}: impl {ours} vs tokenspeed {theirs}"
 
 
-def test_tokenspeed_equals_impl_under_ceil_at_every_k3_point(installed) -> None:
-    """The released recipe ships the ceil formula: at the 23 points both accept, every packing,
-    the parent, every plane's bytes and every field's offset, stride and page count agree; at
-    bf16 tp 32 both refuse with padding 0.512. Slab order is a convention, reported apart."""
+def _compare_k3(installed, drafts: int, tps) -> tuple[int, set]:
+    """impl's ceil plan against tokenspeed's at every tp x dtype; returns (points both accept,
+    slab orders seen). Where impl refuses, tokenspeed must refuse with padding 0.512."""
     from kvproof.impl.recipe import plan_model
     from kvproof.spec.catalog import load_model
 
     model = load_model("kimi-k3")
     both, orders = 0, set()
     for dtype, flag in (("fp8", "fp8"), ("bf16", "bfloat16")):
-        for tp in model.tp_domain:
-            ours = plan_model(model, tp, dtype, "ceil").plan
-            theirs = engine.plan(installed, "kimi_k3", {"tp": tp, "dtype": flag, "drafts": 0})
+        for tp in tps(model):
+            ours = plan_model(model, tp, dtype, "ceil", drafts=drafts, draft_dtype="bf16").plan
+            theirs = engine.plan(installed, "kimi_k3", {"tp": tp, "dtype": flag, "drafts": drafts})
             if not ours.accepted:
                 assert isinstance(theirs, engine.pipeline.Refused) and not theirs.unsupported
-                assert "0.512059" in theirs.message and (tp, dtype) == (32, "bf16")
+                assert "0.512059" in theirs.message and (tp, dtype, drafts) == (32, "bf16", 0)
                 assert {v.property for v in ours.violations} == {"padding_bound"}
                 continue
             assert isinstance(theirs, engine.pipeline.Planned), (tp, dtype, theirs)
             doc = theirs.documents[2]
-            diff = _first_difference(_impl_numbers(ours), _engine_numbers(doc), f"tp={tp} {dtype}")
+            diff = _first_difference(_impl_numbers(ours), _engine_numbers(doc), f"tp={tp} {dtype} drafts={drafts}")
             assert diff is None, diff
             orders.add(tuple(p["id"] for p in sorted(doc["planes"], key=lambda p: p["arena_offset"]))[:3])
             both += 1
+    return both, orders
+
+
+def test_tokenspeed_equals_impl_under_ceil_at_every_k3_point(installed) -> None:
+    """The released recipe ships the ceil formula: at the 23 points where both accept, every packing,
+    the parent, every plane's bytes and every field's offset, stride and page count agree; at
+    bf16 tp 32 both refuse with padding 0.512. Slab order is a convention, reported apart."""
+    both, orders = _compare_k3(installed, 0, lambda model: model.tp_domain)
     assert both == 23
     # tokenspeed lays slabs out in sorted plane-id order, impl in plane order.
     assert orders == {("slot.0", "slot.1", "slot.10")}
+
+
+def test_tokenspeed_equals_impl_with_the_dspark_draft(installed) -> None:
+    """With the published DSpark draft (5 bf16 layers: impl's layers 94..98, tokenspeed's 93..97)
+    both plan every DSpark tp (those dividing its 64 heads too) identically, number for number."""
+    both, _ = _compare_k3(installed, 5, lambda model: [tp for tp in model.tp_domain if 64 % tp == 0])
+    assert both == 12
 
 
 # ---------------------------------------------------------------- assumptions
