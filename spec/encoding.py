@@ -545,10 +545,11 @@ def affine_facts(documents: dict[int, dict]) -> Facts:
         if (f.parent_bytes, f.alignment, f.max_padding, f.fields) != (
                 first.parent_bytes, first.alignment, first.max_padding, first.fields):
             raise ConfigError(f"engine plan: parent, alignment, bound or fields differ between N={n1} and N={n}")
-        if [p.id for p in f.planes] != [p.id for p in first.planes]:
-            raise ConfigError(f"engine plan: plane order differs between N={n1} and N={n}")
+        if [(p.id, p.bytes, p.alignment) for p in f.planes] != [(p.id, p.bytes, p.alignment) for p in first.planes]:
+            raise ConfigError(f"engine plan: plane order, bytes or alignment differ between N={n1} and N={n}")
     planes = tuple(
-        PlaneFact(p.id, p.bytes, line(f"planes[{p.id}].arena_offset", lambda f, i=i: f.planes[i].arena_offset.fixed))
+        PlaneFact(p.id, p.bytes, line(f"planes[{p.id}].arena_offset", lambda f, i=i: f.planes[i].arena_offset.fixed),
+                  p.alignment)
         for i, p in enumerate(first.planes))
     groups = tuple(
         GroupFact(g.id, g.packing, line(f"groups[{g.id}].page_count", lambda f, i=i: f.groups[i].page_count.fixed))
