@@ -14,7 +14,7 @@ import sys
 from kvproof.impl.packer import PlanError
 from kvproof.spec.catalog import ConfigError
 
-COMMANDS = ("plan", "check", "prove", "synth", "report", "mutants")
+COMMANDS = ("plan", "check", "prove", "synth", "sweep", "report", "mutants")
 
 
 class UsageError(ValueError):
