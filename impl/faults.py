@@ -19,6 +19,8 @@ FAULTS: dict[str, str] = {
     "offset_skips_null_slot": "page offsets forget that page 0 is the null parent's last slot",
     "field_end_in_elements": "a page's next field starts after the previous one's elements, not bytes",
     "stride_in_elements": "a field's page stride is computed in elements, not bytes",
+    "split_count_floor_plus_one": "the state-group count is n_kda // n_mla + 1, not ceil(n_kda / n_mla): "
+    "right for K3 (69/24) and Kimi-Linear (20/7), one group too many whenever n_mla divides n_kda",
     "search_skips_first": "the search policy starts one past ceil(state / page), skipping the first candidate",
     "store_latent_no_sanitize": "store_latent writes NaN and +-inf latents unsanitized",
     "mla_decode_lse_log2": "mla_decode returns its LSE in base 2 instead of the natural log",

@@ -35,13 +35,13 @@ import z3
 
 from kvproof.spec import properties as P
 from kvproof.spec.catalog import ConfigError
-from kvproof.spec.contract import ALIGNMENT, FULL, MAX_PADDING, PACKING_LIMIT, Layout, recipe_layout
+from kvproof.spec.contract import ALIGNMENT, FULL, MAX_PADDING, Layout, recipe_layout
 from kvproof.spec.policy import Policy
 from kvproof.spec.prover import PointPlan, plan_point
 from kvproof.spec.sweep_family import PARAMETERS, Family, Member, Range, divisors
 
 PATTERN_VALUES = 256  # a parameter with more values than this gets no failing-set pattern
-SEARCH_UNROLL = 8  # candidates of `search` from ceil(state / page) on, unrolled in every query
+SEARCH_UNROLL = 4  # candidates of `search` from ceil(state / page) on, unrolled in every query
 
 
 class Small:
@@ -109,7 +109,7 @@ def _multiple(layout: Layout, full: bool) -> int:
 
 def derive_shape(family: Family) -> Shape:
     """Coefficients from the contract, then the claim that state and page are linear in heads per
-    rank and latent rank checked against the contract at every value the family reaches."""
+    rank and latent rank, checked against the contract at every value the family reaches."""
     r = family.ranges
     rope = family.base.qk_rope_head_dim
     ref = {d: _unit_layout(family, 1, r["head_dim"].lo, r["kv_lora_rank"].lo, d) for d in family.dtypes}
@@ -123,8 +123,7 @@ def derive_shape(family: Family) -> Shape:
                 raise ConfigError(f"state bytes are not linear in heads at head_dim={hd}, {heads} heads per rank "
                                   f"({state} != {heads} x {per_head[hd]}); narrow --vary head_dim")
     for d in family.dtypes:
-        unit = ref[d]
-        for rank in (r["kv_lora_rank"].lo, r["kv_lora_rank"].hi):
+        for rank in r["kv_lora_rank"].all():
             page = _unit_layout(family, 1, r["head_dim"].lo, rank, d).page
             if page != page_per_value[d] * (rank + rope):
                 raise ConfigError(f"page bytes are not linear in kv_lora_rank at {rank} ({d})")
@@ -398,17 +397,20 @@ def sweep(family: Family, policy: Policy, patterns: tuple[str, ...] = ()) -> Swe
     shape = derive_shape(family)
     query = _Query(family, policy, shape, SEARCH_UNROLL if policy.smallest_accepted else 1)
     added: list[int] = []
-    found = None
+    floor, minimal = None, False
     while True:
-        found = query.smallest(found)
+        # Any failing member first; only one the pointwise prover confirms is worth minimising.
+        found = query.smallest(floor) if minimal else query.check()
         if found is None:
             return Sweep(family, policy.name, True, family.size(), time.perf_counter() - start, refinements=added)
         member = _member(found)
         point, refusal = confirm(family, policy, member)
-        if refusal or (point is not None and not point.accepted):
+        if refusal or not point.accepted:
+            if not minimal:
+                minimal = True
+                continue
             result = Sweep(family, policy.name, False, family.size(), 0.0, member, point, refusal, refinements=added)
-            if patterns:
-                result.patterns = failing_patterns(query, found, family, patterns)
+            result.patterns = failing_patterns(query, found, family, patterns)
             result.seconds = time.perf_counter() - start
             return result
         k_mla = next(g["packing"] for g in point.plan["groups"] if g["id"] == FULL)
@@ -417,6 +419,8 @@ def sweep(family: Family, policy: Policy, patterns: tuple[str, ...] = ()) -> Swe
                               f"the pointwise prover accepts K_mla={k_mla}; please report")
         added.append(k_mla)
         query.add_candidate(k_mla)
+        if minimal:
+            floor = found  # the answer is no smaller: refining only removes members
 
 
 def failing_patterns(query: _Query, found: dict[str, int], family: Family, names: tuple[str, ...]) -> dict[str, str]:
