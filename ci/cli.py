@@ -14,7 +14,7 @@ import sys
 from kvproof.impl.packer import PlanError
 from kvproof.spec.catalog import ConfigError
 
-COMMANDS = ("plan", "check", "prove", "synth", "report", "mutants", "engine", "config")
+COMMANDS = ("plan", "check", "prove", "synth", "report", "mutants", "engine", "config", "sweep")
 
 
 class UsageError(ValueError):

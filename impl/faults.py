@@ -20,6 +20,8 @@ FAULTS: dict[str, str] = {
     "field_end_in_elements": "a page's next field starts after the previous one's elements, not bytes",
     "field_offset_unrounded": "a page's fields are laid end to end: offsets not rounded up to the element size",
     "stride_in_elements": "a field's page stride is computed in elements, not bytes",
+    "split_count_floor_plus_one": "the state-group count is n_kda // n_mla + 1, not ceil(n_kda / n_mla): "
+    "right for K3 (69/24) and Kimi-Linear (20/7), one group too many whenever n_mla divides n_kda",
     "search_skips_first": "the search policy starts one past ceil(state / page), skipping the first candidate",
     "draft_own_group": "draft layers get a group and packing of their own instead of joining full_attention",
     "draft_shares_target_plane": "draft layer j lands on target plane slot.j: draft planes left out of the count",

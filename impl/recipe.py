@@ -50,7 +50,7 @@ class RecipePlan:
 def split_sizes(n_kda: int, n_mla: int) -> list[int]:
     """The fewest state groups that keep each within the MLA plane count, sizes as even as
     possible, larger groups first (K3: 69 KDA layers over 24 planes -> 23, 23, 23)."""
-    n = cdiv(n_kda, n_mla)
+    n = n_kda // n_mla + 1 if faults.active("split_count_floor_plus_one") else cdiv(n_kda, n_mla)
     base, extra = divmod(n_kda, n)
     return [base + 1] * extra + [base] * (n - extra)
 

@@ -1,0 +1,172 @@
+"""Prove a policy over a family of geometries (PROVED, or the smallest counterexample and its replay)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+from kvproof.ci.cmd_plan import add_model_arguments
+from kvproof.impl.packer import PlanError
+from kvproof.impl.recipe import plan_model, recipe_groups
+from kvproof.spec.catalog import CACHE_DTYPES, ConfigError, load_model
+from kvproof.spec.contract import recipe_layout
+from kvproof.spec.policy import POLICIES, policy_named
+from kvproof.spec.sweep import ORDER, Sweep, heads_per_rank, sweep
+from kvproof.spec.sweep_family import PARAMETERS, Family, Member, Range, parse_range
+
+PATTERNED = ("num_layers", "mla_every", "kda_heads", "head_dim")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_model_arguments(parser)
+    parser.add_argument("--vary", nargs="+", metavar="NAME=RANGE", default=[],
+                        help=f"ranges a..b, lists a,b,c or values a of: {', '.join(PARAMETERS)}; "
+                             "unnamed parameters keep the base model's value")
+    parser.add_argument("--policy", choices=list(POLICIES), default="search", help="K_mla policy")
+    parser.add_argument("--dtype", nargs="+", choices=CACHE_DTYPES, help="narrow the cache dtypes")
+    parser.add_argument("--out", metavar="DIR", help="where to write the counterexample's config.json "
+                                                     "(default: a new temporary folder)")
+    parser.add_argument("--pattern", nargs="+", choices=PATTERNED, default=[],
+                        help="also report which values of these parameters fail with the others at the "
+                             "counterexample (one small query per value)")
+
+
+def parse_vary(items: list[str]) -> dict[str, Range]:
+    out: dict[str, Range] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep or name not in PARAMETERS:
+            raise ConfigError(f"--vary {item!r}: expected NAME=RANGE with NAME one of {', '.join(PARAMETERS)}")
+        if name in out:
+            raise ConfigError(f"--vary names {name} twice")
+        out[name] = parse_range(name, text)
+    return out
+
+
+def _fields_differ(family: Family, m: Member) -> str | None:
+    """impl's recipe against the contract's layout at one member: the same fields, groups,
+    planes, shapes and dtypes, in the same order. None when they agree."""
+    model = family.model(m)
+    spec = [(f.id, f.group, f.plane, f.shape, f.dtype, f.exact_stride)
+            for f in recipe_layout(model, m.tp, m.dtype).fields]
+    impl = [(f.id, g.id, f.plane, f.shape, f.dtype, f.exact_stride)
+            for g in recipe_groups(model, m.tp, m.dtype) for f in g.fields]
+    if spec == impl:
+        return None
+    at = next((i for i, (a, b) in enumerate(zip(spec, impl, strict=False)) if a != b), min(len(spec), len(impl)))
+    return (f"{m.text()}: impl's recipe differs from the contract at field {at} "
+            f"(contract {spec[at] if at < len(spec) else 'none'}, impl {impl[at] if at < len(impl) else 'none'})")
+
+
+def impl_conformance(family: Family) -> tuple[int, str | None]:
+    """impl's recipe builds the contract's layout for every layer pattern (num_layers x
+    mla_every) and every field shape (heads per rank x head_dim, kv_lora_rank, dtype) of the
+    family, enumerated: the layout is the layer pattern's fields with the shapes' sizes, so the
+    two factors cover every member's layout. Returns (layouts compared, first difference)."""
+    r = family.ranges
+    low = {p: r[p].lo for p in PARAMETERS}
+    members = [Member(layers, low["kda_heads"], low["head_dim"], low["kv_lora_rank"], every, 1, family.dtypes[0])
+               for every in r["mla_every"].all() for layers in r["num_layers"].all()]
+    heads = r["kda_heads"].all()
+    for h in heads_per_rank(r["kda_heads"]):
+        total = next(x for x in heads if x % h == 0)
+        members += [Member(3, total, hd, low["kv_lora_rank"], 2, total // h, family.dtypes[0])
+                    for hd in r["head_dim"].all()]
+    members += [Member(3, low["kda_heads"], low["head_dim"], rank, 2, 1, d)
+                for rank in r["kv_lora_rank"].all() for d in family.dtypes]
+    for m in members:
+        found = _fields_differ(family, m)
+        if found:
+            return len(members), found
+    return len(members), None
+
+
+def _replay(result: Sweep, out: str | None) -> tuple[Path, str]:
+    folder = Path(out) if out else Path(tempfile.mkdtemp(prefix="kvproof-sweep-"))
+    path = folder / "config.json"
+    m = result.counterexample
+    result.family.write_config(m, path)
+    return path, f"verify plan --config {path} --tp {m.tp} --dtype {m.dtype} --policy {result.policy}"
+
+
+def _messages(result: Sweep) -> list[str]:
+    if result.refusal:
+        return [result.refusal]
+    return [v.message for found in result.point.violations.values() for v in found]
+
+
+def impl_verdict(result: Sweep) -> str:
+    """The production packer at the counterexample (what the replay command runs)."""
+    m = result.counterexample
+    try:
+        plan = plan_model(result.family.model(m), m.tp, m.dtype, result.policy).plan
+    except PlanError as err:
+        return f"refuses it too ({err})"
+    if plan.accepted:
+        return "ACCEPTS it: impl and the contract disagree here"
+    return f"rejects it too ({', '.join(sorted({v.property for v in plan.violations}))})"
+
+
+def render(result: Sweep, model: str, config: Path | None, replay: str | None,
+           conformance: tuple[int, str | None]) -> str:
+    fam = result.family
+    lines = [
+        f"{model} family  policy={result.policy}  {fam.describe()}  dtype {', '.join(fam.dtypes)}",
+        f"domain: {result.size:,} members (geometries x each tp dividing kda_heads x dtypes); "
+        "every parameter symbolic (z3, linear integer arithmetic), nothing sampled",
+    ]
+    if result.refinements:
+        lines.append(f"search candidates added after a later packing booted: K_mla = "
+                     f"{', '.join(map(str, result.refinements))}")
+    lines.append("")
+    compared, differs = conformance
+    lines.append(f"impl: {differs}" if differs else
+                 f"impl: its recipe builds the contract's layout at all {compared:,} layer patterns and field "
+                 "shapes of the family (enumerated)")
+    if result.proved:
+        lines.append(f"verdict: PROVED over all {result.size:,} members in {result.seconds:.2f} s "
+                     "(every member's plan is accepted: all seven properties hold, and it boots)")
+        return "\n".join(lines)
+    m = result.counterexample
+    messages = _messages(result)
+    more = f" (+{len(messages) - 1} more)" if len(messages) > 1 else ""
+    lines += [
+        f"COUNTEREXAMPLE  smallest by {', '.join(ORDER[:-1])}, dtype (fp8 first)",
+        f"  member   {m.text()}",
+        f"  fails    {', '.join(result.failing_properties)} (the pointwise prover at this member)",
+        f"  why      {messages[0]}{more}",
+        f"  config   {config}",
+        f"  replay   {replay}",
+        f"  impl     {impl_verdict(result)}",
+    ]
+    for name, text in result.patterns.items():
+        lines.append(f"  pattern  {name} (others as above): {text}")
+    lines.append(f"verdict: COUNTEREXAMPLE in {result.seconds:.2f} s")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    base = load_model(args.model, args.config)
+    family = Family.around(base, parse_vary(args.vary), tuple(args.dtype or CACHE_DTYPES))
+    result = sweep(family, policy_named(args.policy), tuple(args.pattern))
+    conformance = impl_conformance(family)
+    config, replay = _replay(result, args.out) if not result.proved else (None, None)
+    if args.json:
+        print(json.dumps({
+            "model": base.name, "policy": result.policy,
+            "family": {p: family.ranges[p].text() for p in PARAMETERS}, "dtypes": list(family.dtypes),
+            "domain_size": result.size, "proved": result.proved, "seconds": result.seconds,
+            "refinements": result.refinements,
+            "counterexample": None if result.proved else {
+                **result.counterexample.as_dict(), "properties": result.failing_properties,
+                "messages": _messages(result), "config": str(config), "replay": replay,
+            },
+            "patterns": result.patterns,
+            "impl": {"layouts_compared": conformance[0], "differs": conformance[1],
+                     "at_counterexample": None if result.proved else impl_verdict(result)},
+        }, indent=1))
+    else:
+        print(render(result, base.name, config, replay, conformance))
+    return 0 if result.proved and conformance[1] is None else 1
