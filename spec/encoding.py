@@ -532,7 +532,7 @@ def affine_facts(documents: dict[int, dict]) -> Facts:
     facts = {n: concrete_facts(doc, validated=i > 0) for i, (n, doc) in enumerate(ordered)}
     (n1, first), (n2, second) = list(facts.items())[:2]
 
-    def line(where: str, at: Callable[[Facts], int]) -> Affine:
+    def line(where: str, at: Callable[..., int]) -> Affine:
         slope, rest = divmod(at(second) - at(first), n2 - n1)
         fit = Affine(slope, at(first) - slope * n1)
         for n, f in facts.items():
