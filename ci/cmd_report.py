@@ -7,7 +7,7 @@ from pathlib import Path
 
 from kvproof.ci.cli import UsageError
 from kvproof.ci.cmd_plan import add_model_arguments
-from kvproof.impl.recipe import POLICIES, RecipePlan, plan_model
+from kvproof.impl.recipe import MAX_PADDING, POLICIES, RecipePlan, plan_model
 from kvproof.spec.catalog import CACHE_DTYPES, ModelGeometry, load_model
 
 SHORT = {
@@ -62,8 +62,7 @@ def markdown(model: ModelGeometry, cells: dict[tuple[str, str, int], RecipePlan]
             verdict = "ok" if rp.plan.accepted else f"**{failing}**"
             row.append(f"{packing_label(rp)} {worst_padding(rp):.3f} {verdict}")
         lines.append(f"| {tp} | " + " | ".join(row) + " |")
-    bound = next(iter(cells.values())).plan.max_padding
-    lines += ["", f"Padding bound {float(bound):.2f}. A cell in bold names the properties that reject it."]
+    lines += ["", f"Padding bound {float(MAX_PADDING):.2f}. A cell in bold names the properties that reject it."]
     return "\n".join(lines) + "\n"
 
 
@@ -81,7 +80,7 @@ def draw(model: ModelGeometry, cells: dict[tuple[str, str, int], RecipePlan], ou
     from matplotlib.cm import ScalarMappable
     from matplotlib.colors import LinearSegmentedColormap, TwoSlopeNorm
 
-    bound = float(next(iter(cells.values())).plan.max_padding)
+    bound = float(MAX_PADDING)  # the report plans without drafts: the recipe's bound holds
     tps, dtypes = model.tp_domain, CACHE_DTYPES
     top = 2 * bound
     # Greens up to the bound, then a jump to orange and reds: pass and fail never share a hue.
