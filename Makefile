@@ -29,9 +29,10 @@ test: $(VENV)/.test
 
 lint: $(VENV)/.test
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 gate: $(VENV)/.test
 	PATH=$(abspath $(BIN)):$$PATH ci/gate
 
 clean:
-	rm -rf $(VENV) .hypothesis reports
+	rm -rf $(VENV) .hypothesis .mypy_cache reports

@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from importlib.metadata import version
+from typing import NoReturn
 
 from kvproof.impl.packer import PlanError
 from kvproof.spec.catalog import ConfigError
@@ -22,17 +24,18 @@ class UsageError(ValueError):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse's own errors exit 2 with one line too
+    def error(self, message: str) -> NoReturn:  # argparse's own errors exit 2 with one line too
         self.exit(2, f"verify: error: {message}\n")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = _Parser(prog="verify", description="Verify KV-cache plans of hybrid MLA + KDA models.")
+    parser.add_argument("--version", action="version", version=f"kvproof {version('kvproof')}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     modules = {}
     for name in COMMANDS:
         module = importlib.import_module(f"kvproof.ci.cmd_{name}")
-        module.add_arguments(sub.add_parser(name, help=module.__doc__.splitlines()[0]))
+        module.add_arguments(sub.add_parser(name, help=(module.__doc__ or name).splitlines()[0]))
         modules[name] = module
     args = parser.parse_args(argv)
     try:

@@ -79,7 +79,8 @@ class _Contract:
     """The prover's verdict at (tp, dtype) under the policy, each point decided once."""
 
     def __init__(self, model: ModelGeometry, policy: Policy) -> None:
-        self.model, self.policy, self.seen = model, policy, {}
+        self.model, self.policy = model, policy
+        self.seen: dict[tuple[int, str], list[str]] = {}
 
     def violations(self, launch: Launch) -> list[str] | None:
         """The contract's violations at the launch's point; None where there is no point (bad tp or dtype)."""
@@ -103,6 +104,7 @@ def _fix(launch: Launch, model: ModelGeometry, cases: tuple[Assumptions, ...], m
         fix = smallest_fix(launch, model, cases, must, avoid)
         if fix is None or contract is None or not contract.violations(fix.launch):
             return None if fix is None else fix.launch
+        assert fix.launch.dtype is not None  # the contract found violations, so there is a point
         avoid += ((resolve_launch(fix.launch).tp, fix.launch.dtype),)
 
 
@@ -154,6 +156,7 @@ def check(parsed: ParsedLaunch, model: ModelGeometry, tiled: bool | None, policy
         findings.append(Finding(rule.name, rule.detail(resolved, model), rule.why, rule.source,
                                 rule.engine_enforces, only_if, *_fixed(launch, fix)))
     if contract_now:
+        assert launch.dtype is not None  # the contract found violations, so there is a point
         point = (resolved.tp, launch.dtype)
         fix = _fix(launch, model, cases, held, contract, (point,))
         findings.append(Finding(

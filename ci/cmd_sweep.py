@@ -87,6 +87,7 @@ def _replay(result: Sweep, out: str | None) -> tuple[Path, str]:
     folder = Path(out) if out else Path(tempfile.mkdtemp(prefix="kvproof-sweep-"))
     path = folder / "config.json"
     m = result.counterexample
+    assert m is not None  # only a sweep with a counterexample gets here
     result.family.write_config(m, path)
     return path, f"verify plan --config {path} --tp {m.tp} --dtype {m.dtype} --policy {result.policy}"
 
@@ -94,12 +95,14 @@ def _replay(result: Sweep, out: str | None) -> tuple[Path, str]:
 def _messages(result: Sweep) -> list[str]:
     if result.refusal:
         return [result.refusal]
+    assert result.point is not None  # a counterexample the policy does not refuse has its plan
     return [v.message for found in result.point.violations.values() for v in found]
 
 
 def impl_verdict(result: Sweep) -> str:
     """The production packer at the counterexample (what the replay command runs)."""
     m = result.counterexample
+    assert m is not None  # only a sweep with a counterexample gets here
     try:
         plan = plan_model(result.family.model(m), m.tp, m.dtype, result.policy).plan
     except PlanError as err:
@@ -130,6 +133,7 @@ def render(result: Sweep, model: str, config: Path | None, replay: str | None,
                      "(every member's plan is accepted: all seven properties hold, and it boots)")
         return "\n".join(lines)
     m = result.counterexample
+    assert m is not None  # only a sweep with a counterexample gets here
     messages = _messages(result)
     more = f" (+{len(messages) - 1} more)" if len(messages) > 1 else ""
     lines += [
@@ -159,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
             "family": {p: family.ranges[p].text() for p in PARAMETERS}, "dtypes": list(family.dtypes),
             "domain_size": result.size, "proved": result.proved, "seconds": result.seconds,
             "refinements": result.refinements,
-            "counterexample": None if result.proved else {
+            "counterexample": None if result.counterexample is None else {
                 **result.counterexample.as_dict(), "properties": result.failing_properties,
                 "messages": _messages(result), "config": str(config), "replay": replay,
             },

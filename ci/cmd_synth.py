@@ -44,9 +44,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"{head}{'dtype':<6}{'tp':>4}  {'packing':<24}{'parent B':>16}{'worst padding':>15}")
         for s in results:
             lead = f"{f'{s.drafts} {s.draft_dtype}' if s.drafts else '0':<11}" if drafts else ""
-            if s.packing is None:
+            worst = s.worst_padding
+            if s.packing is None or worst is None:
                 print(f"{lead}{s.dtype:<6}{s.tp:>4}  no legal packing")
                 continue
             packing = " / ".join(str(k) for k in list(s.packing.values())[:2])  # K_mla / K_lin
-            print(f"{lead}{s.dtype:<6}{s.tp:>4}  {packing:<24}{s.parent_bytes:>16,}{float(s.worst_padding):>15.3f}")
+            print(f"{lead}{s.dtype:<6}{s.tp:>4}  {packing:<24}{s.parent_bytes:>16,}{float(worst):>15.3f}")
     return 0 if all(s.packing is not None and not s.violations for s in results) else 1

@@ -10,6 +10,7 @@ shown, so a misspelled parallelism flag never passes silently.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from kvproof.spec.launch import DEFAULTS, KV_CACHE_DTYPES, OPTIONAL, SEARCH_MAX, SIZE_FLAGS, Launch
 
@@ -92,7 +93,7 @@ def _split(argv: list[str]) -> list[tuple[str, str | None]]:
 
 
 def parse_launch(argv: list[str]) -> ParsedLaunch:
-    values: dict[str, object] = {}
+    values: dict[str, Any] = {}
     given, ignored, speculative = [], [], []
     dtype_spelling, addr = "auto", None
     tp_spellings: set[str] = set()

@@ -16,6 +16,7 @@ minimal local loader; the general one belongs in kvproof.engines (tokenspeed).
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import importlib.util
 import sys
 import traceback
@@ -47,7 +48,7 @@ class _Sealed(types.ModuleType):
 def _sealed_package(name: str, folder: Path) -> types.ModuleType:
     module = _Sealed(name)
     module.__path__ = [str(folder)]
-    module.__spec__ = importlib.util.spec_from_loader(name, loader=None, is_package=True)
+    module.__spec__ = importlib.machinery.ModuleSpec(name, loader=None, is_package=True)
     module.__spec__.submodule_search_locations = [str(folder)]
     return module
 

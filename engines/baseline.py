@@ -45,7 +45,7 @@ def load(path: str | Path) -> set[Key]:
         fields = ("engine", "version", "recipe", "point", "property")
         if not isinstance(entry, dict) or not all(isinstance(entry.get(f), str) for f in fields):
             raise ConfigError(f"baseline {path}: findings[{i}] needs string keys {', '.join(fields)}")
-        keys.add(tuple(entry[f] for f in fields))  # type: ignore[arg-type]
+        keys.add(tuple(entry[f] for f in fields))
     return keys
 
 

@@ -15,7 +15,7 @@ def plan_document(binding: Binding, bound: Fraction | str | None = "plan") -> di
     """`bound`: the padding bound the document states, "plan" for the plan's own, None for none
     (null in the document)."""
     plan = binding.plan
-    if bound == "plan":
+    if isinstance(bound, str):  # "plan"
         bound = plan.max_padding
     return {
         "num_parents": binding.num_parents,

@@ -124,7 +124,7 @@ class Plan:
     _by_id: dict = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        index = {("plane", p.id): p for p in self.planes}
+        index: dict[tuple[str, str], Plane | GroupPlan | PlacedField] = {("plane", p.id): p for p in self.planes}
         index |= {("group", g.id): g for g in self.groups}
         index |= {("field", f.id): f for f in self.fields}
         object.__setattr__(self, "_by_id", index)

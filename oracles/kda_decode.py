@@ -27,8 +27,8 @@ class KdaStep:
 def round_bf16(x: np.ndarray) -> np.ndarray:
     """float32 values rounded to bf16 (nearest, ties to even), returned as float64. Finite input only."""
     bits = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-    return bits.astype(np.uint32).view(np.float32).astype(np.float64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return rounded.astype(np.uint32).view(np.float32).astype(np.float64)
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:

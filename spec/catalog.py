@@ -159,7 +159,7 @@ def parse_config(raw: Any, name: str) -> ModelGeometry:
     if not isinstance(cfg, dict):
         raise ConfigError("config key 'text_config' must be an object")
     num_layers = _int(cfg, "num_hidden_layers", limit=MAX_LAYERS)
-    common = {
+    common: dict[str, Any] = {
         "name": name,
         "num_layers": num_layers,
         "mla_heads": _int(cfg, "num_attention_heads", limit=MAX_HEADS),

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 from math import lcm, prod
+from typing import Any
 
 from kvproof.spec import properties as P
 from kvproof.spec.catalog import CACHE_DTYPES, ConfigError, ModelGeometry
@@ -165,7 +166,8 @@ def plan_for(layout: Layout, packing: dict[str, int], bound: Fraction | None = M
     """Items b-e for one packing: the plan in the `verify check` schema, without num_parents
     (the prover keeps the parent count symbolic). `bound` is the padding bound checked (None:
     none, which the document states as null)."""
-    planes, cursor = [], 0
+    planes: list[dict[str, Any]] = []
+    cursor = 0
     on_plane: dict[str, list[Field]] = {}
     for f in layout.fields:
         on_plane.setdefault(f.plane, []).append(f)

@@ -293,7 +293,7 @@ def symbolic_facts(plan: dict) -> Facts:
 
 # ---------------------------------------------------------------- the properties
 
-Check = tuple[Term, Callable[[Env], str]]  # (a violation formula, its message from a witness)
+Check = tuple[Term, Callable[..., str]]  # (a violation formula, its message from a witness)
 
 
 def _witnesses(facts: Facts, prop: str, checks: Iterable[Check]) -> list[Violation]:
@@ -459,12 +459,12 @@ def no_overlap(facts: Facts) -> list[Violation]:
                 out.append(Violation("no_overlap", f"fields {a.id} ({a.offset:,}+{a.payload:,} B) and {b.id} "
                                                    f"(from {b.offset:,}) of one page of {group} overlap"))
     checks: dict[tuple, Check] = {}
-    for a, b in itertools.pairwise(facts.planes):
-        gap = b.arena_offset + Affine(-a.arena_offset.per_parent, -a.arena_offset.fixed) + Affine(-a.bytes, -a.bytes)
+    for p, q in itertools.pairwise(facts.planes):
+        gap = q.arena_offset + Affine(-p.arena_offset.per_parent, -p.arena_offset.fixed) + Affine(-p.bytes, -p.bytes)
         if ("slab", gap) not in checks:
             checks["slab", gap] = (
                 lift(gap.term()) < 0,
-                lambda m, a=a, b=b: f"slab of plane {a.id} runs into plane {b.id}'s slab at N={_val(m, N):,}",
+                lambda m, p=p, q=q: f"slab of plane {p.id} runs into plane {q.id}'s slab at N={_val(m, N):,}",
             )
     for (group, plane_id), stack in facts.stacks.items():
         g, plane = facts.group(group), facts.plane(plane_id)
@@ -532,7 +532,7 @@ def affine_facts(documents: dict[int, dict]) -> Facts:
     facts = {n: concrete_facts(doc, validated=i > 0) for i, (n, doc) in enumerate(ordered)}
     (n1, first), (n2, second) = list(facts.items())[:2]
 
-    def line(where: str, at: Callable[[Facts], int]) -> Affine:
+    def line(where: str, at: Callable[..., int]) -> Affine:
         slope, rest = divmod(at(second) - at(first), n2 - n1)
         fit = Affine(slope, at(first) - slope * n1)
         for n, f in facts.items():

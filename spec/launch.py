@@ -312,7 +312,7 @@ def smallest_fix(launch: Launch, model: ModelGeometry, cases: tuple[Assumptions,
     if opt.check() != z3.sat:
         return None
     m = opt.model()
-    new = {n: m.eval(value[n]).as_long() if z3.is_true(m.eval(given[n])) else None for n in SIZE_FLAGS}
+    new: dict[str, Any] = {n: m.eval(value[n]).as_long() if z3.is_true(m.eval(given[n])) else None for n in SIZE_FLAGS}
     fixed = replace(launch, **new, enable_ep=z3.is_true(m.eval(enable_ep)),
                     dist_init_addr=z3.is_true(m.eval(dist)), dtype=DTYPE_CODES[m.eval(dtype).as_long()])
     changed = tuple(f.name for f in fields(Launch) if getattr(fixed, f.name) != getattr(launch, f.name))

@@ -80,7 +80,7 @@ class Small:
     def __ge__(self, o: Any) -> Any:
         return self.term >= o
 
-    def __eq__(self, o: Any) -> Any:  # type: ignore[override]
+    def __eq__(self, o: Any) -> Any:
         return self.term == o
 
     __hash__ = None  # type: ignore[assignment]
@@ -337,16 +337,17 @@ class _Query:
             return None
         fixed: list[Any] = []
         on_floor = floor is not None
+        bottom = floor or {}  # read only while on_floor
         for name in ORDER:
             var = self.enc.vars[name]
             if name == "bf16":
-                better = None if on_floor and floor["bf16"] else self.check(*fixed, z3.Not(var))
+                better = None if on_floor and bottom["bf16"] else self.check(*fixed, z3.Not(var))
                 found = better or found
                 fixed.append(var == z3.BoolVal(bool(found[name])))
                 continue
             low, high = self.lowest.get(name, 1), found[name]
             if on_floor:
-                low = max(low, floor[name])
+                low = max(low, bottom[name])
             while low < high:
                 mid = (low + high) // 2
                 better = self.check(*fixed, var <= mid)
@@ -355,7 +356,7 @@ class _Query:
                 else:
                     found, high = better, better[name]
             fixed.append(var == high)
-            on_floor = on_floor and high == floor[name]
+            on_floor = on_floor and high == bottom[name]
         return found
 
     def fails_at(self, member: dict[str, int], name: str) -> Callable[[int], bool]:
@@ -374,7 +375,7 @@ def _value(v: Any) -> int:
 
 
 def _member(found: dict[str, int]) -> Member:
-    return Member(*(found[p] for p in PARAMETERS), found["tp"], "bf16" if found["bf16"] else "fp8")
+    return Member(**{p: found[p] for p in PARAMETERS}, tp=found["tp"], dtype="bf16" if found["bf16"] else "fp8")
 
 
 def confirm(family: Family, policy: Policy, member: Member) -> tuple[PointPlan | None, str | None]:
@@ -405,7 +406,7 @@ def sweep(family: Family, policy: Policy, patterns: tuple[str, ...] = ()) -> Swe
             return Sweep(family, policy.name, True, family.size(), time.perf_counter() - start, refinements=added)
         member = _member(found)
         point, refusal = confirm(family, policy, member)
-        if refusal or not point.accepted:
+        if point is None or not point.accepted:  # confirm gives no point exactly when it refuses
             if not minimal:
                 minimal = True
                 continue
@@ -448,7 +449,8 @@ def describe_set(bad: list[int], domain: tuple[int, ...]) -> str:
         residues = sorted({v % modulus for v in bad})
         if all((v % modulus in residues) == (v in chosen) for v in domain):
             return f"{len(bad)} of {len(domain)}: ≡ {', '.join(map(str, residues))} (mod {modulus})"
-    runs, begin = [], bad[0]
+    runs: list[str] = []
+    begin: int | None = bad[0]
     for prev, cur in zip(bad, [*bad[1:], None], strict=True):
         if cur is None or cur != prev + 1:
             runs.append(str(begin) if begin == prev else f"{begin}..{prev}")

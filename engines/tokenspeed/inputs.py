@@ -82,7 +82,7 @@ def recipe(cls: Any, base: Any, **given: Any) -> Any:
     """A recipe built from `given` (server_args, model_config, attention configs, ...) plus the
     budget arguments, which size capacity only. Releases before 0.1.1 take no probe_batch_rows
     (`base` is the release's CacheRecipe, whose __init__ says)."""
-    capacity = {name: unavailable(name, CAPACITY)
+    capacity: dict[str, Any] = {name: unavailable(name, CAPACITY)
                 for name in ("cache_budget_bytes", "decode_input_tokens", "overlap_schedule_depth")}
     if "probe_batch_rows" in inspect.signature(base).parameters:
         capacity["probe_batch_rows"] = None  # size by budget, not by a probe: no probe run

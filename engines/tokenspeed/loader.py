@@ -101,7 +101,7 @@ class Unavailable:
     def __eq__(self, other: object) -> bool:
         raise self._used(" in a comparison")
 
-    __lt__ = __le__ = __gt__ = __ge__ = __ne__ = __eq__  # type: ignore[assignment]
+    __lt__ = __le__ = __gt__ = __ge__ = __ne__ = __eq__
     __hash__ = object.__hash__
 
     def _arith(self, other: object) -> Unavailable:
