@@ -149,7 +149,8 @@ def _search(family: Family, bad: Callable[[Member], bool], examples: int) -> tup
     r = family.ranges
 
     def pick(name: str) -> Any:
-        return st.sampled_from(r[name].values) if r[name].values else st.integers(r[name].lo, r[name].hi)
+        listed = r[name].values
+        return st.sampled_from(listed) if listed is not None else st.integers(r[name].lo, r[name].hi)
 
     geometry = st.tuples(*(pick(p) for p in ("num_layers", "mla_every", "kda_heads", "head_dim", "kv_lora_rank")))
     strategy = geometry.flatmap(lambda g: st.tuples(
