@@ -131,7 +131,7 @@ def test_cli_baseline_json_and_exit_codes(tmp_path) -> None:
     k3 = next(r for r in doc["recipes"] if r["recipe"] == "kimi_k3")
     assert {"tp", "dtype", "verdict", "property", "message", "packing", "parent_bytes"} <= set(k3["points"][0])
     verified = {r["recipe"] for r in doc["recipes"] if r["verified"]}
-    assert verified == {"kimi_k3", "mla", "mha", "qwen_gdn"}
+    assert verified == {"kimi_k3", "mla", "dsa", "mha", "qwen_gdn"}
 
     assert verify("engine", "tokenspeed", "--recipe", "kimi_k3", "--dtype", "bfloat16").returncode == 1
 
@@ -147,6 +147,7 @@ def test_cli_baseline_json_and_exit_codes(tmp_path) -> None:
 @pytest.mark.parametrize("args, names", [
     (["--recipe", "kimi_k4"], "registers no recipe 'kimi_k4'"),
     (["--assume", "TOKENSPEED_MAMBA_SSM_DTYPE=float16"], "not an assumption of tokenspeed's recipes"),
+    (["--assume", "platform=sm_80"], "not an assumption of tokenspeed's recipes"),
     (["--max-padding", "-1"], "--max-padding must be a finite number >= 0"),
     (["--engine-path", "/nonexistent"], "no tokenspeed package"),
     (["--baseline", "/nonexistent.json"], "cannot read baseline"),
@@ -290,3 +291,17 @@ def test_a_switch_the_point_does_not_assume_raises_naming_it(installed) -> None:
         envs.TOKENSPEED_MAMBA_SSM_DTYPE.get()
     with pytest.raises(StubUsed, match=r"envs\.TOKENSPEED_CI_SMALL_KV_SIZE"):
         bool(envs.TOKENSPEED_CI_SMALL_KV_SIZE)
+
+
+def test_a_gpu_question_is_an_assumption_and_a_declined_gpu_is_unsupported_there(installed) -> None:
+    """DeepSeek-V3.2's DSA config asks the GPU whether an fp8 cache is possible: on Hopper the
+    engine declines (refused, unsupported on sm_90), on Blackwell it plans; bf16 asks nothing."""
+    run = engine.run(installed, ["dsa"], {"tp": [8]})
+    verdicts = {(p.point["dtype"], p.point.get("assume")): (p.verdict, p.parent_bytes) for r in run.recipes
+                for p in r.points}
+    # 61 layers x 64 tokens: fp8 latent 576 B + the fp8_scaled index row 128 + 4 B per token.
+    assert verdicts == {("bfloat16", None): ("ok", 61 * 64 * (576 * 2 + 132)),
+                        ("fp8", "platform=sm_90"): ("refused", None),
+                        ("fp8", "platform=sm_100"): ("ok", 61 * 64 * (576 + 132))}
+    declined = next(p for r in run.recipes for p in r.points if p.verdict == "refused")
+    assert declined.findings[0].message.startswith("on sm_90: GLM DSA FP8 KV cache currently requires NVIDIA Blackwell")

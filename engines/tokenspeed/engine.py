@@ -35,6 +35,7 @@ class Profile:
 PROFILES: dict[str, Profile] = {
     "kimi_k3": Profile(kimi_k3.MODELS, kimi_k3.MODULES, kimi_k3.points, kimi_k3.build),
     "mla": Profile(ordinary.MLA_MODELS, ordinary.MODULES, ordinary.mla_points, ordinary.build_mla),
+    "dsa": Profile(ordinary.DSA_MODELS, ordinary.MODULES, ordinary.dsa_points, ordinary.build_dsa),
     "mha": Profile(ordinary.MHA_MODELS, ordinary.MODULES, ordinary.mha_points, ordinary.build_mha),
     "qwen_gdn": Profile(qwen35.MODELS, qwen35.MODULES, qwen35.points, qwen35.build),
 }
@@ -97,7 +98,7 @@ def _plan(profile: Profile, modules: dict[str, types.ModuleType], published: dic
           point: dict[str, Any]) -> pipeline.Planned | pipeline.Refused:
     """The recipe at `point`, with the point's assumptions the only answers a switch can give."""
     loader.ASSUMED.point(dict(pair.split("=", 1) for pair in point.get("assume", "").split(",") if pair))
-    return pipeline.run(profile.build(modules, published, point), modules["plan"])
+    return pipeline.run(lambda: profile.build(modules, published, point), modules["plan"])
 
 
 def _points(source: loader.Source, family: str, profile: Profile, only: dict[str, Sequence[Any] | None],
@@ -125,8 +126,8 @@ def _assumed(assume: Sequence[str] | None) -> list[str] | None:
     """--assume NAME=VALUE ...: each a declared assumption and one of its values."""
     for pair in assume or ():
         name, _, value = pair.partition("=")
-        if name not in loader.ENV_ASSUMPTIONS or value not in loader.ENV_ASSUMPTIONS[name][0]:
-            known = "; ".join(f"{k}={'|'.join(v[0])}" for k, v in loader.ENV_ASSUMPTIONS.items())
+        if name not in loader.ASSUMPTIONS or value not in loader.ASSUMPTIONS[name][0]:
+            known = "; ".join(f"{k}={'|'.join(v[0])}" for k, v in loader.ASSUMPTIONS.items())
             raise EngineError(f"--assume {pair}: not an assumption of tokenspeed's recipes; known: {known}")
     return list(assume) if assume else None
 

@@ -26,10 +26,12 @@ def divisors(n: int) -> tuple[int, ...]:
     return tuple(sorted({*small, *(n // d for d in small)}))
 
 
-def mla_model_config(config: dict, text: HFConfig, num_attention_layers: int) -> Strict:
+def mla_model_config(config: dict, text: HFConfig, num_attention_layers: int,
+                     extra: dict[str, Any] | None = None) -> Strict:
     """ModelConfig for an MLA checkpoint. configs/model_config.py `configure_mla_attention`
     copies kv_lora_rank and qk_rope_head_dim from the text config (the cache reads only these);
-    head dims and scaling feed attention math only."""
+    head dims and scaling feed attention math only. `extra`: a family's own facts (DSA's
+    indexer)."""
     return Strict("model_config", {
         "hf_config": HFConfig(config, {"text_config": text}) if "text_config" in config else text,
         "hf_text_config": text,
@@ -41,6 +43,7 @@ def mla_model_config(config: dict, text: HFConfig, num_attention_layers: int) ->
         **{name: unavailable(f"model_config.{name}", MATH)
            for name in ("num_key_value_heads", "head_dim", "qk_nope_head_dim", "v_head_dim", "scaling", "dtype")},
         "context_len": unavailable("model_config.context_len", CAPACITY),
+        **(extra or {}),
     })
 
 

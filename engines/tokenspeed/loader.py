@@ -118,12 +118,21 @@ def _replaced_root(name: str) -> str:
     return next(root for root in REPLACED if name == root or name.startswith(root + "."))
 
 
-# Environment switches that change a recipe's layout, each an assumption axis whose every value
-# the default domain runs: name -> (values, where tokenspeed reads it).
-ENV_ASSUMPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
+# GPU- or environment-dependent answers a recipe's path asks, each an assumption axis whose
+# every value the default domain runs: name -> (values, where tokenspeed asks it).
+ASSUMPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
     "TOKENSPEED_MAMBA_SSM_DTYPE": (("float32", "bfloat16"),
                                    "runtime/utils/env.py (default float32); read by recipes/qwen35.py for the SSM "
                                    "state dtype of qwen_gdn, qwen4_exp and mamba2"),
+    "platform": (("sm_90", "sm_100"), "tokenspeed_kernel.platform.current_platform(); asked by "
+                 "configs/dsa.py DSAConfig.generate (fp8 DSA cache needs Blackwell or CDNA4)"),
+}
+# What current_platform() answers on each assumed GPU: Hopper (H100/H200) and Blackwell (B200).
+PLATFORMS: dict[str, dict[str, bool]] = {
+    "sm_90": {"is_nvidia": True, "is_amd": False, "is_hopper": True, "is_blackwell_plus": False,
+              "is_cdna4_plus": False},
+    "sm_100": {"is_nvidia": True, "is_amd": False, "is_hopper": False, "is_blackwell_plus": True,
+               "is_cdna4_plus": False},
 }
 
 
@@ -141,6 +150,26 @@ class Assumed:
 ASSUMED = Assumed()
 
 
+def _answer(name: str, what: str) -> str:
+    if name not in ASSUMED.values:
+        raise StubUsed(f"planning asked {what}, which the point does not assume; "
+                       f"make {name} an assumption axis of the recipe")
+    ASSUMED.consulted.add(name)
+    return ASSUMED.values[name]
+
+
+class _Platform:
+    """current_platform() on the point's assumed GPU: the listed facts, anything else Unavailable."""
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        facts = PLATFORMS[_answer("platform", f"current_platform().{attr}")]
+        if attr in facts:
+            return facts[attr]
+        return Unavailable(f"tokenspeed_kernel.platform.current_platform().{attr}", REPLACED["tokenspeed_kernel"])
+
+
 class _Switch:
     """One environment switch, answered by the point's assumption (tokenspeed's EnvField API)."""
 
@@ -148,11 +177,7 @@ class _Switch:
         self.name = name
 
     def get(self) -> str:
-        if self.name not in ASSUMED.values:
-            raise StubUsed(f"planning read the environment switch {self.name}, which the point does not assume; "
-                           "make it an assumption axis of the recipe")
-        ASSUMED.consulted.add(self.name)
-        return ASSUMED.values[self.name]
+        return _answer(self.name, f"the environment switch {self.name}")
 
     @property
     def value(self) -> str:
@@ -169,7 +194,7 @@ class _Envs:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        if name in ENV_ASSUMPTIONS:
+        if name in ASSUMPTIONS and name.isupper():
             return _Switch(name)
         return Unavailable(f"tokenspeed.runtime.utils.env.envs.{name}", REPLACED["tokenspeed.runtime.utils.env"])
 
@@ -182,6 +207,8 @@ class _ReplacedModule(types.ModuleType):
             raise AttributeError(attr)
         if (self.__name__, attr) == ("tokenspeed.runtime.utils.env", "envs"):
             return _Envs()
+        if (self.__name__, attr) == ("tokenspeed_kernel.platform", "current_platform"):
+            return _Platform
         return Unavailable(f"{self.__name__}.{attr}", REPLACED[_replaced_root(self.__name__)])
 
 

@@ -1,10 +1,12 @@
-"""tokenspeed's ordinary recipe (OrdinaryRecipe) for its `mla` and `mha` families, at a point:
-attention tp x cache dtype.
+"""tokenspeed's ordinary recipe (OrdinaryRecipe) for its `mla`, `dsa` and `mha` families, at a
+point: attention tp x cache dtype (x the assumed GPU where the engine asks about it).
 
-`mla` is DeepSeek-V3 (DeepseekV3ForCausalLM, MLAConfig.generate); `mha` is Llama-3.1-8B and
-Qwen3-8B (MHAConfig.generate). The block size is the --prefix-granularity default, 64
-(utils/server_args.py), except for mxfp8 MHA, whose scale tiles need 128 (the recipe asserts
-it: recipes/ordinary.py). No draft: the MTP/NextN drafts of these models are not modelled yet.
+`mla` is DeepSeek-V3 (DeepseekV3ForCausalLM, MLAConfig.generate); `dsa` is DeepSeek-V3.2
+(DeepseekV32ForCausalLM, DSAConfig.generate, which asks the GPU whether an fp8 cache is
+possible); `mha` is Llama-3.1-8B and Qwen3-8B (MHAConfig.generate). The block size is the
+--prefix-granularity default, 64 (utils/server_args.py), except for mxfp8 MHA, whose scale tiles
+need 128 (the recipe asserts it: recipes/ordinary.py). No draft: the MTP/NextN drafts of these
+models are not modelled yet.
 """
 
 from __future__ import annotations
@@ -22,9 +24,11 @@ from kvproof.engines.tokenspeed.inputs import (
     server_args,
     unavailable,
 )
+from kvproof.engines.tokenspeed.loader import ASSUMPTIONS
 
-MODULES = ("ordinary", "plan", "configs.mla", "configs.mha")
+MODULES = ("ordinary", "plan", "configs.mla", "configs.dsa", "configs.mha")
 MLA_MODELS = ("deepseek-v3.json",)
+DSA_MODELS = ("deepseek-v3.2.json",)
 MHA_MODELS = ("llama-3.1-8b.json", "qwen3-8b.json")
 MLA_DTYPES = ("fp8", "bfloat16")  # mxfp8 resolves to the fp8 cache for MLA (no scale planes)
 MHA_DTYPES = ("fp8", "bfloat16", "mxfp8")
@@ -36,6 +40,17 @@ def mla_points(configs: dict[str, dict]) -> list[dict[str, Any]]:
     heads = int(configs[name]["num_attention_heads"])
     return [{"model": name.removesuffix(".json"), "tp": tp, "dtype": dtype}
             for dtype in MLA_DTYPES for tp in divisors(heads)]
+
+
+def dsa_points(configs: dict[str, dict]) -> list[dict[str, Any]]:
+    """An fp8 DSA cache is a question to the GPU (configs/dsa.py), so fp8 runs on each assumed
+    platform; bfloat16 asks nothing."""
+    (name,) = DSA_MODELS
+    tps = divisors(int(configs[name]["num_attention_heads"]))
+    model = name.removesuffix(".json")
+    return ([{"model": model, "tp": tp, "dtype": "bfloat16"} for tp in tps]
+            + [{"model": model, "tp": tp, "dtype": "fp8", "assume": f"platform={gpu}"}
+               for gpu in ASSUMPTIONS["platform"][0] for tp in tps])
 
 
 def mha_points(configs: dict[str, dict]) -> list[dict[str, Any]]:
@@ -74,6 +89,23 @@ def build_mla(modules: dict[str, types.ModuleType], configs: dict[str, dict], po
     mc = mla_model_config(config, text, int(config["num_hidden_layers"]))
     sa = server_args(point["tp"], point["dtype"], block=DEFAULT_BLOCK)
     return _recipe(modules, "mla", sa, mc, modules["configs.mla"].MLAConfig.generate(sa, mc, False))
+
+
+def build_dsa(modules: dict[str, types.ModuleType], configs: dict[str, dict], point: dict[str, Any]) -> Any:
+    """configs/model_config.py `configure_dsa_attention`: the MLA facts plus the indexer's
+    index_topk, index_head_dim and index_n_heads from the config, index_k_format "fp8_scaled"
+    (fixed there), and index_kpool the config's (DeepSeek-V3.2 has none)."""
+    config = configs[point["model"] + ".json"]
+    text = HFConfig(config)
+    mc = mla_model_config(config, text, int(config["num_hidden_layers"]), {
+        "index_topk": int(config["index_topk"]),
+        "index_head_dim": int(config["index_head_dim"]),
+        "index_n_heads": int(config["index_n_heads"]),
+        "index_k_format": "fp8_scaled",
+        "index_kpool": config.get("index_kpool"),
+    })
+    sa = server_args(point["tp"], point["dtype"], block=DEFAULT_BLOCK)
+    return _recipe(modules, "dsa", sa, mc, modules["configs.dsa"].DSAConfig.generate(sa, mc, False))
 
 
 def build_mha(modules: dict[str, types.ModuleType], configs: dict[str, dict], point: dict[str, Any]) -> Any:

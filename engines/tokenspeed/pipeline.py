@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kvproof.engines.tokenspeed.loader import ASSUMED
+
 # A bound plan's numbers are affine in the parent count N; two bindings fix the line and the
 # third confirms it.
 BIND_AT = (1, 2, 3)
@@ -38,10 +40,17 @@ class Refused:
     packing: dict[str, int] | None = None  # the recipe's packing, when it got that far
 
 
-def run(recipe: Any, plan_module: types.ModuleType) -> Planned | Refused:
-    """Plan with the engine's own recipe. StubUsed and any other exception propagate."""
+def run(make: Callable[[], Any], plan_module: types.ModuleType) -> Planned | Refused:
+    """Plan with the engine's own recipe, built by `make` (the attention configs and the recipe's
+    constructor validate the point too, so their refusals are verdicts like pack's). StubUsed and
+    any other exception propagate.
+
+    A ValueError raised after the point's assumed GPU was asked about is the engine declining that
+    GPU ("use --kv-cache-dtype auto on this platform"), reported as unsupported there, not as a
+    refusal of a point the engine claims to support."""
     packing = None
     try:
+        recipe = make()
         groups = recipe.groups()
         packing = recipe.packing(groups)
         layout = plan_module.pack(
@@ -56,6 +65,8 @@ def run(recipe: Any, plan_module: types.ModuleType) -> Planned | Refused:
     except NotImplementedError as err:
         return Refused(_one_line(err), True, _known(packing))
     except ValueError as err:
+        if "platform" in ASSUMED.consulted:
+            return Refused(f"on {ASSUMED.values['platform']}: {_one_line(err)}", True, _known(packing))
         return Refused(_one_line(err), False, _known(packing))
     exact = {field.field_id: field.exact_page_stride for _, fields in groups for field in fields}
     bound_padding = recipe.max_padding_fraction

@@ -17,7 +17,7 @@ from typing import Any
 
 from kvproof.engines.tokenspeed.configs import HFConfig, Strict
 from kvproof.engines.tokenspeed.inputs import CAPACITY, MATH, divisors, recipe, server_args, unavailable
-from kvproof.engines.tokenspeed.loader import ENV_ASSUMPTIONS
+from kvproof.engines.tokenspeed.loader import ASSUMPTIONS
 
 MODELS = ("qwen3.5-27b.json",)
 MODULES = ("qwen35", "plan", "configs.mha", "configs.linear_attn")
@@ -45,7 +45,7 @@ def points(configs: dict[str, dict]) -> list[dict[str, Any]]:
         heads = gcd(int(text["num_attention_heads"]), int(text["linear_num_key_heads"]),
                     int(text["linear_num_value_heads"]))
         out += [{"model": name.removesuffix(".json"), "tp": tp, "dtype": dtype, "assume": f"{SSM}={ssm}"}
-                for ssm in ENV_ASSUMPTIONS[SSM][0] for dtype in CACHE_DTYPES for tp in divisors(heads)]
+                for ssm in ASSUMPTIONS[SSM][0] for dtype in CACHE_DTYPES for tp in divisors(heads)]
     return out
 
 

@@ -93,7 +93,8 @@ class Runner:
         configs = {**self.published, kimi_k3.MODELS[0]: member_config(self.published[kimi_k3.MODELS[0]],
                                                                        self.family, m)}
         point = {"tp": m.tp, "dtype": _flag(m.dtype), "drafts": 0}
-        outcome = engine.pipeline.run(kimi_k3.build(self.modules, configs, point), self.modules["plan"])
+        loader.ASSUMED.point({})  # K3's path asks no GPU or environment question
+        outcome = engine.pipeline.run(lambda: kimi_k3.build(self.modules, configs, point), self.modules["plan"])
         replay = m.text()
         if isinstance(outcome, engine.pipeline.Refused):
             return refused("kimi_k3", m.as_dict(), outcome.message, outcome.unsupported, replay, outcome.packing)
