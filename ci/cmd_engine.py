@@ -28,8 +28,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="narrow assumption axes (a GPU or environment answer) to these values")
     parser.add_argument("--max-padding", metavar="X", type=float,
                         help="hold plans whose engine sets no padding bound (drafts) to this bound")
-    parser.add_argument("--baseline", metavar="FILE", help="known findings: fail only on new ones, list stale ones")
-    parser.add_argument("--write-baseline", metavar="FILE", help="write this run's findings as a baseline and exit 0")
+    known = parser.add_mutually_exclusive_group()
+    known.add_argument("--baseline", metavar="FILE", help="known findings: fail only on new ones, list stale ones")
+    known.add_argument("--write-baseline", metavar="FILE",
+                       help="write this run's findings (only the points it ran) as a baseline and exit 0")
     parser.add_argument("--all", action="store_true", help="show every counterexample, not only the first per recipe")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -78,10 +80,13 @@ def _row(p: PointResult, width: int) -> str:
 
 
 def render_recipe(r: RecipeResult, show_all: bool) -> list[str]:
-    if r.not_verified is not None:
+    if r.not_verified is not None and not r.points:
         return [f"{r.recipe}: NOT VERIFIED ({r.not_verified})", ""]
     bad = [p for p in r.points if p.verdict == "counterexample"]
-    head = f"{r.recipe}: {len(r.points)} points, {len(bad)} counterexample(s)"
+    refused = [p for p in r.points if p.verdict == "refused"]
+    head = (f"{r.recipe}: {len(r.points)} points, {len(bad)} counterexample(s), {len(refused)} refused"
+            + (f" — NOT VERIFIED ({r.not_verified})" if r.not_verified else "")
+            + (f"; {r.limits}" if r.limits else ""))
     width = max((len(_axes(p)) for p in r.points), default=5)
     lines = [head, f"  {'point':<{width}} {'verdict':<15} {'packing':<14} {'parent bytes':>13} {'pad':>7}  property"]
     lines += [_row(p, width) for p in r.points]
@@ -92,6 +97,8 @@ def render_recipe(r: RecipeResult, show_all: bool) -> list[str]:
         lines.append(f"    replay: {p.replay}")
     if not show_all and len(bad) > 1:
         lines.append(f"  {len(bad) - 1} more counterexample(s); --all shows every one")
+    for message in sorted({p.findings[0].message for p in refused}):
+        lines.append(f"  refused (unsupported): {message}")
     return [*lines, ""]
 
 

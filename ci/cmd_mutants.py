@@ -60,12 +60,17 @@ def run_mutant(mutant: Mutant, broken: dict[str, str | None]) -> dict:
         proc = _run(check, mutant.fault, mutant.policy)
         if proc.returncode == 1 and mutant.expect:
             try:
-                found = {c["property"] for c in json.loads(proc.stdout)["counterexamples"]}
-            except (json.JSONDecodeError, KeyError, TypeError):
+                report = json.loads(proc.stdout)
+                # verify prove lists counterexamples; verify engine lists new findings as keys
+                # (engine, version, recipe, point, property).
+                found = ({c["property"] for c in report.get("counterexamples", [])}
+                         | {key[4] for key in report.get("new_findings", [])})
+            except (json.JSONDecodeError, KeyError, TypeError, AttributeError, IndexError):
                 errors.append(f"{check}: no counterexample report ({_tail(proc)})")
                 continue
             if mutant.expect in found:
-                killed_by = f"{check} --policy {mutant.policy}: {mutant.expect}"
+                how = f" --policy {mutant.policy}" if mutant.policy else ""
+                killed_by = f"{check}{how}: {mutant.expect}"
                 break
             errors.append(f"{check}: counterexamples for {sorted(found)}, not {mutant.expect}")
         elif proc.returncode == 1:

@@ -25,14 +25,17 @@ def point_key(point: dict[str, Any]) -> str:
 
 
 def findings(engine: str, version: str, results: Iterable[RecipeResult]) -> list[Key]:
-    keys: list[Key] = []
+    """One key per (point, property), in order. A refused point is kept too (property
+    `unsupported`): a point a release newly declares unsupported is news to its maintainers."""
+    keys: dict[Key, None] = {}
     for recipe in results:
         if recipe.not_verified is not None:
-            keys.append((engine, version, recipe.recipe, "", "not_verified"))
+            keys[engine, version, recipe.recipe, "", "not_verified"] = None
         for p in recipe.points:
-            if p.verdict == "counterexample":
-                keys.extend((engine, version, recipe.recipe, point_key(p.point), f.property) for f in p.findings)
-    return keys
+            if p.verdict != "ok":
+                keys.update(dict.fromkeys((engine, version, recipe.recipe, point_key(p.point), f.property)
+                                          for f in p.findings))
+    return list(keys)
 
 
 def load(path: str | Path) -> set[Key]:

@@ -55,13 +55,14 @@ class RecipeResult:
     recipe: str
     points: tuple[PointResult, ...]
     not_verified: str | None = None  # why kvproof could not plan this recipe
+    limits: str = ""  # what of its supported domain kvproof does not model yet
 
     def as_dict(self) -> dict[str, Any]:
         return {"recipe": self.recipe, "verified": self.not_verified is None, "reason": self.not_verified,
-                "points": [p.as_dict() for p in self.points]}
+                "limits": self.limits, "points": [p.as_dict() for p in self.points]}
 
 
-class EngineError(ValueError):
+class EngineError(Exception):
     """The engine under test cannot be loaded or planned with as asked (no package, an unknown
     recipe, a replaced module used while planning). One line; `verify engine` exits 2."""
 
@@ -82,8 +83,10 @@ class EngineRun:
                 "recipes": [r.as_dict() for r in self.recipes], "seconds": round(self.seconds, 2)}
 
 
-def refused(recipe: str, point: dict[str, Any], message: str, unsupported: bool, replay: str,
-            packing: dict[str, int] | None = None) -> PointResult:
+def from_refusal(recipe: str, point: dict[str, Any], message: str, unsupported: bool, replay: str,
+                 packing: dict[str, int] | None = None) -> PointResult:
+    """A point the engine raised at: refused when declared unsupported, else a `boots`
+    counterexample with the engine's own message."""
     if unsupported:
         return PointResult(recipe, point, "refused", (Finding("unsupported", message),), packing or {}, replay=replay)
     return PointResult(recipe, point, "counterexample", (Finding(BOOTS, message),), packing or {}, replay=replay)

@@ -521,9 +521,11 @@ def affine_facts(documents: dict[int, dict]) -> Facts:
     """A plan an engine bound at several parent counts, as one plan for every N it allows.
 
     An engine's bind lays out (N + 1) x plane bytes per slab and 1 + N x K pages per group, so
-    every N-dependent number is affine in N. That is shown, not assumed: two bindings fix each
-    line and every other binding must lie on it, and every number that does not depend on N must
-    be equal in all of them. Then N ranges over 1..max_parents symbolically."""
+    every N-dependent number is affine in N. That is checked at the bindings given, not assumed:
+    two bindings fix each line and every other binding must lie on it, and every number that does
+    not depend on N must be equal in all of them (the tokenspeed adapter binds at N = 1, 2, 3 and
+    at N spread up to the largest the plan allows, so a cap or threshold in bind shows). Then N
+    ranges over 1..max_parents symbolically."""
     if len(documents) < 3:
         raise ConfigError("an engine plan needs bindings at three or more parent counts to show it is affine in N")
     # The bindings differ only in N-dependent integers, which the line fit below checks, so the
@@ -558,6 +560,8 @@ def affine_facts(documents: dict[int, dict]) -> Facts:
         raise ConfigError("engine plan: arena_bytes is given at some parent counts and not at others")
     arena = None if first.arena_bytes is None else line(
         "arena_bytes", lambda f: f.arena_bytes.fixed if f.arena_bytes is not None else 0)
-    top = P.max_parents(first.parent_bytes, [g.packing for g in groups]) if 2 * first.parent_bytes <= P.BYTES_MAX else 0
+    if 2 * first.parent_bytes > P.BYTES_MAX:
+        raise ConfigError(f"engine plan: parent {first.parent_bytes:,} B leaves no room for two parents below 2^63 B")
+    top = P.max_parents(first.parent_bytes, [g.packing for g in groups])
     return Facts(first.parent_bytes, first.alignment, first.max_padding, planes, groups, first.fields, (1, top),
                  arena)

@@ -3,6 +3,7 @@ its baseline, --engine-path, and the seeded engine bugs of kvproof.engines.token
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -59,18 +60,27 @@ def test_hf_config_missing_key_is_an_attribute_error_like_transformers() -> None
     assert getattr(config, "mla_use_nope", None) is None
 
 
+RECIPES = "runtime/layers/attention/kv_cache/recipes"
+PACKING_HOOK = "        fields_by_group = {spec.group_id: fields for spec, fields in groups}\n"
+
+
+def edited_copy(installed: loader.Source, folder: Path, path: str, old: str, new: str) -> Path:
+    """A copy of the installed package with one edit, as a pull request would make it."""
+    copy = folder / "tokenspeed"
+    shutil.copytree(installed.package_dir, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    target = copy / path
+    text = target.read_text()
+    assert old in text, f"{path} no longer has {old!r}"
+    target.write_text(text.replace(old, new))
+    return folder
+
+
 def test_planning_through_a_replaced_kernel_module_is_exit_2_naming_it(installed, tmp_path) -> None:
     """A recipe that asks the GPU kernel package a layout question cannot be verified by
     guessing: the command stops with one line naming the module and the name."""
-    copy = tmp_path / "tokenspeed"
-    shutil.copytree(installed.package_dir, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    recipe = copy / "runtime/layers/attention/kv_cache/recipes/kimi_k3.py"
-    text = recipe.read_text()
-    hook = "        fields_by_group = {spec.group_id: fields for spec, fields in groups}\n"
-    assert hook in text
     asks = ("        from tokenspeed_kernel.ops.attention.kda import kda_recurrent_layout\n"
             "        if kda_recurrent_layout():\n            pass\n")
-    recipe.write_text(text.replace(hook, asks + hook))
+    edited_copy(installed, tmp_path, f"{RECIPES}/kimi_k3.py", PACKING_HOOK, asks + PACKING_HOOK)
     proc = verify("engine", "tokenspeed", "--engine-path", str(tmp_path), "--recipe", "kimi_k3", "--tp", "8")
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.count("\n") == 1
@@ -305,3 +315,47 @@ def test_a_gpu_question_is_an_assumption_and_a_declined_gpu_is_unsupported_there
                         ("fp8", "platform=sm_100"): ("ok", 61 * 64 * (576 + 132))}
     declined = next(p for r in run.recipes for p in r.points if p.verdict == "refused")
     assert declined.findings[0].message.startswith("on sm_90: GLM DSA FP8 KV cache currently requires NVIDIA Blackwell")
+
+
+# ---------------------------------------------------------------- how an engine's failure is judged
+
+
+@pytest.mark.parametrize("raised, verdict, exit_code", [
+    ("ValueError('no K3 packing for this tp')", "boots", 1),  # refuses a point it claims to support
+    ("NotImplementedError('no verified packing for tp 8')", "unsupported", 1),  # declared: new vs baseline
+    ("AssertionError('kvproof cannot judge this')", None, 2),  # undeclared: no verdict, one line
+])
+def test_what_the_recipe_raises_decides_the_verdict(installed, tmp_path, raised, verdict, exit_code) -> None:
+    edited_copy(installed, tmp_path, f"{RECIPES}/kimi_k3.py", PACKING_HOOK, f"        raise {raised}\n" + PACKING_HOOK)
+    proc = verify("engine", "tokenspeed", "--engine-path", str(tmp_path), "--recipe", "kimi_k3", "--tp", "8",
+                  "--drafts", "0", "--dtype", "fp8", "--json")
+    assert proc.returncode == exit_code, proc.stdout[-1500:] + proc.stderr
+    if verdict is None:
+        assert proc.stderr.count("\n") == 1 and "AssertionError: kvproof cannot judge this" in proc.stderr
+        return
+    (point,) = json.loads(proc.stdout)["recipes"][0]["points"]
+    assert point["property"] == verdict and raised.split("'")[1] in point["message"]
+
+
+def test_a_seam_the_recipe_forgot_is_a_boots_counterexample_not_a_refusal(installed, tmp_path) -> None:
+    """CacheRecipe's default seams raise NotImplementedError; a recipe whose seam was renamed
+    hits them, and that is a broken recipe, not one declining a point."""
+    edited_copy(installed, tmp_path, f"{RECIPES}/kimi_k3.py", "    def group_ids(self)", "    def group_idz(self)")
+    proc = verify("engine", "tokenspeed", "--engine-path", str(tmp_path), "--recipe", "kimi_k3", "--tp", "8",
+                  "--drafts", "0", "--json")
+    assert proc.returncode == 1, proc.stdout[-1500:] + proc.stderr
+    points = json.loads(proc.stdout)["recipes"][0]["points"]
+    assert {p["verdict"] for p in points} == {"counterexample"} and {p["property"] for p in points} == {"boots"}
+
+
+def test_a_release_without_a_module_a_recipe_needs_marks_that_recipe_only(installed, monkeypatch) -> None:
+    """tokenspeed 0.1.0 has the qwen_gdn recipe but no configs/linear_attn.py, which kvproof's
+    qwen_gdn profile builds with: that recipe is NOT VERIFIED with the reason, and the others run."""
+    profile = engine.PROFILES["qwen_gdn"]
+    missing = dataclasses.replace(profile, modules=(*profile.modules, "configs.not_in_this_release"))
+    monkeypatch.setitem(engine.PROFILES, "qwen_gdn", missing)
+    run = engine.run(installed, ["qwen_gdn", "mla"], {"tp": [8]})
+    by_name = {r.recipe: r for r in run.recipes}
+    assert by_name["qwen_gdn"].not_verified is not None and "cannot load" in by_name["qwen_gdn"].not_verified
+    assert "configs.not_in_this_release" in by_name["qwen_gdn"].not_verified
+    assert by_name["mla"].not_verified is None and {p.verdict for p in by_name["mla"].points} == {"ok"}

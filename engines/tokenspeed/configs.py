@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kvproof.engines.tokenspeed.loader import StubUsed, Unavailable
+from kvproof.engines.tokenspeed.loader import StubUsed
 
 
 class Strict:
@@ -52,7 +52,3 @@ class HFConfig:
         except KeyError:
             raise AttributeError(f"config.json has no key {attr!r}") from None
 
-
-def unavailable(name: str, why: str) -> Unavailable:
-    """A launch or model value the layout must not depend on."""
-    return Unavailable(name, why)

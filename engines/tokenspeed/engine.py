@@ -30,14 +30,18 @@ class Profile:
     modules: tuple[str, ...]  # what loader.load imports for it
     points: Callable[[dict[str, dict]], list[dict[str, Any]]]  # the domain, from the configs
     build: Callable[[dict[str, types.ModuleType], dict[str, dict], dict[str, Any]], Any]  # the recipe at a point
+    limits: str = ""  # what of the recipe's supported domain is not modelled yet
 
 
 PROFILES: dict[str, Profile] = {
     "kimi_k3": Profile(kimi_k3.MODELS, kimi_k3.MODULES, kimi_k3.points, kimi_k3.build),
-    "mla": Profile(ordinary.MLA_MODELS, ordinary.MODULES, ordinary.mla_points, ordinary.build_mla),
-    "dsa": Profile(ordinary.DSA_MODELS, ordinary.MODULES, ordinary.dsa_points, ordinary.build_dsa),
-    "mha": Profile(ordinary.MHA_MODELS, ordinary.MODULES, ordinary.mha_points, ordinary.build_mha),
-    "qwen_gdn": Profile(qwen35.MODELS, qwen35.MODULES, qwen35.points, qwen35.build),
+    "mla": Profile(ordinary.MLA_MODELS, ordinary.MODULES, ordinary.mla_points, ordinary.build_mla,
+                   ordinary.LIMITS),
+    "dsa": Profile(ordinary.DSA_MODELS, ordinary.MODULES, ordinary.dsa_points, ordinary.build_dsa,
+                   ordinary.LIMITS),
+    "mha": Profile(ordinary.MHA_MODELS, ordinary.MODULES, ordinary.mha_points, ordinary.build_mha,
+                   ordinary.LIMITS),
+    "qwen_gdn": Profile(qwen35.MODELS, qwen35.MODULES, qwen35.points, qwen35.build, qwen35.LIMITS),
 }
 
 
@@ -82,8 +86,20 @@ def run(source: loader.Source, recipes: Sequence[str] | None = None,
         if profile is None:
             results.append(RecipeResult(family, (), "no published config and domain for this family in kvproof yet"))
             continue
-        results.append(RecipeResult(family, tuple(_points(source, family, profile, only or {}, engine_path,
-                                                                    unbounded))))
+        try:
+            points = tuple(_points(source, family, profile, only or {}, engine_path, unbounded))
+        except loader.SourceError as err:  # this release lacks a module the profile plans with
+            results.append(RecipeResult(family, (), f"cannot load: {err}"))
+            continue
+        if points and all(p.verdict == "refused" for p in points):
+            results.append(RecipeResult(family, points, "every point refused as unsupported", profile.limits))
+            continue
+        results.append(RecipeResult(family, points, None, profile.limits))
+    planned = [r for r in results if r.recipe in PROFILES and not (r.not_verified or "").startswith("cannot")]
+    if planned and not any(r.points for r in planned):
+        example = PROFILES[planned[0].recipe]
+        raise EngineError(f"no point of {', '.join(r.recipe for r in planned)} matches the narrowing; points look "
+                          "like: " + "; ".join(_describe(p) for p in example.points(configs(example))[:4]) + " ...")
     return EngineRun(ENGINE, source.version, source.describe(), source.commit, tuple(results),
                      time.perf_counter() - start)
 
@@ -114,9 +130,16 @@ def _points(source: loader.Source, family: str, profile: Profile, only: dict[str
                              for axis, value in point.items()),
                            *([f"--engine-path {engine_path}"] if engine_path else []),
                            *([f"--max-padding {float(unbounded)}"] if unbounded is not None else [])])
-        outcome = _plan(profile, modules, published, point)
+        try:
+            outcome = _plan(profile, modules, published, point)
+        except loader.StubUsed:
+            raise
+        except Exception as err:  # the engine broke in a way it does not declare: no verdict
+            raise EngineError(f"{family} at {_describe(point)}: {type(err).__name__}: "
+                              f"{' '.join(str(err).split())[:300]}") from None
         if isinstance(outcome, pipeline.Refused):
-            out.append(verdict.refused(family, point, outcome.message, outcome.unsupported, replay, outcome.packing))
+            out.append(verdict.from_refusal(family, point, outcome.message, outcome.unsupported, replay,
+                                            outcome.packing))
         else:
             out.append(verdict.planned(family, point, outcome.documents, replay, unbounded))
     return out
@@ -133,7 +156,12 @@ def _assumed(assume: Sequence[str] | None) -> list[str] | None:
 
 
 def _wanted(axis: str, value: Any, wanted: Sequence[Any]) -> bool:
-    """An assumption point is wanted when it makes every assumption asked for."""
+    """An assumption point is wanted when it makes every assumption asked for that it makes."""
     if axis == "assume":
-        return all(pair in value.split(",") for pair in wanted if pair.partition("=")[0] in value)
+        made = dict(pair.split("=", 1) for pair in value.split(","))
+        return all(made[name] == v for name, v in (pair.split("=", 1) for pair in wanted) if name in made)
     return value in wanted
+
+
+def _describe(point: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in point.items())

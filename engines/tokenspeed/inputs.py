@@ -12,7 +12,8 @@ import inspect
 from math import isqrt
 from typing import Any
 
-from kvproof.engines.tokenspeed.configs import HFConfig, Strict, unavailable
+from kvproof.engines.tokenspeed.configs import HFConfig, Strict
+from kvproof.engines.tokenspeed.loader import Unavailable
 
 CAPACITY = "capacity and scheduling only; the arena layout never reads it"
 MATH = "attention math, not cache bytes"
@@ -40,9 +41,9 @@ def mla_model_config(config: dict, text: HFConfig, num_attention_layers: int,
         "kv_lora_rank": int(text.kv_lora_rank),
         "qk_rope_head_dim": int(text.qk_rope_head_dim),
         "model_profile": None,  # no plugin profile: in-tree models only
-        **{name: unavailable(f"model_config.{name}", MATH)
+        **{name: Unavailable(f"model_config.{name}", MATH)
            for name in ("num_key_value_heads", "head_dim", "qk_nope_head_dim", "v_head_dim", "scaling", "dtype")},
-        "context_len": unavailable("model_config.context_len", CAPACITY),
+        "context_len": Unavailable("model_config.context_len", CAPACITY),
         **(extra or {}),
     })
 
@@ -56,13 +57,14 @@ def server_args(tp: int, cache_dtype: str, *, speculative: str | None = None, bl
         "tp_size": tp,
         # Decode and query context parallelism off: tokenspeed's defaults.
         "dcp_size": 1, "dcp_rank": 0, "dcp_group": (0,), "qcp_size": 1, "qcp_rank": 0, "qcp_group": (0,),
-        "dp_size": unavailable("server_args.mapping.attn.dp_size", CAPACITY),
+        "dp_size": Unavailable("server_args.mapping.attn.dp_size", CAPACITY),
     })
     # distributed/mapping.py: linear-attention tp defaults to the attention tp.
     linear = Strict("server_args.mapping.linear_attn", {"tp_size": tp})
     values: dict[str, Any] = {
         "attn_tp_size": tp,
-        "kv_cache_dtype": cache_dtype,
+        # utils/server_args.py rewrites --kv-cache-dtype fp8 to fp8_e4m3 before anything reads it.
+        "kv_cache_dtype": "fp8_e4m3" if cache_dtype == "fp8" else cache_dtype,
         "kv_cache_quant_method": "none",  # the flag's default
         "speculative_algorithm": speculative,
         "attention_backend": None,  # the default: the registry picks the backend
@@ -70,9 +72,9 @@ def server_args(tp: int, cache_dtype: str, *, speculative: str | None = None, bl
         "disaggregation_mode": "null",  # the default: no prefill/decode split
         "data_parallel_size": None,  # the default: dp comes from the mapping
         "mapping": Strict("server_args.mapping", {"attn": attn, "linear_attn": linear}),
-        "prefix_granularity": block if block is not None else unavailable("server_args.prefix_granularity",
+        "prefix_granularity": block if block is not None else Unavailable("server_args.prefix_granularity",
                                                                            "the family fixes its own block"),
-        **{name: unavailable(f"server_args.{name}", CAPACITY)
+        **{name: Unavailable(f"server_args.{name}", CAPACITY)
            for name in ("max_num_seqs", "spec_context_pad", "device", "max_cudagraph_capture_size",
                         "chunked_prefill_size", "skip_softmax_threshold")},
     }
@@ -85,7 +87,7 @@ def recipe(cls: Any, base: Any, **given: Any) -> Any:
     """A recipe built from `given` (server_args, model_config, attention configs, ...) plus the
     budget arguments, which size capacity only. Releases before 0.1.1 take no probe_batch_rows
     (`base` is the release's CacheRecipe, whose __init__ says)."""
-    capacity: dict[str, Any] = {name: unavailable(name, CAPACITY)
+    capacity: dict[str, Any] = {name: Unavailable(name, CAPACITY)
                 for name in ("cache_budget_bytes", "decode_input_tokens", "overlap_schedule_depth")}
     if "probe_batch_rows" in inspect.signature(base).parameters:
         capacity["probe_batch_rows"] = None  # size by budget, not by a probe: no probe run

@@ -58,8 +58,9 @@ class Unavailable:
     """A value kvproof does not have: a name imported from a replaced module, or a config value
     that planning must not need. Naming its attributes and arithmetic on it are allowed (modules
     build tables at import time; dataclasses store and combine launch values) and give another
-    Unavailable; every decision on one (a call, a truth value, a comparison, iteration, use as
-    a number or a string) raises StubUsed naming where it came from."""
+    Unavailable; every decision on one (a call, a truth value, a comparison, iteration, indexing,
+    a length, use as a number or a string) raises StubUsed naming where it came from. Only
+    identity tests (`x is None`) and isinstance checks cannot be intercepted: they see an object."""
 
     __slots__ = ("_where", "_why")
 
@@ -95,8 +96,22 @@ class Unavailable:
 
     __int__ = __float__ = __index__
 
+    def __len__(self) -> int:
+        raise self._used(" as a length")
+
+    def __getitem__(self, key: object) -> Any:
+        raise self._used("[...]")
+
+    __contains__ = __getitem__
+
     def __str__(self) -> str:
         raise self._used(" as a string")
+
+    def __format__(self, spec: str) -> str:
+        raise self._used(" in a format")
+
+    def __round__(self, digits: object = None) -> Any:
+        raise self._used(" rounded")
 
     def __eq__(self, other: object) -> bool:
         raise self._used(" in a comparison")
@@ -107,8 +122,15 @@ class Unavailable:
     def _arith(self, other: object) -> Unavailable:
         return self._derived(" (in arithmetic)")
 
-    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _arith
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __pow__ = __rpow__ = _arith
     __floordiv__ = __rfloordiv__ = __truediv__ = __rtruediv__ = __mod__ = __rmod__ = _arith
+    __divmod__ = __rdivmod__ = __and__ = __rand__ = __or__ = __ror__ = __xor__ = __rxor__ = _arith
+    __lshift__ = __rlshift__ = __rshift__ = __rrshift__ = _arith
+
+    def _unary(self) -> Unavailable:
+        return self._derived(" (in arithmetic)")
+
+    __neg__ = __pos__ = __abs__ = __invert__ = _unary
 
     def __repr__(self) -> str:
         return f"<unavailable {self._where}>"
@@ -301,7 +323,9 @@ def _commit_at(root: Path) -> str | None:
                              timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() or None
 
 
 _OWNED = ("tokenspeed", "tokenspeed_kernel", "tokenspeed_scheduler")

@@ -8,6 +8,7 @@ no longer occurs in the engine raises: a mutant that silently stopped applying p
 
 from __future__ import annotations
 
+import atexit
 import shutil
 import tempfile
 from pathlib import Path
@@ -42,7 +43,9 @@ def mutated(source: Source) -> Source:
     chosen = [name for name in EDITS if faults.active(name)]
     if not chosen:
         return source
-    copy = Path(tempfile.mkdtemp(prefix="kvproof-ts-mutant-")) / "tokenspeed"
+    folder = tempfile.mkdtemp(prefix="kvproof-ts-mutant-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    copy = Path(folder) / "tokenspeed"
     shutil.copytree(source.package_dir, copy, ignore=shutil.ignore_patterns("__pycache__"))
     for name in chosen:
         path, text, broken = EDITS[name]

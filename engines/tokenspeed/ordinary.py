@@ -22,9 +22,8 @@ from kvproof.engines.tokenspeed.inputs import (
     mla_model_config,
     recipe,
     server_args,
-    unavailable,
 )
-from kvproof.engines.tokenspeed.loader import ASSUMPTIONS
+from kvproof.engines.tokenspeed.loader import ASSUMPTIONS, Unavailable
 
 MODULES = ("ordinary", "plan", "configs.mla", "configs.dsa", "configs.mha")
 MLA_MODELS = ("deepseek-v3.json",)
@@ -33,6 +32,7 @@ MHA_MODELS = ("llama-3.1-8b.json", "qwen3-8b.json")
 MLA_DTYPES = ("fp8", "bfloat16")  # mxfp8 resolves to the fp8 cache for MLA (no scale planes)
 MHA_DTYPES = ("fp8", "bfloat16", "mxfp8")
 DEFAULT_BLOCK, MXFP8_BLOCK = 64, 128
+LIMITS = "not modelled: MTP/NextN drafts; --prefix-granularity other than the default 64 (128 for mxfp8 MHA)"
 
 
 def mla_points(configs: dict[str, dict]) -> list[dict[str, Any]]:
@@ -72,8 +72,8 @@ def mha_model_config(config: dict) -> Strict:
         "num_key_value_heads": int(config.get("num_key_value_heads") or heads),
         "head_dim": int(config.get("head_dim") or int(config["hidden_size"]) // heads),
         "model_profile": None,
-        "dtype": unavailable("model_config.dtype", MATH),
-        "context_len": unavailable("model_config.context_len", CAPACITY),
+        "dtype": Unavailable("model_config.dtype", MATH),
+        "context_len": Unavailable("model_config.context_len", CAPACITY),
     })
 
 

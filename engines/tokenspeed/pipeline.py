@@ -10,16 +10,19 @@ N and check it for every N at once.
 from __future__ import annotations
 
 import math
+import traceback
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from kvproof.engines.tokenspeed.loader import ASSUMED
+from kvproof.spec import properties as P
 
-# A bound plan's numbers are affine in the parent count N; two bindings fix the line and the
-# third confirms it.
+# A bound plan's numbers are affine in the parent count N: two bindings fix the line, and the
+# others, up to the largest N the plan allows, confirm it (a cap or threshold in bind shows).
 BIND_AT = (1, 2, 3)
+SEAMS = "kv_cache/recipes/base.py"  # where a seam a recipe forgot to fill raises NotImplementedError
 
 
 @dataclass(frozen=True)
@@ -61,9 +64,11 @@ def run(make: Callable[[], Any], plan_module: types.ModuleType) -> Planned | Ref
             max_padding_fraction=recipe.max_padding_fraction,
         )
         recipe.check_layout(layout)
-        bound = {n: layout.bind(n) for n in BIND_AT}
+        bound = {n: layout.bind(n) for n in bind_at(layout)}
     except NotImplementedError as err:
-        return Refused(_one_line(err), True, _known(packing))
+        # A default seam of CacheRecipe raising means the recipe is broken, not that it declines.
+        seam = traceback.extract_tb(err.__traceback__)[-1].filename.endswith(SEAMS)
+        return Refused(_one_line(err), not seam, _known(packing))
     except ValueError as err:
         if "platform" in ASSUMED.consulted:
             return Refused(f"on {ASSUMED.values['platform']}: {_one_line(err)}", True, _known(packing))
@@ -72,6 +77,15 @@ def run(make: Callable[[], Any], plan_module: types.ModuleType) -> Planned | Ref
     bound_padding = recipe.max_padding_fraction
     return Planned({n: document(plan, recipe.alignment, bound_padding, exact.__getitem__)
                     for n, plan in bound.items()})
+
+
+def bind_at(layout: Any) -> tuple[int, ...]:
+    """1, 2, 3, and N spread up to the largest parent count the plan allows (page ids int32,
+    arena int64: spec.properties.max_parents)."""
+    counts = [count for _, count in layout.group_packing]
+    parent = layout.lcm_block_bytes
+    top = P.max_parents(parent, counts) if 2 * parent <= P.BYTES_MAX else 0
+    return tuple(sorted({n for n in (*BIND_AT, top // 2, top - 1, top) if 1 <= n <= max(top, BIND_AT[-1])}))
 
 
 def _known(packing: Any) -> dict[str, int] | None:

@@ -16,13 +16,14 @@ from math import gcd
 from typing import Any
 
 from kvproof.engines.tokenspeed.configs import HFConfig, Strict
-from kvproof.engines.tokenspeed.inputs import CAPACITY, MATH, divisors, recipe, server_args, unavailable
-from kvproof.engines.tokenspeed.loader import ASSUMPTIONS
+from kvproof.engines.tokenspeed.inputs import CAPACITY, MATH, divisors, recipe, server_args
+from kvproof.engines.tokenspeed.loader import ASSUMPTIONS, Unavailable
 
 MODELS = ("qwen3.5-27b.json",)
 MODULES = ("qwen35", "plan", "configs.mha", "configs.linear_attn")
 CACHE_DTYPES = ("fp8", "bfloat16")
 SSM = "TOKENSPEED_MAMBA_SSM_DTYPE"
+LIMITS = "not modelled: MTP draft layers (mtp_num_hidden_layers)"
 
 
 def text_config(config: dict) -> HFConfig:
@@ -63,8 +64,8 @@ def build(modules: dict[str, types.ModuleType], configs: dict[str, dict], point:
         "num_key_value_heads": int(text.num_key_value_heads),
         "head_dim": int(text.head_dim),
         "model_profile": None,
-        "dtype": unavailable("model_config.dtype", MATH),
-        "context_len": unavailable("model_config.context_len", CAPACITY),
+        "dtype": Unavailable("model_config.dtype", MATH),
+        "context_len": Unavailable("model_config.context_len", CAPACITY),
     })
     sa = server_args(point["tp"], point["dtype"], extra={"speculative_eagle_topk": 1})  # the default: no tree
     attn = modules["configs.mha"].MHAConfig.generate(sa, mc, False)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvproof.engines.tokenspeed import engine, kimi_k3, loader
-from kvproof.engines.verdict import PointResult, planned, refused
+from kvproof.engines.verdict import PointResult, from_refusal, planned
 from kvproof.spec.sweep import describe_set
 from kvproof.spec.sweep_family import Family, Member, divisors
 
@@ -97,7 +97,7 @@ class Runner:
         outcome = engine.pipeline.run(lambda: kimi_k3.build(self.modules, configs, point), self.modules["plan"])
         replay = m.text()
         if isinstance(outcome, engine.pipeline.Refused):
-            return refused("kimi_k3", m.as_dict(), outcome.message, outcome.unsupported, replay, outcome.packing)
+            return from_refusal("kimi_k3", m.as_dict(), outcome.message, outcome.unsupported, replay, outcome.packing)
         return planned("kimi_k3", m.as_dict(), outcome.documents, replay)
 
 
