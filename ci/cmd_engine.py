@@ -37,6 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    known = baseline.load(args.baseline) if args.baseline else set()  # a bad baseline fails before the run
     adapter = importlib.import_module(ENGINES[args.engine])
     try:
         narrowed: dict = {axis: value for axis, value in
@@ -53,7 +54,6 @@ def run(args: argparse.Namespace) -> int:
             out.write(baseline.dump(found))
         print(f"wrote {len(set(found))} finding(s) to {args.write_baseline}")
         return 0
-    known = baseline.load(args.baseline) if args.baseline else set()
     cmp = baseline.compare(found, known, name, version, baseline.ran(result.recipes))
     if args.json:
         doc = result.as_dict()
