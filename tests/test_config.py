@@ -69,6 +69,18 @@ def test_fix_changes_the_fewest_flags_then_the_least(capsys):
     assert out["violations"][0]["fix"] == ["--tp 4"]
 
 
+def test_draft_layers_enter_the_contract(capsys):
+    """One draft layer widens K3's bf16 arena at tp 32 past the target padding bound (the engine
+    drops its bound with drafts; we keep the one the user accepts): the fix moves the point."""
+    launch = ("--tp", "32", "--kv-cache-dtype", "bfloat16")
+    code, out = config(capsys, (*TILED, "--drafts", "1"), launch)
+    assert code == 1 and [v["rule"] for v in out["violations"]] == ["cache_contract"]
+    assert "padding_bound" in out["violations"][0]["reason"]
+    assert config(capsys, (*TILED, "--drafts", "1"), out["violations"][0]["fixed"])[0] == 0
+    assert config(capsys, (*TILED, "--drafts", "1", "--max-padding", "inf"), launch)[0] == 0
+    assert config(capsys, TILED, launch)[0] == 0
+
+
 def test_merge_state_assumption_defaults_to_both(capsys):
     launch = BREAKS["merge_state_heads"][1]
     code, out = config(capsys, (), launch)
