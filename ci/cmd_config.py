@@ -12,10 +12,11 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
+from fractions import Fraction
 
 from kvproof.ci.cli import UsageError
-from kvproof.ci.cmd_plan import add_model_arguments
+from kvproof.ci.cmd_plan import add_draft_arguments, add_model_arguments
 from kvproof.ci.launch_flags import (
     CANONICAL,
     DTYPE_SPELLING,
@@ -25,7 +26,8 @@ from kvproof.ci.launch_flags import (
     parse_launch,
 )
 from kvproof.impl import faults
-from kvproof.spec.catalog import ConfigError, ModelGeometry, load_model
+from kvproof.spec.catalog import CACHE_DTYPES, ConfigError, ModelGeometry, load_model
+from kvproof.spec.contract import MAX_PADDING
 from kvproof.spec.launch import (
     RULES,
     Assumptions,
@@ -50,6 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--assume", action="append", default=[], metavar="NAME=yes|no",
                         help="merge_state_head_tiled=yes|no (default: report both)")
     parser.add_argument("--policy", choices=list(POLICIES), default="search", help="K_mla policy of the contract")
+    add_draft_arguments(parser, domain=False)
     parser.add_argument("launch", nargs="*", help="the engine's launch flags, after --")
 
 
@@ -75,11 +78,23 @@ def _tiled(assume: list[str]) -> bool | None:
     return tiled
 
 
+@dataclass(frozen=True)
+class Drafts:
+    """The draft layers the launch adds to the cache (the draft model's, not a launch flag)."""
+
+    count: int
+    dtype: str
+    bound: Fraction | None  # the padding bound the user accepts
+
+
+NO_DRAFTS = Drafts(0, "bf16", MAX_PADDING)
+
+
 class _Contract:
     """The prover's verdict at (tp, dtype) under the policy, each point decided once."""
 
-    def __init__(self, model: ModelGeometry, policy: Policy) -> None:
-        self.model, self.policy = model, policy
+    def __init__(self, model: ModelGeometry, policy: Policy, drafts: Drafts) -> None:
+        self.model, self.policy, self.drafts = model, policy, drafts
         self.seen: dict[tuple[int, str], list[str]] = {}
 
     def violations(self, launch: Launch) -> list[str] | None:
@@ -90,22 +105,29 @@ class _Contract:
         key = (tp, launch.dtype)
         if key not in self.seen:
             try:
-                point = plan_point(self.model, tp, launch.dtype, self.policy)
+                d = self.drafts
+                point = plan_point(self.model, tp, launch.dtype, self.policy, drafts=d.count, draft_dtype=d.dtype,
+                                   bound=d.bound)
                 self.seen[key] = [f"{p}: {v[0].message}" for p, v in point.violations.items() if v]
             except ConfigError as err:
                 self.seen[key] = [f"the planner refuses the point: {err}"]
         return self.seen[key]
 
+    def failing_points(self) -> tuple[tuple[int, str], ...]:
+        """Every (tp, dtype) point of the model where the contract fails (each planned once)."""
+        points = [(tp, dt) for dt in CACHE_DTYPES for tp in self.model.tp_domain]
+        return tuple(p for p in points if self.violations(replace(Launch(), tp=p[0], dtype=p[1])))
+
 
 def _fix(launch: Launch, model: ModelGeometry, cases: tuple[Assumptions, ...], must: tuple[Rule, ...],
          contract: _Contract | None, avoid: tuple[tuple[int, str], ...] = ()) -> Launch | None:
-    """smallest_fix, re-asked away from every point where the cache contract fails (when it must hold)."""
-    while True:
-        fix = smallest_fix(launch, model, cases, must, avoid)
-        if fix is None or contract is None or not contract.violations(fix.launch):
-            return None if fix is None else fix.launch
-        assert fix.launch.dtype is not None  # the contract found violations, so there is a point
-        avoid += ((resolve_launch(fix.launch).tp, fix.launch.dtype),)
+    """smallest_fix; where the cache contract must hold and the first answer lands on a point where
+    it fails, asked once more away from every failing point of the model's domain."""
+    fix = smallest_fix(launch, model, cases, must, avoid)
+    if fix is None or contract is None or not contract.violations(fix.launch):
+        return None if fix is None else fix.launch
+    fix = smallest_fix(launch, model, cases, must, contract.failing_points())
+    return None if fix is None else fix.launch
 
 
 def _fixed(launch: Launch, fix: Launch | None) -> tuple[list[str] | None, list[str] | None]:
@@ -136,13 +158,13 @@ def _fix_text(fix: list[str] | None, fixed: list[str] | None) -> str:
 
 
 def check(parsed: ParsedLaunch, model: ModelGeometry, tiled: bool | None, policy: Policy,
-          rules: tuple[Rule, ...]) -> tuple[list[Finding], dict | None]:
+          rules: tuple[Rule, ...], drafts: Drafts = NO_DRAFTS) -> tuple[list[Finding], dict | None]:
     launch = parsed.launch
     cases = assumption_cases(tiled)
     broken = {c: set(violated(launch, model, c, rules)) for c in cases}
     held = tuple(r for r in rules if not any(r in b for b in broken.values()))
     base = tuple(r for r in rules if r.name in BASE)
-    contract = _Contract(model, policy)
+    contract = _Contract(model, policy, drafts)
     contract_now = contract.violations(launch)
     keep_contract = contract if contract_now == [] else None
     resolved = resolve_launch(launch)
@@ -160,7 +182,8 @@ def check(parsed: ParsedLaunch, model: ModelGeometry, tiled: bool | None, policy
         point = (resolved.tp, launch.dtype)
         fix = _fix(launch, model, cases, held, contract, (point,))
         findings.append(Finding(
-            CONTRACT, f"at tp {point[0]} {point[1]} under policy {policy.name}: " + "; ".join(contract_now),
+            CONTRACT, f"at tp {point[0]} {point[1]} with {drafts.count} draft layer(s) under policy {policy.name}: "
+            + "; ".join(contract_now),
             "the cache plan at the launch's (tp, dtype) point must satisfy every named property",
             "kvproof.spec.prover (verify prove)", "boot check of the planner", None, *_fixed(launch, fix)))
     whole = None
@@ -186,15 +209,16 @@ def _engine(parsed: ParsedLaunch, findings: list[Finding]) -> dict:
     }
 
 
-def _render(model: ModelGeometry, parsed: ParsedLaunch, findings: list[Finding], whole: dict | None,
-            engine: dict | None, seconds: float) -> str:
+def _render(model: ModelGeometry, parsed: ParsedLaunch, drafts: Drafts, findings: list[Finding],
+            whole: dict | None, engine: dict | None, seconds: float) -> str:
     r = resolve_launch(parsed.launch)
     lines = [f"{model.name}  world {r.world} = pp {r.pp} x attention tp {r.tp} x dp {r.dp}; dense tp {r.dense_tp}; "
              f"MoE tp {r.moe_tp} x EP {r.ep}; DCP {r.dcp}; kv cache {parsed.kv_cache_dtype} "
              f"({parsed.launch.dtype or 'not in the contract'})"]
-    if parsed.speculative:
+    if parsed.speculative and not drafts.count:
         lines.append("  drafts: " + " ".join(f"{f} {v}" for f, v in parsed.speculative)
-                     + " (read; draft layers are not yet in the contract checked here)")
+                     + " launch a draft model, but its layers come from its config: pass --drafts N "
+                     "(K3 DSpark: 5) to check the contract with them")
     if parsed.ignored:
         lines.append("  ignored (not parallelism or cache flags): " + " ".join(parsed.ignored))
     for f in findings:
@@ -225,7 +249,8 @@ def run(args: argparse.Namespace) -> int:
     # the seeded bug: the dense-tp rule switched off, as a refactor that drops one row would
     unchecked = "dense_tp_is_attention_tp" if faults.active("launch_dense_tp_unchecked") else None
     rules = tuple(r for r in RULES if r.name != unchecked)
-    findings, whole = check(parsed, model, tiled, policy_named(args.policy), rules)
+    drafts = Drafts(args.drafts, args.draft_dtype, args.max_padding)
+    findings, whole = check(parsed, model, tiled, policy_named(args.policy), rules, drafts)
     engine = _engine(parsed, findings) if args.engine else None
     seconds = time.perf_counter() - start
     ok = not findings and (engine is None or engine["agrees"])
@@ -234,9 +259,10 @@ def run(args: argparse.Namespace) -> int:
             "model": model.name, "ok": ok, "launch": [list(g) for g in parsed.given], "ignored": list(parsed.ignored),
             "resolved": {k: v for k, v in asdict(resolve_launch(parsed.launch)).items() if k != "dtype"},
             "kv_cache_dtype": parsed.kv_cache_dtype, "assume": {"merge_state_head_tiled": tiled},
-            "policy": args.policy, "violations": [asdict(f) for f in findings], "fix_all": whole,
-            "engine": engine, "seconds": seconds,
+            "policy": args.policy, "drafts": drafts.count, "draft_dtype": drafts.dtype,
+            "max_padding": None if drafts.bound is None else float(drafts.bound),
+            "violations": [asdict(f) for f in findings], "fix_all": whole, "engine": engine, "seconds": seconds,
         }, indent=1))
     else:
-        print(_render(model, parsed, findings, whole, engine, seconds))
+        print(_render(model, parsed, drafts, findings, whole, engine, seconds))
     return 0 if ok else 1

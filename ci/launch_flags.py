@@ -61,7 +61,7 @@ def _size(flag: str, text: str) -> int:
     except ValueError:
         raise LaunchFlagError(f"{flag} expects an integer, got {text[:40]!r}") from None
     if not 1 <= value <= SEARCH_MAX:
-        raise LaunchFlagError(f"{flag} must be between 1 and {SEARCH_MAX}, got {value}")
+        raise LaunchFlagError(f"{flag} must be between 1 and {SEARCH_MAX}, got {text[:40]}")
     return value
 
 

@@ -74,4 +74,6 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("ts_k3_packing_floor", (TOKENSPEED_FP8,), expect="boots"),
     Mutant("ts_plan_widened_stride", (TOKENSPEED_FP8,), expect="exact_stride"),
     Mutant("ts_bind_forgets_null_parent", (TOKENSPEED_FP8,), expect="no_overlap"),
+    Mutant("launch_dense_tp_unchecked",
+           ("tests/test_config.py::test_each_rule_fails_and_its_fix_passes[dense_tp_is_attention_tp]",)),
 )

@@ -21,9 +21,9 @@ import z3
 
 from kvproof.spec.catalog import ModelGeometry
 
-# merge_state without head tiling puts every head of a token in one block of 16 threads per
-# head, rounded up to a power of two: past 64 heads that is more than 1024 threads per block
-# (kvproof's kernels/merge_state.py THREADS_PER_HEAD and MAX_THREADS; tests tie them).
+# merge_state without head tiling puts every head of a token in one block, 16 threads per head:
+# past 64 heads that is more than 1024 threads per block (kvproof's kernels/merge_state.py
+# THREADS_PER_HEAD and MAX_THREADS; tests/test_config.py ties them).
 MERGE_STATE_THREADS_PER_HEAD = 16
 MAX_THREADS_PER_BLOCK = 1024
 MERGE_STATE_UNTILED_MAX_HEADS = MAX_THREADS_PER_BLOCK // MERGE_STATE_THREADS_PER_HEAD
@@ -96,8 +96,11 @@ def implies(a: Any, b: Any) -> Any:
 
 
 def div(a: Any, b: Any) -> Any:
-    """Floor division of positive sizes, on ints and z3 Int terms alike."""
-    return a / b if _symbolic(a) or _symbolic(b) else a // b
+    """Floor division of sizes, on ints and z3 Int terms alike. A stage of 0 ranks (pp above the
+    world) resolves tp to 0; dividing by it gives 0, which world_product then rejects."""
+    if _symbolic(a) or _symbolic(b):
+        return a / b
+    return a // b if b else 0
 
 
 def divides(part: Any, whole: Any) -> Any:

@@ -1,0 +1,180 @@
+"""`verify config`: every launch rule fails on a launch that breaks it, and the fix it suggests
+passes; the flag parser never raises anything but its one-line error."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from bites import fails_under
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from launch_cases import BREAKS, TILED
+
+from kvproof.ci.cli import main
+from kvproof.ci.launch_flags import SIZE_SPELLINGS, LaunchFlagError, launch_argv, parse_launch
+from kvproof.impl import faults
+from kvproof.spec.catalog import load_model
+from kvproof.spec.launch import (
+    MAX_THREADS_PER_BLOCK,
+    MERGE_STATE_THREADS_PER_HEAD,
+    MERGE_STATE_UNTILED_MAX_HEADS,
+    RULE_NAMES,
+    RULES,
+    Launch,
+    assumption_cases,
+    smallest_fix,
+    violated,
+)
+
+
+def config(capsys, options, launch) -> tuple[int, dict]:
+    code = main(["config", "--model", "kimi-k3", "--json", *options, "--", *launch])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_every_rule_has_a_breaking_launch_a_reason_and_a_source():
+    assert set(BREAKS) == {*RULE_NAMES, "cache_contract"}
+    assert len(set(RULE_NAMES)) == len(RULES)
+    for rule in RULES:
+        assert rule.why and rule.source and rule.engine_enforces and rule.flags
+
+
+@pytest.mark.parametrize("rule", sorted(BREAKS))
+def test_each_rule_fails_and_its_fix_passes(capsys, rule):
+    options, launch = BREAKS[rule]
+    code, out = config(capsys, options, launch)
+    assert code == 1 and not out["ok"]
+    assert [v["rule"] for v in out["violations"]] == [rule], out["violations"]
+    found = out["violations"][0]
+    assert found["reason"] and found["fix"], found
+    code, fixed = config(capsys, options, found["fixed"])
+    assert code == 0 and fixed["ok"] and fixed["violations"] == [], (found["fix"], fixed["violations"])
+
+
+def test_rule_check_bites(capsys):
+    """Seeded fault launch_dense_tp_unchecked: the dense-tp row dropped from the table."""
+    fails_under("launch_dense_tp_unchecked", test_each_rule_fails_and_its_fix_passes, capsys,
+                "dense_tp_is_attention_tp")
+
+
+def test_fix_changes_the_fewest_flags_then_the_least(capsys):
+    """Dense tp 8 under attention DP: dropping the flag (one flag, dense tp back to the attention
+    tp 2) beats any other change; 96 heads at tp 1: tp 2 is the nearest that fits 64 per rank."""
+    _, out = config(capsys, TILED, BREAKS["dense_tp_is_attention_tp"][1])
+    assert out["violations"][0]["fix"] == ["drop --dense-tp-size"]
+    _, out = config(capsys, *BREAKS["merge_state_heads"])
+    assert out["violations"][0]["fix"] == ["--tp 2"]
+    _, out = config(capsys, TILED, BREAKS["tp_divides_heads"][1])
+    assert out["violations"][0]["fix"] == ["--tp 4"]
+
+
+def test_draft_layers_enter_the_contract(capsys):
+    """One draft layer widens K3's bf16 arena at tp 32 past the target padding bound (the engine
+    drops its bound with drafts; we keep the one the user accepts): the fix moves the point."""
+    launch = ("--tp", "32", "--kv-cache-dtype", "bfloat16")
+    code, out = config(capsys, (*TILED, "--drafts", "1"), launch)
+    assert code == 1 and [v["rule"] for v in out["violations"]] == ["cache_contract"]
+    assert "padding_bound" in out["violations"][0]["reason"]
+    assert config(capsys, (*TILED, "--drafts", "1"), out["violations"][0]["fixed"])[0] == 0
+    assert config(capsys, (*TILED, "--drafts", "1", "--max-padding", "inf"), launch)[0] == 0
+    assert config(capsys, TILED, launch)[0] == 0
+
+
+def test_merge_state_assumption_defaults_to_both(capsys):
+    launch = BREAKS["merge_state_heads"][1]
+    code, out = config(capsys, (), launch)
+    assert code == 1 and out["assume"]["merge_state_head_tiled"] is None
+    found = [(v["rule"], v["only_if"]) for v in out["violations"]]
+    assert found == [("merge_state_heads", "merge_state_head_tiled=no")]
+    assert config(capsys, TILED, launch)[0] == 0
+
+
+def test_ok_launch_and_text(capsys):
+    assert main(["config", "--model", "kimi-k3", "--", "--tp", "8", "--port", "30000", "/models/k3"]) == 0
+    text = capsys.readouterr().out
+    assert text.splitlines()[-1].startswith("OK")
+    assert "ignored (not parallelism or cache flags): --port 30000 /models/k3" in text
+
+
+def test_several_violations_get_one_fix_for_all(capsys):
+    code, out = config(capsys, (), ("--tp", "1", "--data-parallel-size", "8", "--dense-tp-size", "8"))
+    assert code == 1 and len(out["violations"]) == 3
+    code, fixed = config(capsys, (), out["fix_all"]["fixed"])
+    assert code == 0, fixed["violations"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["--tp", "x"], ["--tp"], ["--tp", "0"], ["--tp=-3"], ["--tp", "2", "--attn-tp-size", "2"],
+    ["--kv-cache-dtype", "fp4"], ["--enable-expert-parallel=1"], ["--world-size", str(10**30)],
+])
+def test_bad_launch_flags_exit_two_with_one_line(capsys, argv):
+    assert main(["config", "--model", "kimi-k3", "--", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("verify config: error:") and err.count("\n") == 1
+
+
+def test_bad_assumption_exits_two(capsys):
+    assert main(["config", "--assume", "merge_state_head_tiled=maybe", "--", "--tp", "8"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+ANY_SIZE = st.integers(1, 64)
+
+
+@st.composite
+def launches(draw, size=ANY_SIZE) -> Launch:
+    maybe = st.none() | size
+    return Launch(tp=draw(maybe), dp=draw(maybe), pp=draw(size), world=draw(maybe), dense_tp=draw(maybe),
+                  ep=draw(size), moe_tp=draw(maybe), dcp=draw(size), nnodes=draw(maybe), enable_ep=draw(st.booleans()),
+                  dist_init_addr=draw(st.booleans()), dtype=draw(st.sampled_from(["fp8", "bf16", None])))
+
+
+@given(launches())
+def test_written_launch_reads_back(launch):
+    assert parse_launch(launch_argv(launch)).launch == launch
+
+
+TOKENS = st.sampled_from([*SIZE_SPELLINGS, "--enable-expert-parallel", "--dist-init-addr", "--kv-cache-dtype",
+                          "--speculative-algorithm", "--port", "--", "-", "=", "fp8", "mxfp8", "a:1", ":", "0", "-1",
+                          "8", "96", "1e3", "٣", "--tp=", "--tp=4", "--dense-tp-size=x", "serve"])
+
+
+@given(st.lists(TOKENS | st.text(max_size=8), max_size=12))
+def test_parser_never_raises_anything_else(argv):
+    try:
+        parse_launch(argv)
+    except LaunchFlagError as err:
+        assert "\n" not in str(err)
+
+
+@settings(max_examples=12, suppress_health_check=[HealthCheck.function_scoped_fixture])  # read every example
+@given(st.lists(TOKENS, max_size=8))
+def test_cli_on_random_flags_answers_0_1_or_a_line(capsys, argv):
+    code = main(["config", "--model", "kimi-k3", "--", *argv])
+    out = capsys.readouterr()
+    assert code in (0, 1, 2)
+    if code == 2:
+        assert out.err.count("\n") == 1 and not out.out
+
+
+@settings(max_examples=4)
+@given(launches(st.sampled_from([1, 2, 3, 4, 8, 16])))
+def test_fix_for_all_passes_every_rule(launch):
+    """The smallest fix z3 finds for all rules at once does pass all of them, under both assumptions."""
+    model = load_model("kimi-k3")
+    fix = smallest_fix(launch, model, assumption_cases(None), RULES)
+    assert fix is not None
+    for case in assumption_cases(None):
+        assert not violated(fix.launch, model, case), fix
+
+
+@pytest.mark.kernels
+def test_merge_state_limit_is_the_kernels():
+    """The rule's 64 heads per rank is where kvproof's own untiled merge_state launch breaks."""
+    from kvproof.kernels import merge_state as kernel
+
+    assert (kernel.THREADS_PER_HEAD, kernel.MAX_THREADS) == (MERGE_STATE_THREADS_PER_HEAD, MAX_THREADS_PER_BLOCK)
+    with faults.inject("merge_state_single_block"):
+        broken = [h for h in range(1, 257) if kernel.launch_config(h).threads > kernel.MAX_THREADS]
+    assert broken == list(range(MERGE_STATE_UNTILED_MAX_HEADS + 1, 257))

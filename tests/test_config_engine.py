@@ -1,0 +1,81 @@
+"""kvproof's launch rules against tokenspeed's own parallel resolution (mapping.py, loaded alone).
+
+On random launches the rules that the resolution enforces must reject exactly the launches it
+rejects; the rules it does not enforce are findings, each shown on a launch it accepts.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from launch_cases import BREAKS
+
+from kvproof.ci.cli import main
+from kvproof.ci.launch_flags import parse_launch
+from kvproof.spec.catalog import load_model
+from kvproof.spec.launch import RULES, Assumptions, Launch, violated
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("tokenspeed") is None,
+                                reason="tokenspeed is not installed (pip install --no-deps tokenspeed==0.1.1)")
+
+K3 = load_model("kimi-k3")
+
+
+def _engine():
+    from kvproof.ci import tokenspeed_parallel
+
+    return tokenspeed_parallel
+
+
+@st.composite
+def launches(draw) -> Launch:
+    size = st.sampled_from([1, 2, 3, 4, 6, 8, 12, 16])
+    maybe = st.none() | size
+    return Launch(tp=draw(maybe), dp=draw(maybe), pp=draw(st.sampled_from([1, 2, 3])), world=draw(maybe),
+                  dense_tp=draw(maybe), ep=draw(size), moe_tp=draw(maybe), dcp=draw(st.sampled_from([1, 2, 3])),
+                  nnodes=draw(st.none() | st.sampled_from([1, 2, 3])), enable_ep=draw(st.booleans()),
+                  dist_init_addr=True, dtype="bf16")
+
+
+@given(launches())
+def test_resolution_rules_reject_exactly_what_the_engine_rejects(launch):
+    engine = _engine()
+    ours = [r.name for r in violated(launch, K3, Assumptions(True)) if r.name in engine.ENFORCED_BY_RESOLUTION]
+    theirs = engine.engine_verdict(launch)
+    assert bool(ours) == (theirs is not None), (launch, ours, theirs)
+
+
+@pytest.mark.parametrize("rule", sorted(r.name for r in RULES if r.engine_enforces.startswith("no")))
+def test_rules_the_engine_does_not_enforce_are_findings(rule):
+    """Each of these launches breaks one rule, and tokenspeed's resolution accepts it."""
+    assert _engine().engine_verdict(parse_launch(list(BREAKS[rule][1])).launch) is None
+
+
+def test_cli_reports_the_dense_tp_finding(capsys):
+    _, launch = BREAKS["dense_tp_is_attention_tp"]
+    code = main(["config", "--model", "kimi-k3", "--engine", "tokenspeed", "--json", "--", *launch])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert out["engine"] == {"engine": "tokenspeed", "rejects": None, "agrees": True,
+                             "not_enforced": ["dense_tp_is_attention_tp"], "ours_enforced_by_resolution": []}
+
+
+def test_cli_shows_the_engines_own_rejection(capsys):
+    _, launch = BREAKS["moe_tp_or_ep"]
+    assert main(["config", "--model", "kimi-k3", "--engine", "tokenspeed", "--json", "--", *launch]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["engine"]["rejects"] == "ValueError: MoE TP and EP cannot be both > 1" and out["engine"]["agrees"]
+
+
+def test_sealed_packages_raise_naming_module_and_attribute():
+    _engine().load_mapping()
+    sealed = sys.modules["tokenspeed.runtime.distributed"]
+    if type(sealed).__name__ != "_Sealed":
+        pytest.skip("tokenspeed's real package was imported first in this process")
+    with pytest.raises(AttributeError, match=r"tokenspeed\.runtime\.distributed\.CommManager"):
+        _ = sealed.CommManager
