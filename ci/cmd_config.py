@@ -194,11 +194,12 @@ def check(parsed: ParsedLaunch, model: ModelGeometry, tiled: bool | None, policy
 
 
 def _engine(parsed: ParsedLaunch, findings: list[Finding]) -> dict:
-    from kvproof.ci.tokenspeed_parallel import ENFORCED_BY_RESOLUTION, EngineUnavailable, engine_verdict
+    from kvproof.engines.tokenspeed.loader import SourceError
+    from kvproof.engines.tokenspeed.parallel import ENFORCED_BY_RESOLUTION, engine_verdict
 
     try:
         verdict = engine_verdict(parsed.launch)
-    except EngineUnavailable as err:
+    except SourceError as err:
         raise UsageError(str(err)) from None
     ours = sorted(f.rule for f in findings if f.rule in ENFORCED_BY_RESOLUTION)
     return {

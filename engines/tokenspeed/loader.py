@@ -37,6 +37,7 @@ _SKIPPED_INITS = (
     "tokenspeed.runtime.layers.attention.kv_cache",
     "tokenspeed.runtime.configs",
     "tokenspeed.runtime.utils",
+    "tokenspeed.runtime.distributed",
 )
 # Modules replaced wholesale, with why planning must never need them.
 REPLACED: dict[str, str] = {
@@ -339,8 +340,8 @@ def _purge() -> None:
 
 def load(source: Source, modules: Sequence[str]) -> dict[str, types.ModuleType]:
     """Import `modules` from `source`: recipe modules by their name in recipes/ ("kimi_k3",
-    "plan"), attention config modules as "configs.<name>"; a trailing "?" marks a module that
-    older releases lack (left out of the result when absent).
+    "plan"), attention config modules as "configs.<name>", any other as "runtime.<path>"; a
+    trailing "?" marks a module that older releases lack (left out of the result when absent).
 
     Any tokenspeed imported before is dropped first, so a test can load the installed release and
     then a checkout (or a mutated copy) in one process.
@@ -351,7 +352,8 @@ def load(source: Source, modules: Sequence[str]) -> dict[str, types.ModuleType]:
     try:
         for wanted in modules:
             name = wanted.rstrip("?")
-            full = f"{ATTENTION}.{name}" if name.startswith("configs.") else f"{RECIPES}.{name}"
+            full = (f"{ATTENTION}.{name}" if name.startswith("configs.")
+                    else f"tokenspeed.{name}" if name.startswith("runtime.") else f"{RECIPES}.{name}")
             if wanted.endswith("?") and importlib.util.find_spec(full) is None:
                 continue
             loaded[name] = importlib.import_module(full)
