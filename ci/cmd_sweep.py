@@ -131,6 +131,8 @@ def render(result: Sweep, model: str, config: Path | None, replay: str | None,
     if result.proved:
         lines.append(f"verdict: PROVED over all {result.size:,} members in {result.seconds:.2f} s "
                      "(every member's plan is accepted: all seven properties hold, and it boots)")
+        if differs:
+            lines.append("exit 1: the contract is proved, but impl does not build the contract's layout")
         return "\n".join(lines)
     m = result.counterexample
     assert m is not None  # only a sweep with a counterexample gets here

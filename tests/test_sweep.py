@@ -1,0 +1,171 @@
+"""`verify sweep`: the family encoding agrees with the pointwise prover member by member, the
+known bad K3 point is found inside any family that holds it, a bug right only at the catalog's
+checkpoints is killed by the sweep and by no fixed-checkpoint check, and bad input is one line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import z3
+from bites import fails_under
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_conformance import check_model
+
+from kvproof.ci.cli import main
+from kvproof.ci.cmd_sweep import impl_conformance
+from kvproof.impl import faults
+from kvproof.impl.recipe import plan_model
+from kvproof.spec.catalog import BUILTIN_MODELS, CACHE_DTYPES, load_model
+from kvproof.spec.contract import FULL
+from kvproof.spec.policy import POLICIES
+from kvproof.spec.sweep import SEARCH_UNROLL, _Query, confirm, derive_shape, describe_set, sweep
+from kvproof.spec.sweep_family import Family, Member, divisors, mla_layers, parse_range
+
+K3 = load_model("kimi-k3")
+ISSUE_RANGES = {"num_layers": "24..128", "mla_every": "2..8", "kda_heads": "16..128",
+                "head_dim": "64,128,256", "kv_lora_rank": "256..1024"}
+K3_ALONE = {"num_layers": "93", "mla_every": "4", "kda_heads": "96", "head_dim": "128", "kv_lora_rank": "512"}
+
+
+def family(ranges: dict[str, str]) -> Family:
+    return Family.around(K3, {k: parse_range(k, v) for k, v in ranges.items()})
+
+
+ISSUE = family(ISSUE_RANGES)
+
+
+def test_the_layer_pattern_is_k3s() -> None:
+    assert tuple(mla_layers(93, 4)) == K3.mla_layers
+    k3 = Member(93, 96, 128, 512, 4, 8, "fp8")
+    assert ISSUE.model(k3).mla_layers == K3.mla_layers and ISSUE.model(k3).kda_layers == K3.kda_layers
+    assert family(K3_ALONE).size() == 2 * len(K3.tp_domain)
+
+
+def test_k3_alone_under_ceil_is_refuted_exactly_at_bf16_tp32() -> None:
+    result = sweep(family(K3_ALONE), POLICIES["ceil"])
+    assert not result.proved
+    assert result.counterexample == Member(93, 96, 128, 512, 4, 32, "bf16")
+    assert result.failing_properties == ["padding_bound"]
+
+
+def test_a_family_holding_k3_is_refuted_at_k3_bf16_tp32_or_a_smaller_member() -> None:
+    bad = Member(93, 96, 128, 512, 4, 32, "bf16")
+    assert all(getattr(bad, p) in ISSUE.ranges[p] for p in ISSUE.ranges)
+    result = sweep(ISSUE, POLICIES["ceil"])
+    assert not result.proved and result.counterexample.key() <= bad.key()
+    point, _ = confirm(ISSUE, POLICIES["ceil"], result.counterexample)
+    assert not point.accepted
+    m = result.counterexample
+    assert not plan_model(ISSUE.model(m), m.tp, m.dtype, "ceil").plan.accepted  # impl agrees
+
+
+def test_search_is_proved_over_a_family_around_k3() -> None:
+    fam = family({"num_layers": "90..96", "mla_every": "4"})
+    result = sweep(fam, POLICIES["search"])
+    assert result.proved, result.counterexample
+    assert result.size == 7 * 2 * len(divisors(96))
+
+
+def test_search_over_the_issue_family_fails_at_a_short_state_group() -> None:
+    """24 layers, MLA every 5th: groups of 5, 5, 5, 4 KDA layers share 5 MLA planes, so the last
+    group pads 25% before rounding; at rank 257 no packing up to 256 removes the rest."""
+    result = sweep(ISSUE, POLICIES["search"])
+    assert result.counterexample == Member(24, 16, 64, 257, 5, 1, "fp8")
+    assert result.refusal is None and not result.point.accepted
+
+
+def _pins(query: _Query, m: Member) -> list:
+    v = query.enc.vars
+    return [v["num_layers"] == m.num_layers, v["mla_every"] == m.mla_every, v["kda_heads"] == m.kda_heads,
+            v["tp"] == m.tp, v["head_dim"] == m.head_dim, v["kv_lora_rank"] == m.kv_lora_rank,
+            v["bf16"] == z3.BoolVal(m.dtype == "bf16")]
+
+
+@st.composite
+def members(draw: st.DrawFn) -> Member:
+    heads = draw(st.integers(16, 128))
+    return Member(draw(st.integers(24, 128)), heads, draw(st.sampled_from([64, 128, 256])),
+                  draw(st.integers(256, 1024)), draw(st.integers(2, 8)),
+                  draw(st.sampled_from(divisors(heads))), draw(st.sampled_from(CACHE_DTYPES)))
+
+
+QUERIES = {name: _Query(ISSUE, POLICIES[name], derive_shape(ISSUE), SEARCH_UNROLL if name == "search" else 1)
+           for name in POLICIES}
+
+
+@settings(max_examples=25, deadline=None)
+@given(members(), st.sampled_from(list(POLICIES)))
+def test_encoding_agrees_with_the_pointwise_prover(m: Member, policy: str) -> None:
+    """Pin one member: the encoding's 'fails' must be the pointwise prover's rejection (for
+    search: the first SEARCH_UNROLL candidates all rejected). Its bit widths drop no member: with
+    'fails' negated the pinned member still has a model."""
+    query = QUERIES[policy]
+    point, refusal = confirm(ISSUE, POLICIES[policy], m)
+    rejected = refusal is not None or not point.accepted
+    if policy == "search" and not rejected:
+        layout = point.layout
+        first = -(-layout.state // layout.page)
+        chosen = next(g["packing"] for g in point.plan["groups"] if g["id"] == FULL)
+        rejected = chosen >= first + SEARCH_UNROLL
+    solver = z3.SimpleSolver()
+    solver.add(*query.enc.facts, *_pins(query, m))
+    assert solver.check() == z3.sat, f"{m.text()} dropped by the encoding's bounds"
+    assert (query.check(*_pins(query, m)) is not None) == rejected, m.text()
+
+
+def test_seeded_bug_is_killed_by_the_sweep_and_by_no_fixed_checkpoint() -> None:
+    """split_count_floor_plus_one is right at every catalog model (69/24 and 20/7 KDA/MLA
+    layers), so impl still equals the contract number for number at every catalog point; the
+    sweep's enumeration of layer patterns reaches 24 layers with MLA every 2nd (12 and 12),
+    where impl makes two state groups instead of one."""
+    fam = family({"num_layers": "24..26", "mla_every": "2..3"})
+    assert impl_conformance(fam)[1] is None
+    with faults.inject("split_count_floor_plus_one"):
+        for name in BUILTIN_MODELS:
+            check_model(name, "search")  # the fixed-checkpoint conformance check passes
+        differs = impl_conformance(fam)[1]
+    assert differs is not None and "num_layers=24" in differs and "mla_every=2" in differs
+
+
+def _impl_matches(fam: Family) -> None:
+    assert impl_conformance(fam)[1] is None
+
+
+def test_impl_conformance_bites() -> None:
+    fails_under("split_count_floor_plus_one", _impl_matches, family({"num_layers": "24", "mla_every": "2"}))
+
+
+def test_describe_set_finds_residue_classes() -> None:
+    domain = tuple(range(24, 48))
+    assert describe_set([v for v in domain if v % 4 == 1], domain) == "6 of 24: ≡ 1 (mod 4)"
+    assert describe_set([], domain) == "none" and describe_set(list(domain), domain) == "all"
+    assert describe_set([24, 25, 30], domain) == "3 of 24: 24..25, 30"
+
+
+def test_cli_json_and_replay(tmp_path, capsys) -> None:
+    vary = [f"{k}={v}" for k, v in K3_ALONE.items()]
+    code = main(["sweep", "--vary", *vary, "--policy", "ceil", "--out", str(tmp_path), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 1 and not out["proved"] and out["domain_size"] == 24
+    assert out["counterexample"]["tp"] == 32 and out["counterexample"]["dtype"] == "bf16"
+    assert out["impl"]["differs"] is None and "rejects" in out["impl"]["at_counterexample"]
+    replay = out["counterexample"]["replay"].split()[1:]
+    assert main(replay) == 1  # verify plan on the written config rejects the same point
+    assert "padding_bound" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--vary", "layers=24..32"], "expected NAME=RANGE"),
+    (["--vary", "num_layers=32..24"], "empty range"),
+    (["--vary", "num_layers=0..24"], "must be in 1..1024"),
+    (["--vary", "kda_heads=a..b"], "expected a..b"),
+    (["--vary", "mla_every=1..4"], "must start at 2"),
+    (["--vary", "num_layers=24", "num_layers=25"], "twice"),
+    (["--model", "deepseek-v3"], "hybrid"),
+])
+def test_bad_input_is_one_line_and_exit_2(argv: list[str], message: str, capsys) -> None:
+    assert main(["sweep", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
