@@ -28,6 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", nargs="+", choices=CACHE_DTYPES, help="narrow the cache dtypes")
     parser.add_argument("--out", metavar="DIR", help="where to write the counterexample's config.json "
                                                      "(default: a new temporary folder)")
+    parser.add_argument("--budget", type=float, default=600.0, metavar="SECONDS",
+                        help="give up (exit 2, never PROVED) when z3 has not decided by then (default 600)")
     parser.add_argument("--pattern", nargs="+", choices=PATTERNED, default=[],
                         help="also report which values of these parameters fail with the others at the "
                              "counterexample (one small query per value)")
@@ -156,7 +158,9 @@ def render(result: Sweep, model: str, config: Path | None, replay: str | None,
 def run(args: argparse.Namespace) -> int:
     base = load_model(args.model, args.config)
     family = Family.around(base, parse_vary(args.vary), tuple(args.dtype or CACHE_DTYPES))
-    result = sweep(family, policy_named(args.policy), tuple(args.pattern))
+    if args.budget <= 0:
+        raise ConfigError("--budget must be a positive number of seconds")
+    result = sweep(family, policy_named(args.policy), tuple(args.pattern), args.budget)
     conformance = impl_conformance(family)
     config, replay = _replay(result, args.out) if not result.proved else (None, None)
     if args.json:

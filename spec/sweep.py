@@ -307,14 +307,26 @@ class Sweep:
 ORDER = (*PARAMETERS, "tp", "bf16")
 
 
+class Undecided(ConfigError):
+    """The time budget ran out before z3 decided the family: narrow the ranges."""
+
+
 class _Query:
-    def __init__(self, family: Family, policy: Policy, shape: Shape, unroll: int) -> None:
+    def __init__(self, family: Family, policy: Policy, shape: Shape, unroll: int, budget: float = 600.0) -> None:
+        self.start, self.budget = time.perf_counter(), budget
         self.enc = Encoding(family, policy, shape, unroll)
         fails = self.enc.build()
         self.lowest = {p: family.ranges[p].lo for p in PARAMETERS}
         self.solver = z3.SimpleSolver()  # measured fastest here, for sat and unsat alike
         self.assertions = [*self.enc.facts, fails]
         self.solver.add(*self.assertions)
+
+    def timeout_ms(self) -> int:
+        left = self.budget - (time.perf_counter() - self.start)
+        if left <= 0:
+            raise Undecided(f"undecided: the time budget of {self.budget:.0f} s ran out; "
+                            "narrow the --vary ranges or raise --budget")
+        return max(1, int(left * 1000))
 
     def add_candidate(self, k_mla: int) -> None:
         """Refine `search`: members where this K_mla boots are no longer counterexamples."""
@@ -324,7 +336,14 @@ class _Query:
         self.solver.add(*self.enc.facts[before:], rejects)
 
     def check(self, *extra: Any) -> dict[str, int] | None:
-        if self.solver.check(*extra) != z3.sat:
+        """A failing member satisfying `extra`, or None when there is none. z3 giving up (the
+        time budget) is neither: it raises, so an undecided query is never read as a proof."""
+        self.solver.set("timeout", self.timeout_ms())
+        verdict = self.solver.check(*extra)
+        if verdict == z3.unknown:
+            raise Undecided(f"undecided: z3 gave up ({self.solver.reason_unknown()}) after "
+                            f"{time.perf_counter() - self.start:.0f} s; narrow the --vary ranges or raise --budget")
+        if verdict == z3.unsat:
             return None
         model = self.solver.model()
         return {name: _value(model.eval(var, model_completion=True)) for name, var in self.enc.vars.items()}
@@ -367,7 +386,15 @@ class _Query:
         solver = z3.SimpleSolver()
         solver.add(*(z3.simplify(z3.substitute(f, *pins)) for f in self.assertions))
         var = self.enc.vars[name]
-        return lambda value: solver.check(var == value) == z3.sat
+        solver.set("timeout", self.timeout_ms())
+
+        def fails(value: int) -> bool:
+            verdict = solver.check(var == value)
+            if verdict == z3.unknown:
+                raise Undecided(f"undecided: z3 gave up on the pattern of {name}; drop --pattern {name}")
+            return verdict == z3.sat
+
+        return fails
 
 
 def _value(v: Any) -> int:
@@ -386,7 +413,7 @@ def confirm(family: Family, policy: Policy, member: Member) -> tuple[PointPlan |
         return None, str(err)
 
 
-def sweep(family: Family, policy: Policy, patterns: tuple[str, ...] = ()) -> Sweep:
+def sweep(family: Family, policy: Policy, patterns: tuple[str, ...] = (), budget: float = 600.0) -> Sweep:
     """PROVED when no member fails; else the smallest failing member, confirmed pointwise.
 
     `search` takes the first accepted K_mla from ceil(state / page) up to 256. The query unrolls
@@ -396,7 +423,7 @@ def sweep(family: Family, policy: Policy, patterns: tuple[str, ...] = ()) -> Swe
     most 256 candidates, so it ends, and what it ends with is exact."""
     start = time.perf_counter()
     shape = derive_shape(family)
-    query = _Query(family, policy, shape, SEARCH_UNROLL if policy.smallest_accepted else 1)
+    query = _Query(family, policy, shape, SEARCH_UNROLL if policy.smallest_accepted else 1, budget)
     added: list[int] = []
     floor, minimal = None, False
     while True:

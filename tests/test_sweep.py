@@ -169,3 +169,10 @@ def test_bad_input_is_one_line_and_exit_2(argv: list[str], message: str, capsys)
     assert main(["sweep", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_an_undecided_family_is_never_proved(capsys) -> None:
+    """A budget too small to decide is exit 2 with one line, not PROVED."""
+    assert main(["sweep", "--vary", *(f"{k}={v}" for k, v in ISSUE_RANGES.items()), "--budget", "0.001"]) == 2
+    err = capsys.readouterr().err
+    assert "undecided" in err and len(err.strip().splitlines()) == 1
