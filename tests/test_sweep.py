@@ -95,7 +95,7 @@ QUERIES = {name: _Query(ISSUE, POLICIES[name], derive_shape(ISSUE), SEARCH_UNROL
            for name in POLICIES}
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(members(), st.sampled_from(list(POLICIES)))
 def test_encoding_agrees_with_the_pointwise_prover(m: Member, policy: str) -> None:
     """Pin one member: the encoding's 'fails' must be the pointwise prover's rejection (for
