@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from kvproof.ci import sweep_report
 from kvproof.ci.cli import UsageError
 from kvproof.ci.cmd_plan import add_model_arguments
 from kvproof.impl.recipe import MAX_PADDING, POLICIES, RecipePlan, plan_model
@@ -18,6 +19,7 @@ SHORT = {
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
     parser.add_argument("--out", required=True, metavar="DIR", help="folder for report.png, report.svg, report.md")
+    sweep_report.add_arguments(parser)
 
 
 def sweep(model: ModelGeometry) -> dict[tuple[str, str, int], RecipePlan]:
@@ -129,6 +131,8 @@ def draw(model: ModelGeometry, cells: dict[tuple[str, str, int], RecipePlan], ou
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.sweep:
+        return sweep_report.run(args)
     model = load_model(args.model, args.config)
     out = Path(args.out)
     try:

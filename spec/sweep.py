@@ -311,7 +311,7 @@ class Undecided(ConfigError):
     """The time budget ran out before z3 decided the family: narrow the ranges."""
 
 
-class _Query:
+class Query:
     def __init__(self, family: Family, policy: Policy, shape: Shape, unroll: int, budget: float = 600.0) -> None:
         self.start, self.budget = time.perf_counter(), budget
         self.enc = Encoding(family, policy, shape, unroll)
@@ -423,7 +423,7 @@ def sweep(family: Family, policy: Policy, patterns: tuple[str, ...] = (), budget
     most 256 candidates, so it ends, and what it ends with is exact."""
     start = time.perf_counter()
     shape = derive_shape(family)
-    query = _Query(family, policy, shape, SEARCH_UNROLL if policy.smallest_accepted else 1, budget)
+    query = Query(family, policy, shape, SEARCH_UNROLL if policy.smallest_accepted else 1, budget)
     added: list[int] = []
     floor, minimal = None, False
     while True:
@@ -451,7 +451,26 @@ def sweep(family: Family, policy: Policy, patterns: tuple[str, ...] = (), budget
             floor = found  # the answer is no smaller: refining only removes members
 
 
-def failing_patterns(query: _Query, found: dict[str, int], family: Family, names: tuple[str, ...]) -> dict[str, str]:
+def confirmed_failure(query: Query, family: Family, policy: Policy, *extra: Any) -> tuple[Member, str] | None:
+    """Any failing member satisfying `extra` that the pointwise prover confirms, with its failing
+    properties; None when no member fails. Refines `search` as `sweep` does."""
+    while True:
+        found = query.check(*extra)
+        if found is None:
+            return None
+        member = _member(found)
+        point, _ = confirm(family, policy, member)
+        if point is None or not point.accepted:
+            failing = ["boots"] if point is None else [p for p, hits in point.violations.items() if hits]
+            return member, ", ".join(failing)
+        k_mla = next(g["packing"] for g in point.plan["groups"] if g["id"] == FULL)
+        if not policy.smallest_accepted:
+            raise ConfigError(f"internal: the sweep's encoding says {member.text()} fails under {policy.name}, "
+                              f"the pointwise prover accepts K_mla={k_mla}; please report")
+        query.add_candidate(k_mla)
+
+
+def failing_patterns(query: Query, found: dict[str, int], family: Family, names: tuple[str, ...]) -> dict[str, str]:
     """Which values of each named parameter fail with every other parameter at the
     counterexample (any tp for kda_heads, since tp must divide them)."""
     out = {}

@@ -5,6 +5,7 @@ checkpoints is killed by the sweep and by no fixed-checkpoint check, and bad inp
 from __future__ import annotations
 
 import json
+from functools import cache
 
 import pytest
 import z3
@@ -15,12 +16,13 @@ from test_conformance import check_model
 
 from kvproof.ci.cli import main
 from kvproof.ci.cmd_sweep import impl_conformance
+from kvproof.ci.sweep_report import cells
 from kvproof.impl import faults
 from kvproof.impl.recipe import plan_model
 from kvproof.spec.catalog import BUILTIN_MODELS, CACHE_DTYPES, load_model
 from kvproof.spec.contract import FULL
 from kvproof.spec.policy import POLICIES
-from kvproof.spec.sweep import SEARCH_UNROLL, _Query, confirm, derive_shape, describe_set, sweep
+from kvproof.spec.sweep import SEARCH_UNROLL, Query, confirm, derive_shape, describe_set, sweep
 from kvproof.spec.sweep_family import Family, Member, divisors, mla_layers, parse_range
 
 K3 = load_model("kimi-k3")
@@ -62,10 +64,10 @@ def test_a_family_holding_k3_is_refuted_at_k3_bf16_tp32_or_a_smaller_member() ->
 
 
 def test_search_is_proved_over_a_family_around_k3() -> None:
-    fam = family({"num_layers": "90..96", "mla_every": "4"})
+    fam = family({"num_layers": "92..94", "mla_every": "4"})
     result = sweep(fam, POLICIES["search"])
     assert result.proved, result.counterexample
-    assert result.size == 7 * 2 * len(divisors(96))
+    assert result.size == 3 * 2 * len(divisors(96))
 
 
 def test_search_over_the_issue_family_fails_at_a_short_state_group() -> None:
@@ -76,7 +78,7 @@ def test_search_over_the_issue_family_fails_at_a_short_state_group() -> None:
     assert result.refusal is None and not result.point.accepted
 
 
-def _pins(query: _Query, m: Member) -> list:
+def _pins(query: Query, m: Member) -> list:
     v = query.enc.vars
     return [v["num_layers"] == m.num_layers, v["mla_every"] == m.mla_every, v["kda_heads"] == m.kda_heads,
             v["tp"] == m.tp, v["head_dim"] == m.head_dim, v["kv_lora_rank"] == m.kv_lora_rank,
@@ -91,8 +93,10 @@ def members(draw: st.DrawFn) -> Member:
                   draw(st.sampled_from(divisors(heads))), draw(st.sampled_from(CACHE_DTYPES)))
 
 
-QUERIES = {name: _Query(ISSUE, POLICIES[name], derive_shape(ISSUE), SEARCH_UNROLL if name == "search" else 1)
-           for name in POLICIES}
+@cache
+def query_for(policy: str) -> Query:
+    return Query(ISSUE, POLICIES[policy], derive_shape(ISSUE), SEARCH_UNROLL if policy == "search" else 1)
+
 
 
 @settings(max_examples=15, deadline=None)
@@ -101,7 +105,7 @@ def test_encoding_agrees_with_the_pointwise_prover(m: Member, policy: str) -> No
     """Pin one member: the encoding's 'fails' must be the pointwise prover's rejection (for
     search: the first SEARCH_UNROLL candidates all rejected). Its bit widths drop no member: with
     'fails' negated the pinned member still has a model."""
-    query = QUERIES[policy]
+    query = query_for(policy)
     point, refusal = confirm(ISSUE, POLICIES[policy], m)
     rejected = refusal is not None or not point.accepted
     if policy == "search" and not rejected:
@@ -176,3 +180,30 @@ def test_an_undecided_family_is_never_proved(capsys) -> None:
     assert main(["sweep", "--vary", *(f"{k}={v}" for k, v in ISSUE_RANGES.items()), "--budget", "0.001"]) == 2
     err = capsys.readouterr().err
     assert "undecided" in err and len(err.strip().splitlines()) == 1
+
+
+def test_report_cells_are_sub_family_verdicts() -> None:
+    """A cell is PROVED exactly when the sweep proves its sub-family; a failing cell's member lies
+    in the cell and the pointwise prover rejects it."""
+    fam = Family.around(K3, {"num_layers": parse_range("num_layers", "24..25"),
+                             "mla_every": parse_range("mla_every", "4..5")}, ("fp8",))
+    grid = cells(fam, "ceil", "num_layers", "mla_every")
+    assert grid[24, 4] is None and grid[24, 5] is not None
+    for (layers, every), found in grid.items():
+        if found is None:
+            sub = Family.around(K3, {"num_layers": parse_range("num_layers", str(layers)),
+                                     "mla_every": parse_range("mla_every", str(every))}, ("fp8",))
+            assert sweep(sub, POLICIES["ceil"]).proved
+        else:
+            member, properties = found
+            assert (member.num_layers, member.mla_every) == (layers, every) and properties == "padding_bound"
+            point, _ = confirm(fam, POLICIES["ceil"], member)
+            assert point is not None and not point.accepted
+
+
+def test_report_sweep_writes_the_picture(tmp_path) -> None:
+    code = main(["report", "--sweep", "num_layers=24", "mla_every=4..5", "--sweep-policy", "pinned12",
+                 "--out", str(tmp_path)])
+    assert code == 1  # pinned12 fails at K3's own geometry
+    assert all((tmp_path / f"sweep.{e}").stat().st_size > 0 for e in ("png", "svg", "md"))
+    assert "| 4 |" in (tmp_path / "sweep.md").read_text()
