@@ -116,6 +116,8 @@ class Family:
         ranges = {p: vary.get(p) or Range(fixed[p], fixed[p]) for p in PARAMETERS}
         if ranges["mla_every"].lo < 2:
             raise ConfigError("--vary mla_every must start at 2 or more: every layer MLA leaves no KDA layer")
+        if ranges["num_layers"].lo < 2:
+            raise ConfigError("--vary num_layers must start at 2 or more: one layer is MLA and leaves no KDA layer")
         return Family(base, ranges, dtypes)
 
     def size(self) -> int:

@@ -166,6 +166,7 @@ def test_cli_json_and_replay(tmp_path, capsys) -> None:
     (["--vary", "num_layers=0..24"], "must be in 1..1024"),
     (["--vary", "kda_heads=a..b"], "expected a..b"),
     (["--vary", "mla_every=1..4"], "must start at 2"),
+    (["--vary", "num_layers=1..4"], "must start at 2"),
     (["--vary", "num_layers=24", "num_layers=25"], "twice"),
     (["--model", "deepseek-v3"], "hybrid"),
 ])
