@@ -62,9 +62,10 @@ def run_mutant(mutant: Mutant, broken: dict[str, str | None]) -> dict:
             try:
                 report = json.loads(proc.stdout)
                 # verify prove lists counterexamples; verify engine lists new findings as keys
-                # (engine, version, recipe, point, property).
+                # (engine, version, recipe, point, property); verify sweep --engine lists causes.
                 found = ({c["property"] for c in report.get("counterexamples", [])}
-                         | {key[4] for key in report.get("new_findings", [])})
+                         | {key[4] for key in report.get("new_findings", [])}
+                         | {c["property"] for c in report.get("causes", [])})
             except (json.JSONDecodeError, KeyError, TypeError, AttributeError, IndexError):
                 errors.append(f"{check}: no counterexample report ({_tail(proc)})")
                 continue

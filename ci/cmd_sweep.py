@@ -7,6 +7,7 @@ import json
 import tempfile
 from pathlib import Path
 
+from kvproof.ci import engine_sweep
 from kvproof.ci.cmd_plan import add_model_arguments
 from kvproof.impl.packer import PlanError
 from kvproof.impl.recipe import plan_model, recipe_groups
@@ -24,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vary", nargs="+", metavar="NAME=RANGE", default=[],
                         help=f"ranges a..b, lists a,b,c or values a of: {', '.join(PARAMETERS)}; "
                              "unnamed parameters keep the base model's value")
-    parser.add_argument("--policy", choices=list(POLICIES), default="search", help="K_mla policy")
+    parser.add_argument("--policy", choices=list(POLICIES), help="K_mla policy (default search)")
     parser.add_argument("--dtype", nargs="+", choices=CACHE_DTYPES, help="narrow the cache dtypes")
     parser.add_argument("--out", metavar="DIR", help="where to write the counterexample's config.json "
                                                      "(default: a new temporary folder)")
@@ -33,6 +34,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pattern", nargs="+", choices=PATTERNED, default=[],
                         help="also report which values of these parameters fail with the others at the "
                              "counterexample (one small query per value)")
+    parser.add_argument("--engine", choices=["tokenspeed"],
+                        help="run the engine's own kimi_k3 recipe at the members instead of proving our contract")
+    parser.add_argument("--engine-path", metavar="DIR", help="with --engine: a checkout or unpacked package "
+                                                             "(default: installed)")
+    parser.add_argument("--examples", type=int, default=200, metavar="N",
+                        help="with --engine: members hypothesis tries when the family is too large to enumerate")
 
 
 def parse_vary(items: list[str]) -> dict[str, Range]:
@@ -156,11 +163,17 @@ def render(result: Sweep, model: str, config: Path | None, replay: str | None,
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.engine:
+        engine_sweep.refuse_contract_flags(args)
     base = load_model(args.model, args.config)
     family = Family.around(base, parse_vary(args.vary), tuple(args.dtype or CACHE_DTYPES))
+    if args.engine:
+        return engine_sweep.run(args, family)
+    if args.engine_path:
+        raise ConfigError("--engine-path needs --engine")
     if args.budget <= 0:
         raise ConfigError("--budget must be a positive number of seconds")
-    result = sweep(family, policy_named(args.policy), tuple(args.pattern), args.budget)
+    result = sweep(family, policy_named(args.policy or "search"), tuple(args.pattern), args.budget)
     conformance = impl_conformance(family)
     config, replay = _replay(result, args.out) if not result.proved else (None, None)
     if args.json:

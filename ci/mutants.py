@@ -43,6 +43,8 @@ PACKER = "tests/test_packer_properties.py::"
 MACHINE = "tests/test_cache_stateful.py::test_synthetic_arena_matches_oracle"
 KDA = "tests/test_kda_decode.py::"
 TOKENSPEED_FP8 = "verify engine tokenspeed --recipe kimi_k3 --dtype fp8"
+# K3's mla_every 4 at 80 layers: 60 KDA layers, three groups of 20; the released recipe boots at fp8.
+TOKENSPEED_FAMILY = "verify sweep --engine tokenspeed --vary num_layers=80 --dtype fp8"
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant("policy_pinned12", ("verify prove --model kimi-k3",), policy="pinned12", expect="exact_stride"),
@@ -74,6 +76,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("kda_no_page_guard", (KDA + "test_unchecked_bad_page_leaves_arena_alone",)),
     # tokenspeed's own code, edited in a temporary copy; the released engine's fp8 points are clean.
     Mutant("ts_k3_packing_floor", (TOKENSPEED_FP8,), expect="boots"),
+    # Right at K3's own 69 KDA layers, so only a family reaches it (tests/test_engine_sweep.py).
+    Mutant("ts_k3_group_size_literal", (TOKENSPEED_FAMILY,), expect="boots"),
     Mutant("ts_plan_widened_stride", (TOKENSPEED_FP8,), expect="exact_stride"),
     Mutant("ts_bind_forgets_null_parent", (TOKENSPEED_FP8,), expect="no_overlap"),
     Mutant("launch_dense_tp_unchecked",

@@ -44,6 +44,8 @@ FAULTS: dict[str, str] = {
     # Faults of an engine's own code: the adapter loads a temporary copy of the engine with the
     # edit of kvproof.engines.tokenspeed.mutants applied (the installed engine is never touched).
     "ts_k3_packing_floor": "tokenspeed's K3 recipe rounds K_mla = state / page down instead of up",
+    "ts_k3_group_size_literal": "tokenspeed's K3 recipe puts 23 KDA layers in each state group (K3's 69 / 3) "
+                                "instead of a third of the model's KDA layers",
     "ts_plan_widened_stride": "tokenspeed's pack() gives every field a page stride 256 B wider than plane / K",
     "ts_bind_forgets_null_parent": "tokenspeed's bind() sizes each plane slab for N parents, not N + 1",
     "launch_dense_tp_unchecked": "verify config drops the rule dense tp == attention tp under attention DP",

@@ -4,9 +4,15 @@ with the structure of each failing set."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 
 from kvproof.engines.tokenspeed import loader, sweep
+from kvproof.impl import faults
 from kvproof.spec.catalog import load_model
 from kvproof.spec.sweep_family import Family, parse_range
 
@@ -53,3 +59,57 @@ def test_a_large_family_is_searched_and_the_failure_shrunk(installed) -> None:
     assert cause.property == "boots"
     # Shrunk towards the smallest geometry: the fewest layers that still fail.
     assert cause.member.num_layers <= 30, cause.member
+
+
+def verify(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kvproof.ci.cli", *args], capture_output=True, text=True,
+                          check=False, timeout=300)
+
+
+def test_cli_reports_each_cause_with_its_pattern_and_replay() -> None:
+    """`verify sweep --engine tokenspeed`: exit 1 with both causes of the 80..95 family at bf16,
+    each with the replay that reruns its smallest member; the replay of the K3-like member fails
+    again for the same cause, and K3 itself (93 layers) at fp8 exits 0 without claiming PROVED."""
+    proc = verify("sweep", "--engine", "tokenspeed", "--vary", "num_layers=80..95", "--dtype", "bf16", "--json")
+    assert proc.returncode == 1, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["enumerated"] and doc["tried"] == doc["domain_size"] == 16 * 12
+    padding = next(c for c in doc["causes"] if "padding fraction" in c["message"])
+    assert padding["member"]["num_layers"] == 80 and padding["member"]["tp"] == 32
+    again = verify(*padding["replay"].split()[1:], "--json")
+    assert again.returncode == 1 and json.loads(again.stdout)["causes"][0]["message"] == padding["message"]
+    clean = verify("sweep", "--engine", "tokenspeed", "--dtype", "fp8")
+    assert clean.returncode == 0 and "no counterexample in 12 geometries (enumerated)" in clean.stdout
+    assert "PROVED" not in clean.stdout
+
+
+@pytest.mark.parametrize("args, names", [
+    (["--policy", "ceil"], "--policy is for our contract's sweep"),
+    (["--model", "deepseek-v3"], "drop --model/--config"),
+    (["--examples", "0"], "--examples must be at least 1"),
+    (["--engine-path", "/nonexistent"], "no tokenspeed package"),
+])
+def test_cli_bad_input_is_one_line_exit_2(args, names) -> None:
+    proc = verify("sweep", "--engine", "tokenspeed", *args)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and names in proc.stderr, proc.stderr
+
+
+def test_engine_path_needs_engine() -> None:
+    proc = verify("sweep", "--engine-path", "/tmp")
+    assert proc.returncode == 2 and "--engine-path needs --engine" in proc.stderr, proc.stderr
+
+
+def test_a_recipe_right_only_at_k3_is_caught_by_the_family_alone() -> None:
+    """ts_k3_group_size_literal (23 KDA layers per group: K3's 69 / 3) plans K3 exactly as the
+    release does, so `verify engine` at every fp8 point sees nothing; the family at 80 layers
+    (60 KDA layers) refuses to boot at every tp."""
+    env = dict(os.environ, **{faults.ENV: "ts_k3_group_size_literal"})
+    point = subprocess.run([sys.executable, "-m", "kvproof.ci.cli", "engine", "tokenspeed", "--recipe", "kimi_k3",
+                            "--dtype", "fp8"], capture_output=True, text=True, check=False, env=env, timeout=300)
+    assert point.returncode == 0, point.stdout[-2000:]
+    family = subprocess.run([sys.executable, "-m", "kvproof.ci.cli", "sweep", "--engine", "tokenspeed", "--vary",
+                             "num_layers=80", "--dtype", "fp8", "--json"],
+                            capture_output=True, text=True, check=False, env=env, timeout=300)
+    assert family.returncode == 1, family.stderr
+    (cause,) = json.loads(family.stdout)["causes"]
+    assert cause["property"] == "boots" and cause["count"] == 12 and "linear_attention_2" in cause["message"]

@@ -25,6 +25,11 @@ EDITS: dict[str, tuple[Path, str, str]] = {
         "mla_packing = max(1, -(-linear_plane_bytes // mla_page_bytes))",
         "mla_packing = max(1, linear_plane_bytes // mla_page_bytes)",
     ),
+    "ts_k3_group_size_literal": (
+        _RECIPES / "kimi_k3.py",
+        "per_group = len(kda_layer_ids) // _KIMI_K3_STATE_GROUPS",
+        "per_group = 23",
+    ),
     "ts_plan_widened_stride": (
         _RECIPES / "plan.py",
         "page_stride_bytes=plane_bytes[field.plane_id] // packing[group_id],",

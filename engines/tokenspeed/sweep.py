@@ -22,8 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kvproof.engines.tokenspeed import engine, kimi_k3, loader
-from kvproof.engines.verdict import PointResult, from_refusal, planned
+from kvproof.engines.tokenspeed import engine, kimi_k3, loader, mutants
+from kvproof.engines.verdict import EngineError, PointResult, from_refusal, planned
 from kvproof.spec.sweep import describe_set
 from kvproof.spec.sweep_family import Family, Member, divisors
 
@@ -37,7 +37,7 @@ class Cause:
 
     property: str
     message: str  # the minimal member's own message
-    count: int  # failing members with this cause among those tried
+    count: int  # failing members with this cause (enumerated); 1 when searched: the minimised member
     member: Member  # the smallest by Member.key
     patterns: dict[str, str]  # parameter -> its failing set for this cause, the others fixed
 
@@ -48,6 +48,7 @@ class Cause:
 
 @dataclass(frozen=True)
 class EngineSweep:
+    engine: str  # the tokenspeed under test (version, origin, folder, commit)
     members: int  # the family's size
     tried: int
     enumerated: bool
@@ -113,6 +114,17 @@ def members(family: Family) -> list[Member]:
             for tp in divisors(heads) for dtype in family.dtypes]
 
 
+def verify(engine_path: str | None, family: Family, examples: int) -> EngineSweep:
+    """`verify sweep --engine tokenspeed`: the installed release, or the package at --engine-path."""
+    try:
+        source = loader.path_source(engine_path) if engine_path else loader.installed_source()
+        return sweep(mutants.mutated(source), family, examples)
+    except loader.SourceError as err:
+        raise EngineError(str(err)) from None
+    except loader.StubUsed as err:
+        raise EngineError(f"{err}; the adapter must model this before the family can be checked") from None
+
+
 def sweep(source: loader.Source, family: Family, examples: int = 200) -> EngineSweep:
     start = time.perf_counter()
     runner = Runner(source, family)
@@ -138,7 +150,7 @@ def sweep(source: loader.Source, family: Family, examples: int = 200) -> EngineS
         causes.append(Cause(prop, runner.run(smallest).findings[0].message, len(failing), smallest,
                             _patterns(family, smallest, same)))
     causes.sort(key=lambda c: c.member.key())
-    return EngineSweep(size, tried, enumerated, tuple(causes), time.perf_counter() - start)
+    return EngineSweep(source.describe(), size, tried, enumerated, tuple(causes), time.perf_counter() - start)
 
 
 def _search(family: Family, bad: Callable[[Member], bool], examples: int) -> tuple[Member | None, int]:
