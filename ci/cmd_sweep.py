@@ -40,6 +40,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                              "(default: installed)")
     parser.add_argument("--examples", type=int, default=200, metavar="N",
                         help="with --engine: members hypothesis tries when the family is too large to enumerate")
+    parser.add_argument("--workers", type=int, metavar="N",
+                        help="with --engine: enumerate every member over N local pytest-xdist workers")
+    parser.add_argument("--tx", nargs="+", metavar="SPEC", default=[],
+                        help="with --engine: enumerate every member over these pytest-xdist hosts (execnet specs)")
 
 
 def parse_vary(items: list[str]) -> dict[str, Range]:
@@ -169,8 +173,8 @@ def run(args: argparse.Namespace) -> int:
     family = Family.around(base, parse_vary(args.vary), tuple(args.dtype or CACHE_DTYPES))
     if args.engine:
         return engine_sweep.run(args, family)
-    if args.engine_path:
-        raise ConfigError("--engine-path needs --engine")
+    if args.engine_path or args.workers or args.tx:
+        raise ConfigError("--engine-path, --workers and --tx need --engine")
     if args.budget <= 0:
         raise ConfigError("--budget must be a positive number of seconds")
     result = sweep(family, policy_named(args.policy or "search"), tuple(args.pattern), args.budget)

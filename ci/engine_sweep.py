@@ -8,13 +8,26 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from kvproof.ci.cli import UsageError
 from kvproof.engines.verdict import EngineError
+from kvproof.impl import faults
 from kvproof.spec.sweep_family import PARAMETERS, Family, Member
 
+if TYPE_CHECKING:
+    from kvproof.engines.tokenspeed.sweep import EngineSweep
+
 ENGINE_MODEL = "kimi-k3"  # the family the engine's kimi_k3 recipe plans (engines/tokenspeed/sweep.py)
+DISTRIBUTE_UP_TO = 2_000_000  # members a distributed sweep enumerates; larger: narrow the ranges or search
+CHUNKS = 256  # tests in the work list: enough for xdist to balance, few enough to load the engine once each
 
 
 def refuse_contract_flags(args: argparse.Namespace) -> None:
@@ -28,6 +41,55 @@ def refuse_contract_flags(args: argparse.Namespace) -> None:
                              "and every cause's pattern is reported")
     if args.examples < 1:
         raise UsageError("--examples must be at least 1")
+    if args.workers is not None and args.workers < 1:
+        raise UsageError("--workers must be at least 1")
+    if args.workers and args.tx:
+        raise UsageError("--workers spreads over local cores, --tx over the hosts named: pick one")
+
+
+def distributed(args: argparse.Namespace, family: Family) -> EngineSweep:
+    """Every member, spread over pytest-xdist workers (ci/engine_family_job.py): local ones with
+    --workers, or the execnet specs of --tx (each host needs this checkout and the engine at the
+    same paths). The failing members come back; patterns are then computed here."""
+    from kvproof.ci import engine_family_job as job
+    from kvproof.engines.tokenspeed import loader, mutants, sweep
+
+    try:
+        source = loader.path_source(args.engine_path) if args.engine_path else loader.installed_source()
+    except loader.SourceError as err:
+        raise UsageError(str(err)) from None
+    size = family.size()
+    if size > DISTRIBUTE_UP_TO:
+        raise UsageError(f"{size:,} members: a distributed sweep enumerates at most {DISTRIBUTE_UP_TO:,}; narrow "
+                         "the ranges, or drop --workers/--tx to search")
+    text = job.encode({"engine_path": args.engine_path, "vary": {p: family.ranges[p].text() for p in PARAMETERS},
+                       "dtypes": list(family.dtypes), "chunks": min(size, CHUNKS)})
+    env = {job.JOB_ENV: text, faults.ENV: os.environ.get(faults.ENV, "")}
+    if args.workers:
+        spread = ["-n", str(args.workers)]
+    else:
+        suffix = "".join(f"//env:{k}={v}" for k, v in env.items() if v)
+        spread = ["-d", *(a for spec in args.tx for a in ("--tx", spec + suffix))]
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="kvproof-family-") as folder:
+        report = Path(folder) / "junit.xml"
+        cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-o", "addopts=", *spread,
+               f"--junitxml={report}", job.__file__]
+        proc = subprocess.run(cmd, env=dict(os.environ, **env), capture_output=True, text=True, check=False)
+        if proc.returncode != 0 or not report.exists():
+            last = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or ["no output"]
+            raise UsageError(f"the distributed sweep failed (pytest exit {proc.returncode}): {last[0]}")
+        chunks = [json.loads(p.get("value", "")) for p in ET.parse(report).iter("property")
+                  if p.get("name") == job.PROPERTY]
+    found: sweep.Failing = {}
+    for doc in chunks:
+        for member, prop, stem in doc["failing"]:
+            found.setdefault((prop, stem), []).append(Member(**member))
+    tried = sum(doc["tried"] for doc in chunks)
+    if tried != size:
+        raise UsageError(f"the distributed sweep ran {tried:,} of {size:,} members; a worker's result is missing")
+    source = mutants.mutated(source)
+    return sweep.summary(source, sweep.Runner(source, family), found, tried, True, start)
 
 
 def replay(family: Family, m: Member) -> str:
@@ -41,7 +103,10 @@ def run(args: argparse.Namespace, family: Family) -> int:
     from kvproof.engines.tokenspeed import sweep  # needs torch: the engine's recipes import it
 
     try:
-        result = sweep.verify(args.engine_path, family, args.examples)
+        if args.workers or args.tx:
+            result = distributed(args, family)
+        else:
+            result = sweep.verify(args.engine_path, family, args.examples)
     except EngineError as err:
         raise UsageError(str(err)) from None
     verdict = result.verdict()
@@ -54,7 +119,9 @@ def run(args: argparse.Namespace, family: Family) -> int:
         }
         print(json.dumps(doc, indent=1))
     else:
-        how = "enumerated: every member" if result.enumerated else \
+        spread = f" over {args.workers} pytest-xdist workers" if args.workers else \
+            f" over pytest-xdist --tx {' '.join(args.tx)}" if args.tx else ""
+        how = f"enumerated{spread}: every member" if result.enumerated else \
             f"searched by hypothesis ({args.examples} examples), failures shrunk"
         lines = [f"{result.engine}: kimi_k3 recipe over {family.describe()}  dtype {', '.join(family.dtypes)}",
                  f"domain: {result.members:,} members; {how}", ""]

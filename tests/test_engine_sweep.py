@@ -88,6 +88,10 @@ def test_cli_reports_each_cause_with_its_pattern_and_replay() -> None:
     (["--model", "deepseek-v3"], "drop --model/--config"),
     (["--examples", "0"], "--examples must be at least 1"),
     (["--engine-path", "/nonexistent"], "no tokenspeed package"),
+    (["--engine-path", "/nonexistent", "--workers", "2"], "no tokenspeed package"),
+    (["--workers", "0"], "--workers must be at least 1"),
+    (["--workers", "2", "--tx", "popen"], "pick one"),
+    (["--vary", "num_layers=2..1024", "kda_heads=1..4096", "--workers", "2"], "enumerates at most 2,000,000"),
 ])
 def test_cli_bad_input_is_one_line_exit_2(args, names) -> None:
     proc = verify("sweep", "--engine", "tokenspeed", *args)
@@ -96,7 +100,7 @@ def test_cli_bad_input_is_one_line_exit_2(args, names) -> None:
 
 def test_engine_path_needs_engine() -> None:
     proc = verify("sweep", "--engine-path", "/tmp")
-    assert proc.returncode == 2 and "--engine-path needs --engine" in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and "need --engine" in proc.stderr, proc.stderr
 
 
 def test_a_recipe_right_only_at_k3_is_caught_by_the_family_alone() -> None:
@@ -113,3 +117,15 @@ def test_a_recipe_right_only_at_k3_is_caught_by_the_family_alone() -> None:
     assert family.returncode == 1, family.stderr
     (cause,) = json.loads(family.stdout)["causes"]
     assert cause["property"] == "boots" and cause["count"] == 12 and "linear_attention_2" in cause["message"]
+
+
+@pytest.mark.parametrize("spread", [["--workers", "2"], ["--tx", "popen", "popen"]])
+def test_distributed_enumeration_equals_one_process(spread) -> None:
+    """The same family over pytest-xdist workers (local, or execnet specs that carry the job in
+    their env) enumerates every member and finds the same causes, counts, members and patterns."""
+    family = ["sweep", "--engine", "tokenspeed", "--vary", "num_layers=80..83", "--dtype", "bf16", "--json"]
+    alone, spread_out = verify(*family), verify(*family, *spread)
+    assert alone.returncode == spread_out.returncode == 1, spread_out.stderr
+    one, many = json.loads(alone.stdout), json.loads(spread_out.stdout)
+    assert many["enumerated"] and many["tried"] == many["domain_size"] == 4 * 12
+    assert many["causes"] == one["causes"] and len(one["causes"]) == 2

@@ -18,8 +18,9 @@ from __future__ import annotations
 import copy
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 from kvproof.engines.tokenspeed import engine, kimi_k3, loader, mutants
@@ -106,12 +107,32 @@ def _flag(dtype: str) -> str:
     return {"bf16": "bfloat16", "fp8": "fp8"}[dtype]
 
 
-def members(family: Family) -> list[Member]:
+def members(family: Family) -> Iterator[Member]:
+    """Every member, in one fixed order (chunk i of k is every k-th from the i-th)."""
     r = family.ranges
-    return [Member(layers, heads, hd, rank, every, tp, dtype)
+    return (Member(layers, heads, hd, rank, every, tp, dtype)
             for layers in r["num_layers"].all() for every in r["mla_every"].all()
             for heads in r["kda_heads"].all() for hd in r["head_dim"].all() for rank in r["kv_lora_rank"].all()
-            for tp in divisors(heads) for dtype in family.dtypes]
+            for tp in divisors(heads) for dtype in family.dtypes)
+
+
+Failing = dict[tuple[str, str], list[Member]]  # cause -> the members failing with it
+
+
+def failing(runner: Runner, chosen: Iterable[Member]) -> tuple[Failing, int]:
+    """Run the recipe at each chosen member: (failing members by cause, members run)."""
+    found: Failing = {}
+    tried = 0
+    for m in chosen:
+        tried += 1
+        if (cause := cause_of(runner.run(m))) is not None:
+            found.setdefault(cause, []).append(m)
+    return found, tried
+
+
+def chunk(family: Family, index: int, count: int) -> Iterator[Member]:
+    """The index-th of count disjoint slices that together are every member."""
+    return islice(members(family), index, None, count)
 
 
 def verify(engine_path: str | None, family: Family, examples: int) -> EngineSweep:
@@ -128,29 +149,30 @@ def verify(engine_path: str | None, family: Family, examples: int) -> EngineSwee
 def sweep(source: loader.Source, family: Family, examples: int = 200) -> EngineSweep:
     start = time.perf_counter()
     runner = Runner(source, family)
-    size = family.size()
-    found: dict[tuple[str, str], list[Member]] = {}
-    if size <= ENUMERATE_UP_TO:
-        everyone = members(family)
-        for m in everyone:
-            if (cause := cause_of(runner.run(m))) is not None:
-                found.setdefault(cause, []).append(m)
-        tried, enumerated = len(everyone), True
-    else:
-        first, tried = _search(family, lambda m: cause_of(runner.run(m)) is not None, examples)
-        if first is not None:
-            cause = cause_of(runner.run(first))
-            assert cause is not None
-            found[cause] = [_minimise(family, first, lambda m: cause_of(runner.run(m)) == cause)]
-        enumerated = False
+    if family.size() <= ENUMERATE_UP_TO:
+        return summary(source, runner, *failing(runner, members(family)), True, start)
+    found: Failing = {}
+    first, tried = _search(family, lambda m: cause_of(runner.run(m)) is not None, examples)
+    if first is not None:
+        cause = cause_of(runner.run(first))
+        assert cause is not None
+        found[cause] = [_minimise(family, first, lambda m: cause_of(runner.run(m)) == cause)]
+    return summary(source, runner, found, tried, False, start)
+
+
+def summary(source: loader.Source, runner: Runner, found: Failing, tried: int, enumerated: bool,
+            start: float) -> EngineSweep:
+    """Each cause's smallest member, its message and the failing set's pattern around it."""
+    family = runner.family
     causes = []
-    for (prop, stem), failing in found.items():
-        smallest = min(failing, key=Member.key)
+    for (prop, stem), failed in found.items():
+        smallest = min(failed, key=Member.key)
         same = lambda m, c=(prop, stem): cause_of(runner.run(m)) == c  # noqa: E731
-        causes.append(Cause(prop, runner.run(smallest).findings[0].message, len(failing), smallest,
+        causes.append(Cause(prop, runner.run(smallest).findings[0].message, len(failed), smallest,
                             _patterns(family, smallest, same)))
     causes.sort(key=lambda c: c.member.key())
-    return EngineSweep(source.describe(), size, tried, enumerated, tuple(causes), time.perf_counter() - start)
+    return EngineSweep(source.describe(), family.size(), tried, enumerated, tuple(causes),
+                       time.perf_counter() - start)
 
 
 def _search(family: Family, bad: Callable[[Member], bool], examples: int) -> tuple[Member | None, int]:
