@@ -16,7 +16,7 @@ from importlib import resources
 from typing import Any
 
 from kvproof.engines import verdict
-from kvproof.engines.tokenspeed import kimi_k3, loader, mutants, ordinary, pipeline, qwen35
+from kvproof.engines.tokenspeed import kimi_k3, loader, mutants, nemotron_h, ordinary, pipeline, qwen35
 from kvproof.engines.verdict import EngineError, EngineRun, PointResult, RecipeResult
 
 ENGINE = "tokenspeed"
@@ -42,6 +42,8 @@ PROFILES: dict[str, Profile] = {
     "mha": Profile(ordinary.MHA_MODELS, ordinary.MODULES, ordinary.mha_points, ordinary.build_mha,
                    ordinary.LIMITS),
     "qwen_gdn": Profile(qwen35.MODELS, qwen35.MODULES, qwen35.points, qwen35.build, qwen35.LIMITS),
+    "mamba2": Profile(nemotron_h.MODELS, nemotron_h.MODULES, nemotron_h.points, nemotron_h.build,
+                      nemotron_h.LIMITS),
 }
 
 
