@@ -141,7 +141,7 @@ def test_cli_baseline_json_and_exit_codes(tmp_path) -> None:
     k3 = next(r for r in doc["recipes"] if r["recipe"] == "kimi_k3")
     assert {"tp", "dtype", "verdict", "property", "message", "packing", "parent_bytes"} <= set(k3["points"][0])
     verified = {r["recipe"] for r in doc["recipes"] if r["verified"]}
-    assert verified == {"kimi_k3", "mla", "dsa", "mha", "qwen_gdn"}
+    assert verified == {"kimi_k3", "mla", "dsa", "mha", "qwen_gdn", "mamba2"}
 
     assert verify("engine", "tokenspeed", "--recipe", "kimi_k3", "--dtype", "bfloat16").returncode == 1
 
@@ -290,6 +290,67 @@ def test_an_environment_switch_is_an_assumption_axis_run_at_every_value(installe
     assert ssm["TOKENSPEED_MAMBA_SSM_DTYPE=float32"]["dtype"] == "float32"
     assert ssm["TOKENSPEED_MAMBA_SSM_DTYPE=bfloat16"]["dtype"] == "bfloat16"
     assert ssm["TOKENSPEED_MAMBA_SSM_DTYPE=float32"]["shape"] == [6, 128, 128]
+
+
+def _super_config() -> dict:
+    return engine.configs(engine.PROFILES["mamba2"])["nemotron-3-super-120b-a12b-fp8.json"]
+
+
+def test_nemotron_h_cache_layers_are_the_mamba_and_attention_blocks_only() -> None:
+    """Nemotron-3 Super's 88 blocks (MEMEMEM*E...) own 40 Mamba2 + 8 attention cache layers,
+    numbered densely (MoE blocks own none); Nemotron-H-56B's 118 own 54 + 10 (MLP blocks none),
+    and its config names the head size attention_head_dim, so head_dim is transformers' 128."""
+    from kvproof.engines.tokenspeed import nemotron_h
+
+    configs = engine.configs(engine.PROFILES["mamba2"])
+    sup = nemotron_h.hf_config(configs["nemotron-3-super-120b-a12b-fp8.json"])
+    assert (sup.num_hidden_layers, len(sup.cache_layer_types), len(sup.linear_layer_ids)) == (88, 48, 40)
+    assert sup.cache_layer_types[:6] == ["linear_attention"] * 4 + ["full_attention", "linear_attention"]
+    big = nemotron_h.hf_config(configs["nemotron-h-56b-base-8k.json"])
+    assert (big.num_hidden_layers, len(big.cache_layer_types), len(big.linear_layer_ids)) == (118, 64, 54)
+    assert "head_dim" not in configs["nemotron-h-56b-base-8k.json"] and big.head_dim == 128
+
+
+def test_mamba2_plans_nemotron_3_super_as_worked_by_hand(installed) -> None:
+    """Nemotron-3 Super at tp 8, fp8 KV, fp32 SSM state, every number from its config.json:
+    SSM state (128/8 heads, 64, 128) fp32 = 524,288 B; conv window (2*8*128 + 128*64)/8 = 1,280
+    channels x 3 bf16 = 7,680 B; K page 128 tokens x max(2/8, 1) head x 128 fp8 = 16,384 B, so a
+    KV group packs 524,288 / 16,384 = 32 pages. 40 state layers over ceil(40/8) = 5 groups of 8
+    and 8 attention layers over 2 groups of 4 give 8 unit segments and 8 conv segments:
+    parent 8 x 524,288 + 8 x 7,680 = 4,255,744 B."""
+    c = _super_config()
+    tp, block = 8, 128
+    ssm = c["mamba_num_heads"] // tp * c["mamba_head_dim"] * c["ssm_state_size"] * 4
+    channels = (2 * c["n_groups"] * c["ssm_state_size"] + c["mamba_num_heads"] * c["mamba_head_dim"]) // tp
+    conv = channels * (c["conv_kernel"] - 1) * 2
+    k_page = block * max(c["num_key_value_heads"] // tp, 1) * c["head_dim"] * 1
+    assert (ssm, conv, k_page) == (524_288, 7_680, 16_384)
+    point = {"model": "nemotron-3-super-120b-a12b-fp8", "tp": tp, "dtype": "fp8",
+             "assume": "TOKENSPEED_MAMBA_SSM_DTYPE=float32"}
+    doc = engine.plan(installed, "mamba2", point).documents[1]
+    assert doc["parent_bytes"] == 8 * ssm + 8 * conv == 4_255_744
+    assert {g["id"]: g["packing"] for g in doc["groups"]} == {
+        "full_attention_0": ssm // k_page, "full_attention_1": ssm // k_page,
+        **{f"linear_attention_{i}": 1 for i in range(5)}}
+    fields = {f["id"]: f for f in doc["fields"]}
+    assert (fields["layer.0.ssm"]["shape"], fields["layer.0.ssm"]["dtype"]) == ([16, 64, 128], "float32")
+    assert (fields["layer.0.conv"]["shape"], fields["layer.0.conv"]["stride"]) == ([channels, 3], conv)
+    # Cache layer 4 is the first attention block: K and V in adjacent unit segments, 32 pages a parent.
+    assert (fields["layer.4.k"]["plane"], fields["layer.4.v"]["plane"]) == ("unit.0", "unit.1")
+    assert (fields["layer.4.k"]["shape"], fields["layer.4.k"]["dtype"], fields["layer.4.k"]["stride"]) == (
+        [128, 1, 128], "uint8", k_page)
+    half = engine.plan(installed, "mamba2", point | {"assume": "TOKENSPEED_MAMBA_SSM_DTYPE=bfloat16"}).documents[1]
+    assert half["parent_bytes"] == 8 * ssm // 2 + 8 * conv
+
+
+def test_a_broken_mamba2_recipe_is_flagged(installed, tmp_path) -> None:
+    """K and V of one layer written to the same segment: the run reports it (the engine's own
+    exact-stride check refuses the plan, a boots finding) at every Nemotron point."""
+    edited_copy(installed, tmp_path, f"{RECIPES}/mamba2.py", 'f"unit.{2 * occurrence + 1}"', 'f"unit.{2 * occurrence}"')
+    run = engine.run(loader.path_source(tmp_path), ["mamba2"], {"tp": [8], "dtype": ["fp8"]})
+    (mamba2,) = run.recipes
+    assert len(mamba2.points) == 4
+    assert {(p.verdict, p.findings[0].property) for p in mamba2.points} == {("counterexample", "boots")}
 
 
 def test_a_switch_the_point_does_not_assume_raises_naming_it(installed) -> None:
