@@ -16,7 +16,7 @@ from importlib import resources
 from typing import Any
 
 from kvproof.engines import verdict
-from kvproof.engines.tokenspeed import kimi_k3, loader, mutants, nemotron_h, ordinary, pipeline, qwen35
+from kvproof.engines.tokenspeed import deepseek_v4, kimi_k3, loader, mutants, nemotron_h, ordinary, pipeline, qwen35
 from kvproof.engines.verdict import EngineError, EngineRun, PointResult, RecipeResult
 
 ENGINE = "tokenspeed"
@@ -44,6 +44,8 @@ PROFILES: dict[str, Profile] = {
     "qwen_gdn": Profile(qwen35.MODELS, qwen35.MODULES, qwen35.points, qwen35.build, qwen35.LIMITS),
     "mamba2": Profile(nemotron_h.MODELS, nemotron_h.MODULES, nemotron_h.points, nemotron_h.build,
                       nemotron_h.LIMITS),
+    "deepseek_v4": Profile(deepseek_v4.MODELS, deepseek_v4.MODULES, deepseek_v4.points, deepseek_v4.build,
+                           deepseek_v4.LIMITS),
 }
 
 
