@@ -197,11 +197,14 @@ class _Platform:
 
 
 def _indexer_cache_format(requested: object = None) -> str:
-    """The kernel package's DeepSeek-V4 indexer cache format ("mxfp4" or "fp8_scaled"), which
-    depends on the GPU and the kernel release: the point's assumption answers it, whatever was
-    requested."""
+    """The kernel package's DeepSeek-V4 indexer cache format ("mxfp4" or "fp8_scaled") when
+    neither the launch flag nor the checkpoint asks for one: the GPU's default, so the point's
+    assumption answers it. An explicit request is a question kvproof has no pinned answer to."""
+    if requested is not None:
+        raise StubUsed(f"planning asked tokenspeed_kernel.ops.attention.dsv4.dsv4_indexer_cache_format("
+                       f"{requested!r}); kvproof answers only the platform default (requested None)")
     return _answer("dsv4_indexer_cache_format",
-                   f"tokenspeed_kernel.ops.attention.dsv4.dsv4_indexer_cache_format({requested!r})")
+                   "tokenspeed_kernel.ops.attention.dsv4.dsv4_indexer_cache_format(None)")
 
 
 class _Switch:
