@@ -6,6 +6,7 @@ upstream shows up here as NOT VERIFIED until kvproof can plan it, rather than be
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 import types
@@ -126,6 +127,9 @@ def _points(source: loader.Source, family: str, profile: Profile, only: dict[str
     modules = loader.load(source, profile.modules)
     published = configs(profile)
     out = []
+    # Points whose plans are identical (DeepSeek-V4's layout reads neither tp nor the cache
+    # dtype) share one check: it is a function of the documents alone, within this run.
+    checked: dict[str, PointResult] = {}
     for point in profile.points(published):
         if any(wanted and axis in point and not _wanted(axis, point[axis], wanted) for axis, wanted in only.items()):
             continue
@@ -145,7 +149,10 @@ def _points(source: loader.Source, family: str, profile: Profile, only: dict[str
             out.append(verdict.from_refusal(family, point, outcome.message, outcome.unsupported, replay,
                                             outcome.packing))
         else:
-            out.append(verdict.planned(family, point, outcome.documents, replay, unbounded))
+            key = json.dumps(outcome.documents, sort_keys=True)
+            if key not in checked:
+                checked[key] = verdict.planned(family, point, outcome.documents, replay, unbounded)
+            out.append(dataclasses.replace(checked[key], point=point, replay=replay))
     return out
 
 
