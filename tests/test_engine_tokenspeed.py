@@ -406,6 +406,19 @@ def test_deepseek_v4_flash_plans_as_worked_by_hand(installed) -> None:
     assert fp4["parent_bytes"] == parent
 
 
+def test_identical_plans_share_a_check_but_keep_their_own_point_and_replay(installed) -> None:
+    """V4's layout reads neither tp nor the cache dtype: one check serves those points, each
+    reported under its own axes and replay; a different plan (mxfp4 indexer) is checked apart."""
+    run = engine.run(installed, ["deepseek_v4"], {"model": ["deepseek-v4-flash"], "tp": [1, 64]})
+    (v4,) = run.recipes
+    assert len(v4.points) == 8 and len({p.replay for p in v4.points}) == 8
+    assert {(p.point["tp"], p.point["dtype"]) for p in v4.points} == {(1, "fp8"), (1, "bfloat16"), (64, "fp8"),
+                                                                       (64, "bfloat16")}
+    assert all(f"--tp {p.point['tp']} --dtype {p.point['dtype']}" in p.replay for p in v4.points)
+    indexer = {p.point["assume"]: p.packing["v4.c4a.indexer_kv"] for p in v4.points}
+    assert indexer == {"dsv4_indexer_cache_format=fp8_scaled": 8, "dsv4_indexer_cache_format=mxfp4": 16}
+
+
 def test_the_v4_indexer_format_is_an_assumption_and_an_explicit_request_is_refused(installed) -> None:
     loader.load(installed, ("deepseek_v4",))
     from tokenspeed_kernel.ops.attention.dsv4 import dsv4_indexer_cache_format
