@@ -141,7 +141,7 @@ def test_cli_baseline_json_and_exit_codes(tmp_path) -> None:
     k3 = next(r for r in doc["recipes"] if r["recipe"] == "kimi_k3")
     assert {"tp", "dtype", "verdict", "property", "message", "packing", "parent_bytes"} <= set(k3["points"][0])
     verified = {r["recipe"] for r in doc["recipes"] if r["verified"]}
-    assert verified == {"kimi_k3", "mla", "dsa", "mha", "qwen_gdn"}
+    assert verified == {"kimi_k3", "mla", "dsa", "mha", "qwen_gdn", "mamba2", "deepseek_v4"}
 
     assert verify("engine", "tokenspeed", "--recipe", "kimi_k3", "--dtype", "bfloat16").returncode == 1
 
@@ -290,6 +290,157 @@ def test_an_environment_switch_is_an_assumption_axis_run_at_every_value(installe
     assert ssm["TOKENSPEED_MAMBA_SSM_DTYPE=float32"]["dtype"] == "float32"
     assert ssm["TOKENSPEED_MAMBA_SSM_DTYPE=bfloat16"]["dtype"] == "bfloat16"
     assert ssm["TOKENSPEED_MAMBA_SSM_DTYPE=float32"]["shape"] == [6, 128, 128]
+
+
+def _super_config() -> dict:
+    return engine.configs(engine.PROFILES["mamba2"])["nemotron-3-super-120b-a12b-fp8.json"]
+
+
+def test_nemotron_h_cache_layers_are_the_mamba_and_attention_blocks_only() -> None:
+    """Nemotron-3 Super's 88 blocks (MEMEMEM*E...) own 40 Mamba2 + 8 attention cache layers,
+    numbered densely (MoE blocks own none); Nemotron-H-56B's 118 own 54 + 10 (MLP blocks none),
+    and its config names the head size attention_head_dim, so head_dim is transformers' 128."""
+    from kvproof.engines.tokenspeed import nemotron_h
+
+    configs = engine.configs(engine.PROFILES["mamba2"])
+    sup = nemotron_h.hf_config(configs["nemotron-3-super-120b-a12b-fp8.json"])
+    assert (sup.num_hidden_layers, len(sup.cache_layer_types), len(sup.linear_layer_ids)) == (88, 48, 40)
+    assert sup.cache_layer_types[:6] == ["linear_attention"] * 4 + ["full_attention", "linear_attention"]
+    big = nemotron_h.hf_config(configs["nemotron-h-56b-base-8k.json"])
+    assert (big.num_hidden_layers, len(big.cache_layer_types), len(big.linear_layer_ids)) == (118, 64, 54)
+    assert "head_dim" not in configs["nemotron-h-56b-base-8k.json"] and big.head_dim == 128
+
+
+def test_mamba2_plans_nemotron_3_super_as_worked_by_hand(installed) -> None:
+    """Nemotron-3 Super at tp 8, fp8 KV, fp32 SSM state, every number from its config.json:
+    SSM state (128/8 heads, 64, 128) fp32 = 524,288 B; conv window (2*8*128 + 128*64)/8 = 1,280
+    channels x 3 bf16 = 7,680 B; K page 128 tokens x max(2/8, 1) head x 128 fp8 = 16,384 B, so a
+    KV group packs 524,288 / 16,384 = 32 pages. 40 state layers over ceil(40/8) = 5 groups of 8
+    and 8 attention layers over 2 groups of 4 give 8 unit segments and 8 conv segments:
+    parent 8 x 524,288 + 8 x 7,680 = 4,255,744 B."""
+    c = _super_config()
+    tp, block = 8, 128
+    ssm = c["mamba_num_heads"] // tp * c["mamba_head_dim"] * c["ssm_state_size"] * 4
+    channels = (2 * c["n_groups"] * c["ssm_state_size"] + c["mamba_num_heads"] * c["mamba_head_dim"]) // tp
+    conv = channels * (c["conv_kernel"] - 1) * 2
+    k_page = block * max(c["num_key_value_heads"] // tp, 1) * c["head_dim"] * 1
+    assert (ssm, conv, k_page) == (524_288, 7_680, 16_384)
+    point = {"model": "nemotron-3-super-120b-a12b-fp8", "tp": tp, "dtype": "fp8",
+             "assume": "TOKENSPEED_MAMBA_SSM_DTYPE=float32"}
+    doc = engine.plan(installed, "mamba2", point).documents[1]
+    assert doc["parent_bytes"] == 8 * ssm + 8 * conv == 4_255_744
+    assert {g["id"]: g["packing"] for g in doc["groups"]} == {
+        "full_attention_0": ssm // k_page, "full_attention_1": ssm // k_page,
+        **{f"linear_attention_{i}": 1 for i in range(5)}}
+    fields = {f["id"]: f for f in doc["fields"]}
+    assert (fields["layer.0.ssm"]["shape"], fields["layer.0.ssm"]["dtype"]) == ([16, 64, 128], "float32")
+    assert (fields["layer.0.conv"]["shape"], fields["layer.0.conv"]["stride"]) == ([channels, 3], conv)
+    # Cache layer 4 is the first attention block: K and V in adjacent unit segments, 32 pages a parent.
+    assert (fields["layer.4.k"]["plane"], fields["layer.4.v"]["plane"]) == ("unit.0", "unit.1")
+    assert (fields["layer.4.k"]["shape"], fields["layer.4.k"]["dtype"], fields["layer.4.k"]["stride"]) == (
+        [128, 1, 128], "uint8", k_page)
+    half = engine.plan(installed, "mamba2", point | {"assume": "TOKENSPEED_MAMBA_SSM_DTYPE=bfloat16"}).documents[1]
+    assert half["parent_bytes"] == 8 * ssm // 2 + 8 * conv
+
+
+def test_a_broken_mamba2_recipe_is_flagged(installed, tmp_path) -> None:
+    """K and V of one layer written to the same segment: the run reports it (the engine's own
+    exact-stride check refuses the plan, a boots finding) at every Nemotron point."""
+    edited_copy(installed, tmp_path, f"{RECIPES}/mamba2.py", 'f"unit.{2 * occurrence + 1}"', 'f"unit.{2 * occurrence}"')
+    run = engine.run(loader.path_source(tmp_path), ["mamba2"], {"tp": [8], "dtype": ["fp8"]})
+    (mamba2,) = run.recipes
+    assert len(mamba2.points) == 4
+    assert {(p.verdict, p.findings[0].property) for p in mamba2.points} == {("counterexample", "boots")}
+
+
+def test_deepseek_v4_flash_plans_as_worked_by_hand(installed) -> None:
+    """DeepSeek-V4-Flash, every number from its config.json (head_dim 512, qk_rope_head_dim 64,
+    index_head_dim 128, the first 43 compress_ratios: 2 x 0, then 4/128 alternating, 21 and 20).
+    A token row is 448 nope + 2 x 64 rope + 448/64 + 1 scale bytes = 584 B, so a 64-row SWA or
+    ratio-4 block is 64 x 584 = 37,376 B rounded up to the 576 B token stride: 37,440 B; a
+    ratio-128 block holds 256/128 = 2 rows: 1,728 B. Compressor state is (4, 2 x 512 x 2) or
+    (8, 512 x 2) fp32 = 32,768 B, indexer state (4, 128 x 2 x 2) fp32 = 8,192 B, indexer K 64 rows
+    of 128 + 4 (fp8_scaled) = 8,448 B or 64 + 4 (mxfp4) = 4,352 B. Packing is the power of two
+    below (largest group's bytes / the group's): the SWA group's 43 x 37,440 = 1,609,920 B over
+    21 x 37,440, 21 x 32,768, 20 x 1,728, 20 x 32,768, 21 x 8,448 (21 x 4,352), 21 x 8,192.
+    One plane per layer; a plane is the least multiple of 256 (and of its groups' K x 576 stride
+    grain) holding K pages of every group in it: 20 planes of 5 x 18,432 = 92,160 B (all groups;
+    K = 32 x 576 grain), 1 of 33 x 2,304 = 76,032 B (no ratio-128 layer left) and 22 SWA-only
+    planes of 17 x 2,304 = 39,168 B: parent 2,780,928 B, at every tp and cache dtype."""
+    c = engine.configs(engine.PROFILES["deepseek_v4"])["deepseek-v4-flash.json"]
+    ratios = c["compress_ratios"][: c["num_hidden_layers"]]
+    nope, rope = c["head_dim"] - c["qk_rope_head_dim"], c["qk_rope_head_dim"]
+    stride = nope + 2 * rope
+    row = stride + nope // 64 + 1
+
+    def block(rows: int) -> int:
+        return -(-rows * row // stride) * stride
+
+    assert (ratios.count(0), ratios.count(4), ratios.count(128)) == (2, 21, 20)
+    assert (row, block(64), block(256 // 128)) == (584, 37_440, 1_728)
+    index_fp8, index_fp4 = 64 * (c["index_head_dim"] + 4), 64 * (c["index_head_dim"] // 2 + 4)
+    group_bytes = {"v4.swa_kv": 43 * block(64), "v4.c4a.compressed_kv": 21 * block(64),
+                   "v4.c4a.compressor_state": 21 * 4 * 2 * c["head_dim"] * 2 * 4,
+                   "v4.c128a.compressed_kv": 20 * block(2), "v4.c128a.compressor_state": 20 * 8 * c["head_dim"] * 2 * 4,
+                   "v4.c4a.indexer_kv": 21 * index_fp8,
+                   "v4.c4a.indexer_compressor_state": 21 * 4 * c["index_head_dim"] * 2 * 2 * 4}
+    packing = {g: 1 << ((group_bytes["v4.swa_kv"] // b).bit_length() - 1) for g, b in group_bytes.items()}
+    assert packing == {"v4.swa_kv": 1, "v4.c4a.compressed_kv": 2, "v4.c4a.compressor_state": 2,
+                       "v4.c128a.compressed_kv": 32, "v4.c128a.compressor_state": 2, "v4.c4a.indexer_kv": 8,
+                       "v4.c4a.indexer_compressor_state": 8}
+    parent = 20 * 92_160 + 76_032 + 22 * 39_168
+    for tp, dtype in ((1, "fp8"), (64, "bfloat16")):
+        point = {"model": "deepseek-v4-flash", "tp": tp, "dtype": dtype,
+                 "assume": "dsv4_indexer_cache_format=fp8_scaled"}
+        doc = engine.plan(installed, "deepseek_v4", point).documents[1]
+        assert {g["id"]: g["packing"] for g in doc["groups"]} == packing
+        assert doc["parent_bytes"] == parent == 2_780_928 and len(doc["planes"]) == 43
+        assert sorted({p["bytes"] for p in doc["planes"]}) == [39_168, 76_032, 92_160]
+    fields = {f["id"]: f for f in doc["fields"]}
+    assert fields["layer.2.indexer_kv"]["shape"] == [index_fp8]
+    assert (fields["layer.3.compressed_kv"]["shape"], fields["layer.3.compressor_state"]["shape"]) == (
+        [1_728], [8, 1_024])
+    fp4 = engine.plan(installed, "deepseek_v4", point | {"assume": "dsv4_indexer_cache_format=mxfp4"}).documents[1]
+    assert {f["id"]: f for f in fp4["fields"]}["layer.2.indexer_kv"]["shape"] == [index_fp4] == [4_352]
+    assert {g["id"]: g["packing"] for g in fp4["groups"]}["v4.c4a.indexer_kv"] == 16
+    assert fp4["parent_bytes"] == parent
+
+
+def test_identical_plans_share_a_check_but_keep_their_own_point_and_replay(installed) -> None:
+    """V4's layout reads neither tp nor the cache dtype: one check serves those points, each
+    reported under its own axes and replay; a different plan (mxfp4 indexer) is checked apart."""
+    run = engine.run(installed, ["deepseek_v4"], {"model": ["deepseek-v4-flash"], "tp": [1, 64]})
+    (v4,) = run.recipes
+    assert len(v4.points) == 8 and len({p.replay for p in v4.points}) == 8
+    assert {(p.point["tp"], p.point["dtype"]) for p in v4.points} == {(1, "fp8"), (1, "bfloat16"), (64, "fp8"),
+                                                                       (64, "bfloat16")}
+    assert all(f"--tp {p.point['tp']} --dtype {p.point['dtype']}" in p.replay for p in v4.points)
+    indexer = {p.point["assume"]: p.packing["v4.c4a.indexer_kv"] for p in v4.points}
+    assert indexer == {"dsv4_indexer_cache_format=fp8_scaled": 8, "dsv4_indexer_cache_format=mxfp4": 16}
+
+
+def test_the_v4_indexer_format_is_an_assumption_and_an_explicit_request_is_refused(installed) -> None:
+    loader.load(installed, ("deepseek_v4",))
+    from tokenspeed_kernel.ops.attention.dsv4 import dsv4_indexer_cache_format
+
+    loader.ASSUMED.point({})
+    with pytest.raises(StubUsed, match=r"dsv4_indexer_cache_format\(None\), which the point does not assume"):
+        dsv4_indexer_cache_format(None)
+    loader.ASSUMED.point({"dsv4_indexer_cache_format": "mxfp4"})
+    assert dsv4_indexer_cache_format(None) == "mxfp4"
+    with pytest.raises(StubUsed, match=r"dsv4_indexer_cache_format\(True\); kvproof answers only"):
+        dsv4_indexer_cache_format(True)
+
+
+def test_a_broken_deepseek_v4_recipe_is_flagged(installed, tmp_path) -> None:
+    """Compressor state moved off the shared layer planes: the parent grows and the engine's own
+    padding bound (2.0) refuses the ratio-128 chain, at every V4 point run."""
+    edited_copy(installed, tmp_path, f"{RECIPES}/deepseek_v4.py", 'f"unit.{state_slot}"', 'f"state.{state_slot}"')
+    run = engine.run(loader.path_source(tmp_path), ["deepseek_v4"], {"tp": [8], "dtype": ["fp8"]})
+    (v4,) = run.recipes
+    assert len(v4.points) == 4
+    assert {(p.verdict, p.findings[0].property) for p in v4.points} == {("counterexample", "boots")}
+    assert all("v4.c128a.compressed_kv" in p.findings[0].message for p in v4.points)
 
 
 def test_a_switch_the_point_does_not_assume_raises_naming_it(installed) -> None:

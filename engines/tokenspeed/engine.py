@@ -6,6 +6,7 @@ upstream shows up here as NOT VERIFIED until kvproof can plan it, rather than be
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 import types
@@ -16,7 +17,7 @@ from importlib import resources
 from typing import Any
 
 from kvproof.engines import verdict
-from kvproof.engines.tokenspeed import kimi_k3, loader, mutants, ordinary, pipeline, qwen35
+from kvproof.engines.tokenspeed import deepseek_v4, kimi_k3, loader, mutants, nemotron_h, ordinary, pipeline, qwen35
 from kvproof.engines.verdict import EngineError, EngineRun, PointResult, RecipeResult
 
 ENGINE = "tokenspeed"
@@ -42,6 +43,10 @@ PROFILES: dict[str, Profile] = {
     "mha": Profile(ordinary.MHA_MODELS, ordinary.MODULES, ordinary.mha_points, ordinary.build_mha,
                    ordinary.LIMITS),
     "qwen_gdn": Profile(qwen35.MODELS, qwen35.MODULES, qwen35.points, qwen35.build, qwen35.LIMITS),
+    "mamba2": Profile(nemotron_h.MODELS, nemotron_h.MODULES, nemotron_h.points, nemotron_h.build,
+                      nemotron_h.LIMITS),
+    "deepseek_v4": Profile(deepseek_v4.MODELS, deepseek_v4.MODULES, deepseek_v4.points, deepseek_v4.build,
+                           deepseek_v4.LIMITS),
 }
 
 
@@ -122,6 +127,9 @@ def _points(source: loader.Source, family: str, profile: Profile, only: dict[str
     modules = loader.load(source, profile.modules)
     published = configs(profile)
     out = []
+    # Points whose plans are identical (DeepSeek-V4's layout reads neither tp nor the cache
+    # dtype) share one check: it is a function of the documents alone, within this run.
+    checked: dict[str, PointResult] = {}
     for point in profile.points(published):
         if any(wanted and axis in point and not _wanted(axis, point[axis], wanted) for axis, wanted in only.items()):
             continue
@@ -141,7 +149,10 @@ def _points(source: loader.Source, family: str, profile: Profile, only: dict[str
             out.append(verdict.from_refusal(family, point, outcome.message, outcome.unsupported, replay,
                                             outcome.packing))
         else:
-            out.append(verdict.planned(family, point, outcome.documents, replay, unbounded))
+            key = json.dumps(outcome.documents, sort_keys=True)
+            if key not in checked:
+                checked[key] = verdict.planned(family, point, outcome.documents, replay, unbounded)
+            out.append(dataclasses.replace(checked[key], point=point, replay=replay))
     return out
 
 

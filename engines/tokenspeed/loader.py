@@ -149,6 +149,9 @@ ASSUMPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
                                    "state dtype of qwen_gdn, qwen4_exp and mamba2"),
     "platform": (("sm_90", "sm_100"), "tokenspeed_kernel.platform.current_platform(); asked by "
                  "configs/dsa.py DSAConfig.generate (fp8 DSA cache needs Blackwell or CDNA4)"),
+    "dsv4_indexer_cache_format": (("fp8_scaled", "mxfp4"),
+                                  "tokenspeed_kernel.ops.attention.dsv4.dsv4_indexer_cache_format(requested); "
+                                  "asked by recipes/deepseek_v4.py _use_fp4_indexer (the indexer row bytes)"),
 }
 # What current_platform() answers on each assumed GPU: Hopper (H100/H200) and Blackwell (B200).
 PLATFORMS: dict[str, dict[str, bool]] = {
@@ -193,6 +196,17 @@ class _Platform:
         return Unavailable(f"tokenspeed_kernel.platform.current_platform().{attr}", REPLACED["tokenspeed_kernel"])
 
 
+def _indexer_cache_format(requested: object = None) -> str:
+    """The kernel package's DeepSeek-V4 indexer cache format ("mxfp4" or "fp8_scaled") when
+    neither the launch flag nor the checkpoint asks for one: the GPU's default, so the point's
+    assumption answers it. An explicit request is a question kvproof has no pinned answer to."""
+    if requested is not None:
+        raise StubUsed(f"planning asked tokenspeed_kernel.ops.attention.dsv4.dsv4_indexer_cache_format("
+                       f"{requested!r}); kvproof answers only the platform default (requested None)")
+    return _answer("dsv4_indexer_cache_format",
+                   "tokenspeed_kernel.ops.attention.dsv4.dsv4_indexer_cache_format(None)")
+
+
 class _Switch:
     """One environment switch, answered by the point's assumption (tokenspeed's EnvField API)."""
 
@@ -232,6 +246,8 @@ class _ReplacedModule(types.ModuleType):
             return _Envs()
         if (self.__name__, attr) == ("tokenspeed_kernel.platform", "current_platform"):
             return _Platform
+        if (self.__name__, attr) == ("tokenspeed_kernel.ops.attention.dsv4", "dsv4_indexer_cache_format"):
+            return _indexer_cache_format
         return Unavailable(f"{self.__name__}.{attr}", REPLACED[_replaced_root(self.__name__)])
 
 

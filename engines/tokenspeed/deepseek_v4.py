@@ -1,0 +1,70 @@
+"""tokenspeed's deepseek_v4 recipe (DeepseekV4Recipe) for DeepSeek-V4-Flash and -Pro, at a
+point: checkpoint x attention tp x cache dtype x the indexer cache format assumption.
+
+The attention config is MLAConfig.generate over the geometry configs/model_config.py
+`configure_deepseek_v4_attention` derives, with the sliding window attention/registry.py stamps
+on it. The recipe's groups (SWA window, compressed chains per compress ratio, compressor state,
+indexer) come from the checkpoint's compress_ratios, head_dim, qk_rope_head_dim, index_head_dim
+and sliding_window; the indexer row size comes from the GPU kernel package's answer to
+`dsv4_indexer_cache_format`, an assumption axis run at both values. No MTP draft yet.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from typing import Any
+
+from kvproof.engines.tokenspeed.configs import HFConfig, Strict
+from kvproof.engines.tokenspeed.inputs import CAPACITY, MATH, divisors, recipe, server_args
+from kvproof.engines.tokenspeed.loader import ASSUMPTIONS, Unavailable
+
+MODELS = ("deepseek-v4-flash.json", "deepseek-v4-pro.json")
+MODULES = ("deepseek_v4", "plan", "configs.mla")
+CACHE_DTYPES = ("fp8", "bfloat16")  # as mla: mxfp8 is the fp8 cache for MLA configs
+FORMAT = "dsv4_indexer_cache_format"
+# configs/model_config.py _ATTENTION_FAMILY_SPECS: the DeepSeek V4 family's prefix_granularity
+# default is DEEPSEEK_V4_PAGE_SIZE (layers/attention/kernel_page_sizes.py), 256.
+BLOCK = 256
+LIMITS = ("not modelled: the MTP draft layer (num_nextn_predict_layers); --prefix-granularity other "
+          "than the family default 256; decode context parallelism")
+
+
+def points(configs: dict[str, dict]) -> list[dict[str, Any]]:
+    """tp divides the attention heads; the cache layout reads neither tp nor the cache dtype
+    (every row is uint8 or fp32), so each point of a checkpoint must plan the same."""
+    return [{"model": name.removesuffix(".json"), "tp": tp, "dtype": dtype, "assume": f"{FORMAT}={fmt}"}
+            for name in MODELS for fmt in ASSUMPTIONS[FORMAT][0] for dtype in CACHE_DTYPES
+            for tp in divisors(int(configs[name]["num_attention_heads"]))]
+
+
+def build(modules: dict[str, types.ModuleType], configs: dict[str, dict], point: dict[str, Any]) -> Any:
+    # tokenspeed's DeepseekV4Config (runtime/configs/deepseek_v4_config.py) keeps config.json's
+    # keys as they are; it has no text_config, so hf_text_config is the config itself.
+    hf = HFConfig(configs[point["model"] + ".json"])
+    mc = Strict("model_config", {
+        "hf_config": hf, "hf_text_config": hf,
+        # _derive_num_attention_layers: num_hidden_layers for DeepseekV4ForCausalLM (only the
+        # NextN view counts num_nextn_predict_layers).
+        "num_attention_layers": int(hf.num_hidden_layers),
+        "num_attention_heads": int(hf.num_attention_heads),
+        # configure_deepseek_v4_attention: the latent is head_dim wide, rope from the config.
+        "kv_lora_rank": int(hf.head_dim),
+        "qk_rope_head_dim": int(hf.qk_rope_head_dim),
+        "model_profile": None,
+        **{name: Unavailable(f"model_config.{name}", MATH)
+           for name in ("num_key_value_heads", "head_dim", "qk_nope_head_dim", "v_head_dim", "scaling", "dtype")},
+        "context_len": Unavailable("model_config.context_len", CAPACITY),
+    })
+    sa = server_args(point["tp"], point["dtype"], block=BLOCK, extra={
+        "attention_backend": "deepseek_v4",  # attention/registry.py forces it for a V4 target
+        "attention_use_fp4_indexer_cache": None,  # the flag's default: the kernel package decides
+    })
+    attn = modules["configs.mla"].MLAConfig.generate(sa, mc, False)
+    # attention/registry.py stamps the checkpoint's window on the V4 softmax component.
+    (mla,) = attn.components
+    window = dataclasses.replace(mla, sliding_window_tokens=int(hf.sliding_window))
+    attn = dataclasses.replace(attn, components=(window,))
+    module = modules["deepseek_v4"]
+    return recipe(module.DeepseekV4Recipe, module.CacheRecipe, server_args=sa, model_config=mc, attn_config=attn,
+                  draft_model_config=None, draft_attn_config=None)
