@@ -12,8 +12,9 @@ from kvproof.engines.verdict import EngineError, EngineRun, PointResult, RecipeR
 from kvproof.spec.encoding import padding_bound_of
 
 # engine -> its adapter module, which has verify(recipes, tps, dtypes, engine_path) -> EngineRun.
-# Imported on use: an adapter needs its engine's dependencies (torch for tokenspeed's recipes).
-ENGINES = {"tokenspeed": "kvproof.engines.tokenspeed.engine"}
+# Imported on use: an adapter needs its engine's dependencies (torch for tokenspeed's recipes, the
+# vllm wheel for vllm's planner).
+ENGINES = {"tokenspeed": "kvproof.engines.tokenspeed.engine", "vllm": "kvproof.engines.vllm.engine"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

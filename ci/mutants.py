@@ -45,6 +45,7 @@ KDA = "tests/test_kda_decode.py::"
 TOKENSPEED_FP8 = "verify engine tokenspeed --recipe kimi_k3 --dtype fp8"
 # K3's mla_every 4 at 80 layers: 60 KDA layers, three groups of 20; the released recipe boots at fp8.
 TOKENSPEED_FAMILY = "verify sweep --engine tokenspeed --vary num_layers=80 --dtype fp8"
+VLLM_TP1 = "verify engine vllm --tp 1"  # one tp: clean at 0.33.0 (the tp_block_size findings span tp)
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant("policy_pinned12", ("verify prove --model kimi-k3",), policy="pinned12", expect="exact_stride"),
@@ -80,6 +81,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("ts_k3_group_size_literal", (TOKENSPEED_FAMILY,), expect="boots"),
     Mutant("ts_plan_widened_stride", (TOKENSPEED_FP8,), expect="exact_stride"),
     Mutant("ts_bind_forgets_null_parent", (TOKENSPEED_FP8,), expect="no_overlap"),
+    # vLLM's own functions, replaced for the planning call; the released engine's tp-1 points are clean.
+    Mutant("vllm_hybrid_block_floor", (VLLM_TP1,), expect="boots"),
+    Mutant("vllm_state_slab_by_payload", (VLLM_TP1,), expect="no_overlap"),
     Mutant("launch_dense_tp_unchecked",
            ("tests/test_config.py::test_each_rule_fails_and_its_fix_passes[dense_tp_is_attention_tp]",)),
 )

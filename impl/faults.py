@@ -48,6 +48,10 @@ FAULTS: dict[str, str] = {
                                 "instead of a third of the model's KDA layers",
     "ts_plan_widened_stride": "tokenspeed's pack() gives every field a page stride 256 B wider than plane / K",
     "ts_bind_forgets_null_parent": "tokenspeed's bind() sizes each plane slab for N parents, not N + 1",
+    "vllm_hybrid_block_floor": "vLLM's _align_hybrid_block_size rounds the block down: the attention page "
+    "ends up smaller than the state page it must hold",
+    "vllm_state_slab_by_payload": "vLLM lays each padded state layer's slab out by its payload, not its padded "
+    "page (the walk-by-payload bug of LMCache#5166, in the planner)",
     "launch_dense_tp_unchecked": "verify config drops the rule dense tp == attention tp under attention DP",
 }
 

@@ -1,0 +1,104 @@
+"""The models and attention backends `verify engine vllm` plans with, each choice cited.
+
+A model is a published config.json (models/, SOURCES.md says where each came from) and the facts
+of vLLM's model class that decide which layers keep attention pages and which keep state pages.
+A backend is an assumption: vLLM picks it on built layers on a GPU (CudaPlatform.get_attn_backend_cls
+walks `_get_backend_priorities`, vllm/platforms/cuda.py:84-180), so each point says which one it
+assumed and why. A backend whose class cannot be imported without its GPU package is listed in the
+model's limits, never silently dropped.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str  # vLLM's AttentionBackendEnum name
+    path: str  # module:class
+    gpu: str  # the GPU the assumption is made for
+    capability: tuple[int, int]
+    why: str  # the cited reason the CUDA platform selects it there
+
+    def load(self) -> type:
+        module, cls = self.path.split(":")
+        return getattr(importlib.import_module(module), cls)
+
+
+# The CUDA platform's priority lists (vllm 0.33.0, vllm/platforms/cuda.py `_get_backend_priorities`).
+FLASH_ATTN = Backend("FLASH_ATTN", "vllm.v1.attention.backends.flash_attn:FlashAttentionBackend", "sm_90", (9, 0),
+                     "first non-MLA choice below sm_100 (vllm/platforms/cuda.py:176)")
+TRITON_ATTN = Backend("TRITON_ATTN", "vllm.v1.attention.backends.triton_attn:TritonAttentionBackend", "sm_90", (9, 0),
+                      "the platform's fallback when FlashAttention declines (vllm/platforms/cuda.py:178)")
+FLASHMLA = Backend("FLASHMLA", "vllm.v1.attention.backends.mla.flashmla:FlashMLABackend", "sm_90", (9, 0),
+                   "second MLA choice below sm_100, after FLASH_ATTN_MLA (vllm/platforms/cuda.py:151)")
+TRITON_MLA = Backend("TRITON_MLA", "vllm.v1.attention.backends.mla.triton_mla:TritonMLABackend", "sm_90", (9, 0),
+                     "the MLA fallback below sm_100 (vllm/platforms/cuda.py:153)")
+
+
+@dataclass(frozen=True)
+class Model:
+    recipe: str  # the name --recipe takes
+    config: str  # file in models/
+    backends: tuple[Backend, ...]
+    state_layer: str  # module:class of the model's state (linear-attention) layer
+    layers: Callable[[Any], list[tuple[str, str]]]  # (layer name, "attention" | "state") from the HF config
+    prefix_caching: tuple[bool, ...]  # the prefix-caching values kvproof can plan
+    limits: str
+
+    def config_text(self) -> str:
+        return resources.files("kvproof.engines.vllm").joinpath("models", self.config).read_text(encoding="utf-8")
+
+    def state_layer_class(self) -> type:
+        module, cls = self.state_layer.split(":")
+        return getattr(importlib.import_module(module), cls)
+
+    def state_backend_enum(self, registry: Any) -> Any:
+        return registry.MambaAttentionBackendEnum.GDN_ATTN  # GatedDeltaNetAttention.mamba_type, gdn/base.py:51
+
+    def state_backend(self, registry: Any) -> type:
+        return self.state_backend_enum(registry).get_class()
+
+    def tps(self, hf: dict) -> tuple[int, ...]:
+        """Tensor-parallel sizes that divide every head count vLLM shards (attention heads, and the
+        linear-attention heads the state shape divides by tp)."""
+        heads = [hf["num_attention_heads"]]
+        if "linear_num_key_heads" in hf:
+            heads += [hf["linear_num_key_heads"], hf["linear_num_value_heads"]]
+        if "linear_attn_config" in hf:
+            heads.append(hf["linear_attn_config"]["num_heads"])
+        return tuple(tp for tp in (1, 2, 4, 8) if all(h % tp == 0 for h in heads))
+
+
+def _qwen3_next_layers(hf: Any) -> list[tuple[str, str]]:
+    """transformers' Qwen3NextConfig.layer_types (every full_attention_interval-th layer is full)."""
+    return [(f"model.layers.{i}.self_attn.attn", "attention") if t == "full_attention"
+            else (f"model.layers.{i}.linear_attn", "state") for i, t in enumerate(hf.layer_types)]
+
+
+def _kimi_linear_layers(hf: Any) -> list[tuple[str, str]]:
+    """vLLM's own KimiLinearConfig.is_kda_layer (the model class asks it, kimi_k3/nvidia/model.py:715)."""
+    return [(f"model.layers.{i}.self_attn", "state" if hf.is_kda_layer(i) else "attention")
+            for i in range(hf.num_hidden_layers)]
+
+
+MODELS: dict[str, Model] = {
+    "qwen3-next-80b-a3b": Model(
+        "qwen3-next-80b-a3b", "qwen3-next-80b-a3b.json", (FLASH_ATTN, TRITON_ATTN),
+        "vllm.model_executor.layers.mamba.gdn.qwen_gdn_linear_attn:QwenGatedDeltaNetAttention",
+        _qwen3_next_layers, (False,),
+        "prefix caching on is not planned: its GDN layers' prefill checkpoint alignment is set in the "
+        "layer constructor from the GDN prefill backend (qwen_gdn_linear_attn.py:691); sm_100's FLASHINFER "
+        "needs the flashinfer package; speculative (MTP) tokens not modelled"),
+    "kimi-linear-48b-a3b": Model(
+        "kimi-linear-48b-a3b", "kimi-linear-48b-a3b.json", (FLASHMLA, TRITON_MLA),
+        "vllm.model_executor.layers.mamba.gdn.kimi_gdn_linear_attn:KimiGatedDeltaNetAttention",
+        _kimi_linear_layers, (False, True),
+        "FLASH_ATTN_MLA (sm_90's first choice) and sm_100's FLASHINFER_MLA cannot be imported without their "
+        "GPU packages"),
+}

@@ -1,0 +1,149 @@
+"""`verify engine vllm`: vLLM's planner at every point of each model's domain, checked for every N.
+
+A point is (tp, kv dtype, mamba state dtype, prefix caching, backend). Each is planned by vLLM's
+own functions (planner.py) and its plan checked with the same encoding and properties as every
+engine (verdict.planned). One check spans points: a disaggregated deployment transfers KV blocks
+between a prefill and a decode instance that may run at different tp, and block ids only mean
+the same tokens when the block size is equal, so every point whose block size differs from the
+same configuration at tp 1 gets the `tp_block_size` finding (vllm#41037). It is not a plan
+property: no single plan can violate it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from fractions import Fraction
+from importlib import metadata
+from typing import Any
+
+from kvproof.engines import verdict
+from kvproof.engines.verdict import EngineError, EngineRun, Finding, PointResult, RecipeResult
+from kvproof.engines.vllm import catalog, mutants, planner
+
+ENGINE = "vllm"
+TP_BLOCK_SIZE = "tp_block_size"  # the cross-point finding: block size differs across tp
+AXES = ("tp", "dtype", "mamba_dtype", "prefix", "backend")
+DTYPES = ("auto", "fp8")
+MAMBA_DTYPES = ("auto", "float32")
+
+
+def version() -> str:
+    try:
+        return metadata.version("vllm")
+    except metadata.PackageNotFoundError:
+        raise EngineError("vllm is not installed: run `make .venv/.vllm` (pip install --no-deps -r "
+                          "engines/vllm-requirements.txt)") from None
+
+
+def points(model: catalog.Model) -> list[dict[str, Any]]:
+    hf = json.loads(model.config_text())
+    return [{"tp": tp, "dtype": dtype, "mamba_dtype": mamba, "prefix": "on" if prefix else "off",
+             "backend": backend.name}
+            for backend in model.backends for prefix in model.prefix_caching for dtype in DTYPES
+            for mamba in MAMBA_DTYPES for tp in model.tps(hf)]
+
+
+def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Sequence[str] | None,
+           engine_path: str | None, drafts: Sequence[int] | None = None, models: Sequence[str] | None = None,
+           assume: Sequence[str] | None = None, unbounded: Fraction | None = None) -> EngineRun:
+    """The installed vLLM (--engine-path is tokenspeed's; vLLM is planned from the installed wheel)."""
+    if engine_path:
+        raise EngineError("--engine-path is not supported for vllm yet: install the release under test with "
+                          "pip install --no-deps (engines/vllm-requirements.txt pins it)")
+    if drafts or models:
+        raise EngineError("--drafts and --model do not apply to vllm: --recipe names the model")
+    return run(recipes, {"tp": tps, "dtype": dtypes, **_assumed(assume)}, unbounded)
+
+
+def run(recipes: Sequence[str] | None = None, only: dict[str, Sequence[Any] | None] | None = None,
+        unbounded: Fraction | None = None) -> EngineRun:
+    start = time.perf_counter()
+    release = version()
+    unknown = sorted(set(recipes or ()) - set(catalog.MODELS))
+    if unknown:
+        raise EngineError(f"kvproof plans no vllm model {unknown[0]!r}; it has: " + ", ".join(catalog.MODELS))
+    results = []
+    for name in recipes or catalog.MODELS:
+        model = catalog.MODELS[name]
+        chosen = [p for p in points(model) if all(not want or p[axis] in want for axis, want in (only or {}).items())]
+        results.append(RecipeResult(name, tuple(cross_tp(_plan_all(model, chosen, unbounded))), None, model.limits))
+    if not any(r.points for r in results):
+        example = points(catalog.MODELS[(recipes or list(catalog.MODELS))[0]])[:3]
+        raise EngineError("no point matches the narrowing; points look like: " + "; ".join(map(_describe, example)))
+    source = f"vllm {release} (installed, planned on CPU)"
+    if mutants.active():
+        source += f", mutated: {', '.join(mutants.active())}"
+    return EngineRun(ENGINE, release, source, None, tuple(results), time.perf_counter() - start)
+
+
+def _plan_all(model: catalog.Model, chosen: list[dict[str, Any]],
+              unbounded: Fraction | None) -> list[tuple[PointResult, int | None]]:
+    backends = {b.name: b for b in model.backends}
+    out: list[tuple[PointResult, int | None]] = []
+    for p in chosen:
+        backend = backends[p["backend"]]
+        point = {**p, "backend": f"{backend.name}@{backend.gpu}"}
+        replay = (f"verify engine vllm --recipe {model.recipe} --tp {p['tp']} --dtype {p['dtype']} --assume "
+                  f"backend={backend.name} mamba_dtype={p['mamba_dtype']} prefix={p['prefix']}")
+        try:
+            planned = planner.plan(planner.Point(model, p["tp"], p["dtype"], p["mamba_dtype"], p["prefix"] == "on",
+                                                 backend), _patches())
+        except planner.StubUsed as err:
+            raise EngineError(f"{model.recipe} at {_describe(p)}: {err}; the adapter must model this first") from None
+        except (ValueError, NotImplementedError, AssertionError) as err:  # vLLM refused a point it supports
+            out.append((verdict.from_refusal(model.recipe, point, f"{type(err).__name__}: {_one_line(err)}", False,
+                                             replay), None))
+            continue
+        result = verdict.planned(model.recipe, point, planned.documents, replay, unbounded)
+        out.append((result, planned.block_size))
+    return out
+
+
+def cross_tp(planned: list[tuple[PointResult, int | None]]) -> list[PointResult]:
+    """Add `tp_block_size` to every point whose block size differs from its tp-1 sibling's."""
+    def key(p: PointResult) -> tuple:
+        return tuple(p.point[a] for a in AXES if a != "tp")
+
+    at_tp1 = {key(p): block for p, block in planned if p.point["tp"] == 1 and block is not None}
+    out = []
+    for p, block in planned:
+        base = at_tp1.get(key(p))
+        if block is None or base is None or base == block:
+            out.append(p)
+            continue
+        finding = Finding(TP_BLOCK_SIZE, f"block size {block} tokens at tp={p.point['tp']} but {base} at tp=1: a "
+                          "disaggregated prefill/decode pair at these tp cannot share block ids (vllm#41037)")
+        out.append(PointResult(p.recipe, p.point, "counterexample", (*p.findings, finding), p.packing,
+                               p.parent_bytes, p.worst_padding, p.parents, p.replay))
+    return out
+
+
+def _patches() -> Any:
+    def patch(v: dict[str, Any]) -> AbstractContextManager[None]:
+        return mutants.applied(v)
+    return patch
+
+
+def _assumed(assume: Sequence[str] | None) -> dict[str, list[str]]:
+    """--assume NAME=VALUE ...: the backend assumed, and the axes with no flag of their own."""
+    known = {"backend": sorted({b.name for m in catalog.MODELS.values() for b in m.backends}),
+             "mamba_dtype": list(MAMBA_DTYPES), "prefix": ["on", "off"]}
+    out: dict[str, list[str]] = {}
+    for pair in assume or ():
+        key, _, value = pair.partition("=")
+        if value not in known.get(key, ()):
+            takes = "; ".join(f"{k}={'|'.join(v)}" for k, v in known.items())
+            raise EngineError(f"--assume {pair}: vllm takes {takes}")
+        out.setdefault(key, []).append(value)
+    return out
+
+
+def _one_line(err: Exception) -> str:
+    return " ".join(str(err).split())[:300] or type(err).__name__
+
+
+def _describe(point: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in point.items())

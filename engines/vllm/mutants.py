@@ -1,0 +1,67 @@
+"""Historical vLLM layout bugs, reintroduced by replacing one vLLM function for the planning call.
+
+vLLM's files are never edited: while a fault of kvproof.impl.faults named here is switched on,
+the planner runs with one function of the installed vLLM swapped for a broken variant of it (the
+kind of change a pull request makes), so `verify mutants` shows that `verify engine vllm` flags a
+broken vLLM, not only a broken kvproof. A replacement whose target no longer exists raises: a
+mutant that silently stopped applying proves nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from kvproof.impl import faults
+
+
+def _floor_cdiv(a: int, b: int) -> int:
+    return max(1, a // b)
+
+
+def _payload_layer_stride(original: Callable[..., Any]) -> Callable[..., Any]:
+    """compute_layout_strides with the state page's payload in place of its padded page: the
+    layer-outer slab of a padded state layer is sized by payload, as a consumer that walks state
+    pages by payload size does (LMCache#5166)."""
+    def broken(spec: Any, num_blocks: int, num_layers: int, layout: Any, fixed_strides: Any = None) -> Any:
+        strides = original(spec, num_blocks, num_layers, layout, fixed_strides=fixed_strides)
+        if hasattr(spec, "shapes") and spec.page_size_padded:
+            return (spec.real_page_size_bytes * num_blocks, *strides[1:])
+        return strides
+    return broken
+
+
+# fault name -> (vLLM module key in planner._vllm(), dotted module path, attribute, replacement factory)
+PATCHES: dict[str, tuple[str, str, Callable[[Callable[..., Any]], Callable[..., Any]]]] = {
+    # _align_hybrid_block_size rounds B = q * ceil(M / (q * A1)) down: the attention page ends up
+    # smaller than the state page it must hold (the bug the alignment exists for).
+    "vllm_hybrid_block_floor": ("vllm.utils.math_utils", "cdiv", lambda _original: _floor_cdiv),
+    "vllm_state_slab_by_payload": ("vllm.v1.core.kv_cache_planning", "compute_layout_strides",
+                                   _payload_layer_stride),
+}
+
+
+def active() -> list[str]:
+    return [name for name in PATCHES if faults.active(name)]
+
+
+@contextmanager
+def applied(v: dict[str, Any]) -> Iterator[None]:
+    """Every active vLLM fault's replacement in place for the block, the originals restored after."""
+    import importlib
+
+    saved = []
+    try:
+        for name in active():
+            module_path, attr, factory = PATCHES[name]
+            module = importlib.import_module(module_path)
+            if not hasattr(module, attr):
+                raise RuntimeError(f"mutant {name} no longer applies: {module_path} has no {attr}")
+            original = getattr(module, attr)
+            saved.append((module, attr, original))
+            setattr(module, attr, factory(original))
+        yield
+    finally:
+        for module, attr, original in reversed(saved):
+            setattr(module, attr, original)

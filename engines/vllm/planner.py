@@ -1,0 +1,271 @@
+"""Plan one point with vLLM's own planner on a CPU, and translate its KV-cache config.
+
+What runs is vLLM's: `ModelConfig` reads the published config.json from a folder (offline),
+`VllmConfig` applies the model's own config hooks, `Platform.update_block_size_for_backend`
+(with `_align_hybrid_block_size`) picks the block size, `customize_attention_spec` and
+`MambaSpec` give the per-layer page sizes, `get_kv_cache_groups` unifies and groups them and
+`get_kv_cache_config_from_groups` emits the `KVCacheTensor`s. kvproof replaces exactly three
+answers that need a GPU or built layers, each loudly (see `CudaAssumed` and `_LayerShells`):
+which attention backend the CUDA platform selected (the point's `backend` assumption), that
+the platform supports the hybrid KV-cache manager (vllm/platforms/cuda.py:683), and the device
+capability (the point's `gpu`). Everything else it would need raises `StubUsed`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import math
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kvproof.engines.vllm.catalog import Backend, Model
+
+
+class StubUsed(RuntimeError):
+    """Planning asked kvproof's stand-in something it does not model: the adapter is incomplete."""
+
+
+@dataclass(frozen=True)
+class Planned:
+    block_size: int
+    documents: dict[int, dict]  # the plan bound at several parent counts
+    mamba_padded: int | None  # the padded state page, when vLLM padded one
+
+
+@dataclass(frozen=True)
+class Point:
+    model: Model
+    tp: int
+    dtype: str  # --kv-cache-dtype
+    mamba_dtype: str  # --mamba-cache-dtype
+    prefix: bool  # --enable-prefix-caching
+    backend: Backend
+
+
+BIND_AT = (1, 2, 3, 1000)  # parent counts: the plan must be affine in N (checked, not assumed)
+
+
+def _vllm() -> dict[str, Any]:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the config is a local file; never reach for a hub
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    logging.getLogger("vllm").setLevel(logging.WARNING)
+    names = {
+        "config": "vllm.config", "platforms": "vllm.platforms", "interface": "vllm.platforms.interface",
+        "kvi": "vllm.v1.kv_cache_interface", "planning": "vllm.v1.core.kv_cache_planning",
+        "worker_utils": "vllm.v1.worker.utils", "backend_utils": "vllm.v1.attention.backends.utils",
+        "registry": "vllm.v1.attention.backends.registry", "models": "vllm.model_executor.models",
+        "torch_utils": "vllm.utils.torch_utils",
+    }
+    return {key: importlib.import_module(name) for key, name in names.items()}
+
+
+def cuda_assumed(v: dict[str, Any], backends: list[type], capability: tuple[int, int]) -> Any:
+    """A Platform that answers as the CUDA platform would on the point's GPU with the point's
+    backend, and runs the interface's own block-size logic. Its hooks are the only answers kvproof
+    gives; a platform hook it does not override and that vLLM's interface leaves abstract raises."""
+    interface = v["interface"]
+    base: Any = interface.Platform
+
+    class CudaAssumed(base):
+        _enum = interface.PlatformEnum.CUDA
+        device_name = "cuda"
+        device_type = "cuda"
+
+        @classmethod
+        def _find_non_ssm_backends(cls, vllm_config: Any) -> list[type]:
+            return list(backends)  # the point's backend: vLLM finds it on built layers
+
+        @classmethod
+        def support_hybrid_kv_cache(cls) -> bool:
+            return True  # vllm/platforms/cuda.py:683
+
+        @classmethod
+        def get_device_capability(cls, device_id: int = 0) -> Any:
+            return interface.DeviceCapability(*capability)
+
+    return CudaAssumed
+
+
+class _LayerShells(dict):
+    """The model's built layers, which kvproof never builds: vLLM reads them through
+    compilation_config.static_forward_context (get_layers_from_vllm_config). Each value is the
+    real layer class without its constructor run, so a method that only returns a class-level
+    answer works and one that reads constructor state raises StubUsed."""
+
+
+def _shell(cls: type) -> Any:
+    return object.__new__(cls)
+
+
+def _check_shell_call(fn: Callable[[], Any], what: str) -> Any:
+    try:
+        return fn()
+    except AttributeError as err:
+        raise StubUsed(f"planning used {what} ({err}), which a layer sets in its constructor; kvproof "
+                       "builds no layers") from None
+
+
+def plan(point: Point, patches: Callable[[dict[str, Any]], Any] | None = None) -> Planned:
+    """The point through vLLM's planner. `patches(v)` may replace vLLM functions for the call (the
+    seeded historical bugs do): it returns a context manager."""
+    v = _vllm()
+    folder = tempfile.mkdtemp(prefix="kvproof-vllm-")
+    try:
+        (Path(folder) / "config.json").write_text(point.model.config_text(), encoding="utf-8")
+        return _plan(v, point, folder, patches)
+    finally:
+        for child in Path(folder).iterdir():
+            child.unlink()
+        Path(folder).rmdir()
+
+
+def _plan(v: dict[str, Any], point: Point, folder: str, patches: Callable[[dict[str, Any]], Any] | None) -> Planned:
+    config, platforms = v["config"], v["platforms"]
+    backend = point.backend.load()
+    platform = cuda_assumed(v, [backend], point.backend.capability)
+    previous = platforms._current_platform
+    platforms._current_platform = platform()
+    try:
+        model_config = config.ModelConfig(model=folder, skip_tokenizer_init=True, dtype="auto")
+        cache_config = config.CacheConfig(cache_dtype=point.dtype, mamba_cache_dtype=point.mamba_dtype,
+                                          enable_prefix_caching=point.prefix)
+        vllm_config = config.VllmConfig(
+            model_config=model_config, cache_config=cache_config,
+            parallel_config=config.ParallelConfig(tensor_parallel_size=point.tp),
+            device_config=config.DeviceConfig(device="cuda"))
+        layers = point.model.layers(model_config.hf_text_config)
+        model_cls: Any
+        model_cls, _ = v["models"].ModelRegistry.resolve_model_cls(model_config.architecture,
+                                                                    model_config=model_config)
+        shells = {name: _shell(point.model.state_layer_class()) for name, kind in layers if kind == "state"}
+        vllm_config.compilation_config.static_forward_context = _LayerShells(shells)
+        context = patches(v) if patches else _nothing()
+        with context:
+            _check_shell_call(lambda: platform.update_block_size_for_backend(vllm_config),
+                              f"{point.model.state_layer_class().__name__} layer state")
+            specs = _specs(v, vllm_config, model_cls, backend, layers, point)
+            layout_names = [lay.name for lay in v["backend_utils"].get_supported_kv_cache_layouts(
+                [backend, point.model.state_backend(v["registry"])])]
+            layout = v["backend_utils"].resolve_kv_cache_layout(vllm_config, [layout_names], list(specs.values()))
+            groups = v["planning"].get_kv_cache_groups(vllm_config, specs)
+            per_block = v["planning"]._get_kv_cache_bytes_per_block(groups, layout)
+            configs = {n: v["planning"].get_kv_cache_config_from_groups(vllm_config, groups, per_block * (n + 1))
+                       for n in BIND_AT}
+        documents = {n: document(cfg, layout, n) for n, cfg in configs.items()}
+        return Planned(cache_config.block_size, documents, cache_config.mamba_page_size_padded)
+    finally:
+        platforms._current_platform = previous
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _specs(v: dict[str, Any], vllm_config: Any, model_cls: Any, backend: type,
+           layers: list[tuple[str, str]], point: Point) -> dict[str, Any]:
+    """Each layer's KVCacheSpec, built with vLLM's spec classes from the same inputs the layers'
+    own get_kv_cache_spec reads (attention.py:611, mla_attention.py:1371, mamba/abstract.py:72)."""
+    kvi, cache, model = v["kvi"], vllm_config.cache_config, vllm_config.model_config
+    quant = kvi.get_kv_quant_mode(cache.cache_dtype)
+    torch_dtype = v["torch_utils"].kv_cache_dtype_str_to_dtype(cache.cache_dtype, model)
+    if model.use_mla:
+        attention = kvi.MLAAttentionSpec(
+            block_size=cache.block_size, num_kv_heads=1, max_tp_shards=1, head_size=model.get_head_size(),
+            dtype=torch_dtype, cache_dtype_str=cache.cache_dtype, kv_quant_mode=quant)
+    else:
+        attention = kvi.FullAttentionSpec(
+            block_size=cache.block_size, num_kv_heads=model.get_num_kv_heads(vllm_config.parallel_config),
+            head_size=model.get_head_size(), dtype=torch_dtype, kv_quant_mode=quant)
+    attention = v["worker_utils"].customize_attention_spec(backend, attention)
+    state = kvi.MambaSpec(
+        shapes=tuple(model_cls.get_mamba_state_shape_from_config(vllm_config)),
+        dtypes=tuple(model_cls.get_mamba_state_dtype_from_config(vllm_config)),
+        block_size=cache.mamba_block_size, page_size_padded=cache.mamba_page_size_padded,
+        mamba_type=point.model.state_backend_enum(v["registry"]), mamba_cache_mode=cache.mamba_cache_mode,
+        num_speculative_blocks=vllm_config.num_speculative_tokens)
+    return {name: attention if kind == "attention" else state for name, kind in layers}
+
+
+def _dtype(torch_dtype: Any) -> str:
+    return str(torch_dtype).removeprefix("torch.")
+
+
+def document(kv_config: Any, layout: Any, parents: int) -> dict:
+    """vLLM's KVCacheConfig as kvproof's plan document.
+
+    Block 0 is vLLM's null block, so num_blocks = N + 1 parents. In a layer-outer layout every
+    KVCacheTensor aliases one allocation: its i-th layer owns [offset + i x layer_stride, ...) and
+    block b of it starts block_stride bytes after block b - 1. Each such layer slot is a plane of
+    block_stride bytes per parent; every group puts one page (packing 1) in each slot it has a layer
+    in. Attention fields walk pages by exact stride; state fields are views sliced out of the page,
+    one state after another, so their stride is the page (P) and not their payload.
+    """
+    if layout.is_block_outermost:
+        raise StubUsed(f"the block-outermost layout {layout.name} is not translated by kvproof yet")
+    if kv_config.num_blocks != parents + 1:
+        raise StubUsed(f"vLLM sized {kv_config.num_blocks} blocks for {parents} parents plus the null block")
+    planes: dict[int, tuple[str, int]] = {}
+    fields: list[dict] = []
+    groups = []
+    by_layer = {name: (t, i) for t in kv_config.kv_cache_tensors for i, name in enumerate(t.layers)}
+    sizes = {t.size for t in kv_config.kv_cache_tensors}
+    alignment = 1
+    for g, group in enumerate(kv_config.kv_cache_groups):
+        gid = f"g{g}"
+        groups.append({"id": gid, "packing": 1, "page_count": kv_config.num_blocks})
+        for name in group.layer_names:
+            t, i = by_layer[name]
+            base = t.offset + i * t.layer_stride
+            plane = planes.setdefault(base, (f"slot{len(planes)}", t.block_stride))
+            if plane[1] != t.block_stride:
+                raise StubUsed(f"two tensors alias the slot at byte {base} with block strides {plane[1]} and "
+                               f"{t.block_stride}; kvproof does not translate that yet")
+            spec = group.kv_cache_spec
+            spec = getattr(spec, "kv_cache_specs", {}).get(name, spec)
+            alignment = _lcm(alignment, spec.get_block_stride_alignment())
+            fields += _fields(f"{gid}.{name}", gid, plane[0], spec, t.block_stride)
+    ordered = sorted(planes.items())
+    parent = sum(stride for _, (_, stride) in ordered)
+    return {
+        "num_parents": parents, "parent_bytes": parent, "alignment": alignment, "max_padding": None,
+        "arena_bytes": max(sizes),
+        "planes": [{"id": pid, "bytes": stride, "arena_offset": base} for base, (pid, stride) in ordered],
+        "groups": groups, "fields": fields,
+    }
+
+
+def _lcm(a: int, b: int) -> int:
+    return math.lcm(a, b)
+
+
+def _fields(prefix: str, group: str, plane: str, spec: Any, stride: int) -> list[dict]:
+    if hasattr(spec, "shapes"):  # MambaSpec: states one after another in the page
+        out, offset = [], 0
+        for k, (shape, dtype) in enumerate(zip(spec.shapes, spec.dtypes, strict=True)):
+            itemsize = dtype.itemsize
+            out.append({"id": f"{prefix}.state{k}", "group": group, "plane": plane, "shape": list(shape),
+                        "dtype": _dtype(dtype), "offset": offset, "stride": stride, "exact_stride": False})
+            offset += itemsize * _prod(shape)
+        return out
+    per_token = spec.real_page_size_bytes // spec.block_size  # the payload: a padded page shows as stride > payload
+    dtype = _dtype(spec.dtype)
+    itemsize = spec.dtype.itemsize
+    return [{"id": f"{prefix}.kv", "group": group, "plane": plane,
+             "shape": [spec.block_size, per_token // itemsize], "dtype": dtype, "offset": 0,
+             "stride": stride, "exact_stride": True}]
+
+
+def _prod(shape: Any) -> int:
+    out = 1
+    for d in shape:
+        out *= int(d)
+    return out
