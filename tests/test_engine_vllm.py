@@ -1,0 +1,137 @@
+"""vLLM's own planner under test: the representative subset `make test` runs (Qwen3-Next at tp 1
+and 2, both kv dtypes, plus Kimi-Linear with prefix caching), the translation into the plan
+schema, the tp_block_size cross-point finding and its baseline, the loud stand-ins, the CLI's bad
+input, and the seeded vLLM bugs of kvproof.engines.vllm.mutants."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("vllm", reason="vllm is not installed: `make .venv/.vllm` installs it (make test does)")
+
+from kvproof.engines import baseline
+from kvproof.engines.verdict import EngineError
+from kvproof.engines.vllm import catalog, engine, planner
+from kvproof.impl import faults
+
+BASELINE = Path(__file__).resolve().parent.parent / "ci" / "baselines" / "vllm.json"
+QWEN = catalog.MODELS["qwen3-next-80b-a3b"]
+KIMI = catalog.MODELS["kimi-linear-48b-a3b"]
+
+
+def point(model: catalog.Model = QWEN, tp: int = 1, dtype: str = "auto", mamba: str = "auto",
+          prefix: bool = False) -> planner.Point:
+    return planner.Point(model, tp, dtype, mamba, prefix, model.backends[0])
+
+
+@pytest.fixture(scope="module")
+def subset() -> engine.EngineRun:
+    """The issue's representative subset: one model at tp 1 and 2, both kv dtypes (and both state
+    dtypes and both backends, since they come at no extra import cost)."""
+    return engine.run(["qwen3-next-80b-a3b"], {"tp": [1, 2], "dtype": ["auto", "fp8"]})
+
+
+def test_the_subset_plans_every_point_and_every_plan_holds_for_every_n(subset) -> None:
+    (recipe,) = subset.recipes
+    assert recipe.not_verified is None
+    assert len(recipe.points) == 2 * 2 * 2 * 2  # tp x kv dtype x state dtype x backend
+    bad = [(p.point, [f.message for f in p.findings]) for p in recipe.points if p.verdict != "ok"]
+    assert not bad
+    assert all(p.parents and p.parents[1] > 1000 for p in recipe.points)  # checked for every N, not a few
+
+
+def test_vllm_raises_the_block_so_one_attention_page_holds_a_state_page() -> None:
+    """Qwen3-Next at tp 1, bf16: A1 = 2 x 2 heads x 256 x 2 B = 2048 B/token; the GDN state is
+    conv (3, 8192) + ssm (32, 128, 128) bf16 = 1,097,728 B; FlashAttention's kernel block is 16,
+    so B = 16 x ceil(1,097,728 / (16 x 2048)) = 544 and P = 544 x 2048 = 1,114,112 B."""
+    planned = planner.plan(point())
+    assert planned.block_size == 544
+    doc = planned.documents[1]
+    attention = [f for f in doc["fields"] if f["exact_stride"]]
+    states = [f for f in doc["fields"] if not f["exact_stride"]]
+    assert {f["stride"] for f in doc["fields"]} == {1_114_112} == {p["bytes"] for p in doc["planes"]}
+    assert {tuple(f["shape"]) for f in attention} == {(544, 1024)}  # payload = stride: the exact stride
+    assert {(tuple(f["shape"]), f["offset"]) for f in states} == {((3, 8192), 0), ((32, 128, 128), 49_152)}
+    assert planned.mamba_padded == 1_114_112  # the state page padded up to the attention page
+
+
+def test_plans_are_bound_with_the_null_block_and_affine_in_n() -> None:
+    planned = planner.plan(point(tp=2, dtype="fp8"))
+    for n, doc in planned.documents.items():
+        assert {g["page_count"] for g in doc["groups"]} == {n + 1}  # block 0 is vLLM's null block
+        assert doc["arena_bytes"] == (n + 1) * doc["parent_bytes"]
+
+
+def test_prefix_caching_runs_vllms_align_mode_with_the_layers_own_answer() -> None:
+    """Kimi-Linear's KDA layers keep MambaBase's checkpoint alignment (None), so align mode
+    rounds the block to the MLA minimum of 128 only; the state block follows the block."""
+    on, off = planner.plan(point(KIMI, prefix=True)), planner.plan(point(KIMI))
+    assert on.block_size % 128 == 0 and off.block_size % 128 == 0
+
+
+def test_a_layer_answer_set_in_a_constructor_is_never_invented() -> None:
+    """Qwen3-Next's GDN layer decides its checkpoint alignment in __init__ (the GDN prefill
+    backend): with prefix caching the planner asks it, and kvproof builds no layers."""
+    with pytest.raises(planner.StubUsed, match="QwenGatedDeltaNetAttention"):
+        planner.plan(point(prefix=True))
+    assert True not in QWEN.prefix_caching and "prefix caching on is not planned" in QWEN.limits
+
+
+def test_block_size_changes_with_tp_is_found_across_points() -> None:
+    run = engine.run(["qwen3-next-80b-a3b"], {"tp": [1, 2, 4], "dtype": ["auto"], "mamba_dtype": ["auto"],
+                                             "backend": ["FLASH_ATTN"]})
+    verdicts = {p.point["tp"]: p for p in run.recipes[0].points}
+    assert verdicts[1].verdict == verdicts[2].verdict == "ok"
+    assert verdicts[4].verdict == "counterexample"
+    assert [f.property for f in verdicts[4].findings] == [engine.TP_BLOCK_SIZE]
+    assert "272 tokens at tp=4 but 544 at tp=1" in verdicts[4].findings[0].message
+
+
+def test_the_baseline_lists_exactly_what_these_points_find() -> None:
+    run = engine.run(["qwen3-next-80b-a3b"], {"tp": [1, 4, 8], "dtype": ["fp8"], "mamba_dtype": ["float32"]})
+    found = baseline.findings(run.engine, run.version, run.recipes)
+    cmp = baseline.compare(found, baseline.load(BASELINE), run.engine, run.version, baseline.ran(run.recipes))
+    assert found and not cmp.new and not cmp.stale
+
+
+@pytest.mark.parametrize(("fault", "expect"), [("vllm_hybrid_block_floor", "boots"),
+                                               ("vllm_state_slab_by_payload", "no_overlap")])
+def test_each_seeded_vllm_bug_is_flagged_and_the_release_is_clean(fault, expect) -> None:
+    only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "backend": ["FLASH_ATTN"]}
+    (clean,) = engine.run(["qwen3-next-80b-a3b"], only).recipes[0].points
+    assert clean.verdict == "ok"
+    with faults.inject(fault):
+        run = engine.run(["qwen3-next-80b-a3b"], only)
+    (broken,) = run.recipes[0].points
+    assert expect in {f.property for f in broken.findings}
+    assert fault in run.source
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--recipe", "llama"], "plans no vllm model 'llama'"),
+    (["--assume", "backend=FLASHINFER"], "vllm takes backend="),
+    (["--engine-path", "/tmp"], "--engine-path is not supported for vllm"),
+    (["--tp", "3"], "no point matches the narrowing"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, message) -> None:
+    proc = subprocess.run([sys.executable, "-m", "kvproof.ci.cli", "engine", "vllm", *args], capture_output=True,
+                          text=True, check=False, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_every_backend_names_the_vllm_line_that_selects_it() -> None:
+    for model in catalog.MODELS.values():
+        for backend in model.backends:
+            assert "vllm/platforms/cuda.py:" in backend.why
+            assert backend.load().get_name() == backend.name
+
+
+def test_unknown_recipe_is_an_engine_error_before_any_planning() -> None:
+    with pytest.raises(EngineError, match="it has: qwen3-next-80b-a3b, kimi-linear-48b-a3b"):
+        engine.run(["nope"])
