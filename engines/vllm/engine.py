@@ -116,8 +116,9 @@ def cross_tp(planned: list[tuple[PointResult, int | None]]) -> list[PointResult]
             continue
         finding = Finding(TP_BLOCK_SIZE, f"block size {block} tokens at tp={p.point['tp']} but {base} at tp=1: a "
                           "disaggregated prefill/decode pair at these tp cannot share block ids (vllm#41037)")
+        replay = p.replay.replace(f"--tp {p.point['tp']} ", f"--tp 1 {p.point['tp']} ")  # the pair shows it
         out.append(PointResult(p.recipe, p.point, "counterexample", (*p.findings, finding), p.packing,
-                               p.parent_bytes, p.worst_padding, p.parents, p.replay))
+                               p.parent_bytes, p.worst_padding, p.parents, replay))
     return out
 
 
