@@ -11,12 +11,15 @@ property: no single plan can violate it.
 
 from __future__ import annotations
 
+import importlib
 import json
 import time
+import traceback
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from fractions import Fraction
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from kvproof.engines import verdict
@@ -143,7 +146,11 @@ def _assumed(assume: Sequence[str] | None) -> dict[str, list[str]]:
 
 
 def _one_line(err: Exception) -> str:
-    return " ".join(str(err).split())[:300] or type(err).__name__
+    """The message, and where in vLLM it was raised (a bare assert has no message of its own)."""
+    package = Path(importlib.import_module("vllm").__file__ or "").parent
+    frames = [f for f in traceback.extract_tb(err.__traceback__) if Path(f.filename).is_relative_to(package)]
+    where = f" at vllm/{Path(frames[-1].filename).relative_to(package)}:{frames[-1].lineno}" if frames else ""
+    return (" ".join(str(err).split())[:300] or "assertion failed") + where
 
 
 def _describe(point: dict[str, Any]) -> str:
