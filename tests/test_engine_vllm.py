@@ -1,5 +1,5 @@
 """vLLM's own planner under test: the representative subset `make test` runs (Qwen3-Next at tp 1
-and 2, both kv dtypes, plus Kimi-Linear with prefix caching), the translation into the plan
+and 2, both kv dtypes, plus Kimi-Linear and Nemotron-H with prefix caching), the translation into the plan
 schema, the tp_block_size cross-point finding and its baseline, the loud stand-ins, the CLI's bad
 input, and the seeded vLLM bugs of kvproof.engines.vllm.mutants."""
 
@@ -73,6 +73,16 @@ def test_prefix_caching_runs_vllms_align_mode_with_the_layers_own_answer() -> No
     assert on.block_size % 128 == 0 and off.block_size % 128 == 0
 
 
+def test_a_mamba2_hybrid_keeps_one_block_size_at_every_tp() -> None:
+    """Nemotron-H-56B: 8 KV heads and 256 Mamba heads in 8 groups all shard with tp, so A1 and M
+    shrink together and B = 16 x ceil(M / (16 x A1)) stays 4128 tokens (bf16; the model's config
+    hook makes the SSM state float32)."""
+    only = {"tp": [1, 8], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["on"], "backend": ["FLASH_ATTN"]}
+    points = engine.run(["nemotron-h-56b-base-8k"], only).recipes[0].points
+    assert [p.verdict for p in points] == ["ok", "ok"]
+    assert planner.plan(point(catalog.MODELS["nemotron-h-56b-base-8k"], tp=8)).block_size == 4128
+
+
 def test_a_layer_answer_set_in_a_constructor_is_never_invented() -> None:
     """Qwen3-Next's GDN layer decides its checkpoint alignment in __init__ (the GDN prefill
     backend): with prefix caching the planner asks it, and kvproof builds no layers."""
@@ -135,5 +145,5 @@ def test_every_backend_names_the_vllm_line_that_selects_it() -> None:
 
 
 def test_unknown_recipe_is_an_engine_error_before_any_planning() -> None:
-    with pytest.raises(EngineError, match="it has: qwen3-next-80b-a3b, kimi-linear-48b-a3b"):
+    with pytest.raises(EngineError, match="it has: qwen3-next-80b-a3b, kimi-linear-48b-a3b, nemotron-h"):
         engine.run(["nope"])

@@ -44,22 +44,24 @@ TRITON_MLA = Backend("TRITON_MLA", "vllm.v1.attention.backends.mla.triton_mla:Tr
 @dataclass(frozen=True)
 class Model:
     recipe: str  # the name --recipe takes
-    config: str  # file in models/
+    config: str  # the published config.json, relative to kvproof.engines (one copy per checkpoint)
     backends: tuple[Backend, ...]
-    state_layer: str  # module:class of the model's state (linear-attention) layer
+    state_layer: str  # module:class of the model's state (linear-attention or Mamba) layer
+    state_type: str  # its MambaAttentionBackendEnum (the layer's mamba_type)
     layers: Callable[[Any], list[tuple[str, str]]]  # (layer name, "attention" | "state") from the HF config
     prefix_caching: tuple[bool, ...]  # the prefix-caching values kvproof can plan
     limits: str
+    state_spec: tuple[tuple[str, int], ...] = ()  # fields the state layer's own get_kv_cache_spec sets
 
     def config_text(self) -> str:
-        return resources.files("kvproof.engines.vllm").joinpath("models", self.config).read_text(encoding="utf-8")
+        return resources.files("kvproof.engines").joinpath(self.config).read_text(encoding="utf-8")
 
     def state_layer_class(self) -> type:
         module, cls = self.state_layer.split(":")
         return getattr(importlib.import_module(module), cls)
 
     def state_backend_enum(self, registry: Any) -> Any:
-        return registry.MambaAttentionBackendEnum.GDN_ATTN  # GatedDeltaNetAttention.mamba_type, gdn/base.py:51
+        return registry.MambaAttentionBackendEnum[self.state_type]
 
     def state_backend(self, registry: Any) -> type:
         return self.state_backend_enum(registry).get_class()
@@ -72,6 +74,8 @@ class Model:
             heads += [hf["linear_num_key_heads"], hf["linear_num_value_heads"]]
         if "linear_attn_config" in hf:
             heads.append(hf["linear_attn_config"]["num_heads"])
+        if "mamba_num_heads" in hf:
+            heads += [hf["mamba_num_heads"], hf["n_groups"]]
         return tuple(tp for tp in (1, 2, 4, 8) if all(h % tp == 0 for h in heads))
 
 
@@ -87,18 +91,34 @@ def _kimi_linear_layers(hf: Any) -> list[tuple[str, str]]:
             for i in range(hf.num_hidden_layers)]
 
 
+def _nemotron_h_layers(hf: Any) -> list[tuple[str, str]]:
+    """hybrid_override_pattern: M a Mamba2 mixer, * attention, - and E an MLP or MoE with no cache
+    (the model class reads it, nemotron_h.py:597)."""
+    kinds = {"M": "state", "*": "attention"}
+    return [(f"backbone.layers.{i}.mixer", kinds[c]) for i, c in enumerate(hf.hybrid_override_pattern) if c in kinds]
+
+
 MODELS: dict[str, Model] = {
     "qwen3-next-80b-a3b": Model(
-        "qwen3-next-80b-a3b", "qwen3-next-80b-a3b.json", (FLASH_ATTN, TRITON_ATTN),
+        "qwen3-next-80b-a3b", "vllm/models/qwen3-next-80b-a3b.json", (FLASH_ATTN, TRITON_ATTN),
         "vllm.model_executor.layers.mamba.gdn.qwen_gdn_linear_attn:QwenGatedDeltaNetAttention",
+        "GDN_ATTN",  # GatedDeltaNetAttention.mamba_type, gdn/base.py:51
         _qwen3_next_layers, (False,),
         "prefix caching on is not planned: its GDN layers' prefill checkpoint alignment is set in the "
         "layer constructor from the GDN prefill backend (qwen_gdn_linear_attn.py:691); sm_100's FLASHINFER "
         "needs the flashinfer package; speculative (MTP) tokens not modelled"),
     "kimi-linear-48b-a3b": Model(
-        "kimi-linear-48b-a3b", "kimi-linear-48b-a3b.json", (FLASHMLA, TRITON_MLA),
+        "kimi-linear-48b-a3b", "vllm/models/kimi-linear-48b-a3b.json", (FLASHMLA, TRITON_MLA),
         "vllm.model_executor.layers.mamba.gdn.kimi_gdn_linear_attn:KimiGatedDeltaNetAttention",
+        "GDN_ATTN",  # GatedDeltaNetAttention.mamba_type, gdn/base.py:51
         _kimi_linear_layers, (False, True),
         "FLASH_ATTN_MLA (sm_90's first choice) and sm_100's FLASHINFER_MLA cannot be imported without their "
         "GPU packages"),
+    "nemotron-h-56b-base-8k": Model(
+        "nemotron-h-56b-base-8k", "tokenspeed/models/nemotron-h-56b-base-8k.json", (FLASH_ATTN, TRITON_ATTN),
+        "vllm.model_executor.layers.mamba.mamba_mixer2:MambaMixer2", "MAMBA2",  # mamba_mixer2.py:1159
+        _nemotron_h_layers, (False, True),
+        "sm_100's FLASHINFER needs the flashinfer package",
+        # MambaMixer2.get_kv_cache_spec (mamba_mixer2.py:1108): the state is exportable mid-prefill.
+        (("num_prefill_checkpoint_blocks", 1), ("prefill_checkpoint_alignment", 1))),
 }

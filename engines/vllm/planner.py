@@ -191,7 +191,7 @@ def _specs(v: dict[str, Any], vllm_config: Any, model_cls: Any, backend: type,
         dtypes=tuple(model_cls.get_mamba_state_dtype_from_config(vllm_config)),
         block_size=cache.mamba_block_size, page_size_padded=cache.mamba_page_size_padded,
         mamba_type=point.model.state_backend_enum(v["registry"]), mamba_cache_mode=cache.mamba_cache_mode,
-        num_speculative_blocks=vllm_config.num_speculative_tokens)
+        num_speculative_blocks=vllm_config.num_speculative_tokens, **dict(point.model.state_spec))
     return {name: attention if kind == "attention" else state for name, kind in layers}
 
 
