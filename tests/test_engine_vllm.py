@@ -5,6 +5,7 @@ input, and the seeded vLLM bugs of kvproof.engines.vllm.mutants."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -126,7 +127,7 @@ def test_each_seeded_vllm_bug_is_flagged_and_the_release_is_clean(fault, expect)
 @pytest.mark.parametrize(("args", "message"), [
     (["--recipe", "llama"], "plans no vllm model 'llama'"),
     (["--assume", "backend=FLASHINFER"], "vllm takes backend="),
-    (["--engine-path", "/tmp"], "--engine-path is not supported for vllm"),
+    (["--engine-path", "/tmp"], "no vllm/__init__.py there"),
     (["--tp", "3"], "no point matches the narrowing"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message) -> None:
@@ -135,6 +136,22 @@ def test_bad_input_is_one_line_and_exit_2(args, message) -> None:
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_checkout_plans_from_its_own_files(tmp_path) -> None:
+    """--engine-path: the checkout's vllm package comes first on sys.path (here a link to the
+    installed one, so the findings must be the release's); its version is its build stamp."""
+    import vllm
+
+    (tmp_path / "vllm").symlink_to(Path(vllm.__file__).parent)
+    proc = subprocess.run([sys.executable, "-m", "kvproof.ci.cli", "engine", "vllm", "--engine-path", str(tmp_path),
+                           "--recipe", "qwen3-next-80b-a3b", "--tp", "1", "4", "--dtype", "auto", "--assume",
+                           "backend=FLASH_ATTN", "mamba_dtype=auto", "--baseline", str(BASELINE), "--json"],
+                          capture_output=True, text=True, check=False, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["source"] == f"vllm 0.33.0 (checkout {tmp_path.resolve()}, planned on CPU)"
+    assert len(report["baselined"]) == 1 and not report["new_findings"]
 
 
 def test_every_backend_names_the_vllm_line_that_selects_it() -> None:

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
+import subprocess
+import sys
 import time
 import traceback
 from collections.abc import Sequence
@@ -52,19 +55,36 @@ def points(model: catalog.Model) -> list[dict[str, Any]]:
 def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Sequence[str] | None,
            engine_path: str | None, drafts: Sequence[int] | None = None, models: Sequence[str] | None = None,
            assume: Sequence[str] | None = None, unbounded: Fraction | None = None) -> EngineRun:
-    """The installed vLLM (--engine-path is tokenspeed's; vLLM is planned from the installed wheel)."""
-    if engine_path:
-        raise EngineError("--engine-path is not supported for vllm yet: install the release under test with "
-                          "pip install --no-deps (engines/vllm-requirements.txt pins it)")
+    """The installed vLLM, or the checkout at --engine-path (its Python files plan; the installed
+    wheel's dependencies serve it, and no compiled extension is needed)."""
     if drafts or models:
         raise EngineError("--drafts and --model do not apply to vllm: --recipe names the model")
-    return run(recipes, {"tp": tps, "dtype": dtypes, **_assumed(assume)}, unbounded)
+    checkout = use_checkout(engine_path) if engine_path else None
+    return run(recipes, {"tp": tps, "dtype": dtypes, **_assumed(assume)}, unbounded, checkout)
+
+
+def use_checkout(path: str) -> tuple[str, str, str | None]:
+    """Put a vLLM checkout first on sys.path: (version, where, commit). Its version is what its
+    build wrote to vllm/_version.py (`pip install --no-deps -e` writes it), else `unknown`."""
+    root = Path(path).resolve()
+    if not (root / "vllm" / "__init__.py").is_file():
+        raise EngineError(f"--engine-path {path}: no vllm/__init__.py there; give the root of a vLLM checkout")
+    loaded = sys.modules.get("vllm")
+    if loaded is not None and not Path(loaded.__file__ or "").resolve().is_relative_to(root):
+        raise EngineError(f"--engine-path {path}: vllm is already imported from {loaded.__file__}")
+    sys.path.insert(0, str(root))
+    stamp = root / "vllm" / "_version.py"
+    found = re.search(r"""__version__ = version = ['"]([^'"]+)""", stamp.read_text()) if stamp.is_file() else None
+    git = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                         check=False)
+    return (found.group(1) if found else "unknown", f"checkout {root}",
+            git.stdout.strip() if git.returncode == 0 else None)
 
 
 def run(recipes: Sequence[str] | None = None, only: dict[str, Sequence[Any] | None] | None = None,
-        unbounded: Fraction | None = None) -> EngineRun:
+        unbounded: Fraction | None = None, checkout: tuple[str, str, str | None] | None = None) -> EngineRun:
     start = time.perf_counter()
-    release = version()
+    release, where, commit = checkout or (version(), "installed", None)
     unknown = sorted(set(recipes or ()) - set(catalog.MODELS))
     if unknown:
         raise EngineError(f"kvproof plans no vllm model {unknown[0]!r}; it has: " + ", ".join(catalog.MODELS))
@@ -76,10 +96,10 @@ def run(recipes: Sequence[str] | None = None, only: dict[str, Sequence[Any] | No
     if not any(r.points for r in results):
         example = points(catalog.MODELS[(recipes or list(catalog.MODELS))[0]])[:3]
         raise EngineError("no point matches the narrowing; points look like: " + "; ".join(map(_describe, example)))
-    source = f"vllm {release} (installed, planned on CPU)"
+    source = f"vllm {release} ({where}, planned on CPU)"
     if mutants.active():
         source += f", mutated: {', '.join(mutants.active())}"
-    return EngineRun(ENGINE, release, source, None, tuple(results), time.perf_counter() - start)
+    return EngineRun(ENGINE, release, source, commit, tuple(results), time.perf_counter() - start)
 
 
 def _plan_all(model: catalog.Model, chosen: list[dict[str, Any]],
