@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", nargs="+", choices=CACHE_DTYPES, help="narrow the cache dtypes")
     parser.add_argument("--out", metavar="DIR", help="where to write the counterexample's config.json "
                                                      "(default: a new temporary folder)")
-    parser.add_argument("--budget", type=float, default=600.0, metavar="SECONDS",
+    parser.add_argument("--budget", type=float, metavar="SECONDS",
                         help="give up (exit 2, never PROVED) when z3 has not decided by then (default 600)")
     parser.add_argument("--pattern", nargs="+", choices=PATTERNED, default=[],
                         help="also report which values of these parameters fail with the others at the "
@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run the engine's own kimi_k3 recipe at the members instead of proving our contract")
     parser.add_argument("--engine-path", metavar="DIR", help="with --engine: a checkout or unpacked package "
                                                              "(default: installed)")
-    parser.add_argument("--examples", type=int, default=200, metavar="N",
+    parser.add_argument("--examples", type=int, metavar="N",
                         help="with --engine: members hypothesis tries when the family is too large to enumerate")
     parser.add_argument("--workers", type=int, metavar="N",
                         help="with --engine: enumerate every member over N local pytest-xdist workers")
@@ -170,14 +170,16 @@ def run(args: argparse.Namespace) -> int:
     if args.engine:
         engine_sweep.refuse_contract_flags(args)
     base = load_model(args.model, args.config)
-    family = Family.around(base, parse_vary(args.vary), tuple(args.dtype or CACHE_DTYPES))
+    dtypes = tuple(d for d in CACHE_DTYPES if d in args.dtype) if args.dtype else CACHE_DTYPES  # once each
+    family = Family.around(base, parse_vary(args.vary), dtypes)
     if args.engine:
         return engine_sweep.run(args, family)
-    if args.engine_path or args.workers or args.tx:
-        raise ConfigError("--engine-path, --workers and --tx need --engine")
-    if args.budget <= 0:
+    if args.engine_path or args.workers is not None or args.tx or args.examples is not None:
+        raise ConfigError("--engine-path, --workers, --tx and --examples need --engine")
+    budget = 600.0 if args.budget is None else args.budget
+    if budget <= 0:
         raise ConfigError("--budget must be a positive number of seconds")
-    result = sweep(family, policy_named(args.policy or "search"), tuple(args.pattern), args.budget)
+    result = sweep(family, policy_named(args.policy or "search"), tuple(args.pattern), budget)
     conformance = impl_conformance(family)
     config, replay = _replay(result, args.out) if not result.proved else (None, None)
     if args.json:

@@ -57,6 +57,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def test_chunk(chunk: int, record_property: Callable[[str, object], None]) -> None:
     text = os.environ[JOB_ENV]
     run = runner(text)
-    found, tried = sweep.failing(run, sweep.chunk(run.family, chunk, decode(text)["chunks"]))
+    found, tried, refused = sweep.failing(run, sweep.chunk(run.family, chunk, decode(text)["chunks"]))
     rows = [[m.as_dict(), prop, stem] for (prop, stem), failed in found.items() for m in failed]
-    record_property(PROPERTY, json.dumps({"tried": tried, "failing": rows}))
+    record_property(PROPERTY, json.dumps({"tried": tried, "refused": refused, "failing": rows}))

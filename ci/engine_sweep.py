@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 ENGINE_MODEL = "kimi-k3"  # the family the engine's kimi_k3 recipe plans (engines/tokenspeed/sweep.py)
 DISTRIBUTE_UP_TO = 2_000_000  # members a distributed sweep enumerates; larger: narrow the ranges or search
 CHUNKS = 256  # tests in the work list: enough for xdist to balance, few enough to load the engine once each
+EXAMPLES = 200  # members hypothesis tries by default on a family too large to enumerate
+MAX_EXAMPLES = 100_000
 
 
 def refuse_contract_flags(args: argparse.Namespace) -> None:
@@ -39,12 +41,31 @@ def refuse_contract_flags(args: argparse.Namespace) -> None:
         if given:
             raise UsageError(f"{flag} is for our contract's sweep; the engine's recipe chooses its own packing "
                              "and every cause's pattern is reported")
-    if args.examples < 1:
-        raise UsageError("--examples must be at least 1")
-    if args.workers is not None and args.workers < 1:
-        raise UsageError("--workers must be at least 1")
+    if args.budget is not None:
+        raise UsageError("--budget bounds z3 in our contract's sweep; the engine's recipe runs member by member")
+    if args.examples is not None and not 1 <= args.examples <= MAX_EXAMPLES:
+        raise UsageError(f"--examples must be between 1 and {MAX_EXAMPLES:,}")
+    most = min(CHUNKS, 4 * (os.cpu_count() or 1))
+    if args.workers is not None and not 1 <= args.workers <= most:
+        raise UsageError(f"--workers must be between 1 and {most} (4 per core here); --tx for more hosts")
     if args.workers and args.tx:
         raise UsageError("--workers spreads over local cores, --tx over the hosts named: pick one")
+    if (args.workers or args.tx) and args.examples is not None:
+        raise UsageError("--examples sizes a search; --workers and --tx enumerate every member")
+    for spec in args.tx:
+        _check_spec(spec)
+
+
+def _check_spec(spec: str) -> None:
+    """An execnet spec that names a gateway (popen, ssh or socket), before any worker starts."""
+    from execnet import XSpec
+
+    try:
+        parsed = XSpec(spec)
+    except Exception:  # execnet's own parse errors have no common type
+        parsed = None
+    if not spec or parsed is None or not (parsed.popen or parsed.ssh or parsed.socket):
+        raise UsageError(f"--tx {spec!r}: not an execnet spec (e.g. 4*popen, ssh=user@host//python=PATH)")
 
 
 def distributed(args: argparse.Namespace, family: Family) -> EngineSweep:
@@ -76,11 +97,13 @@ def distributed(args: argparse.Namespace, family: Family) -> EngineSweep:
         cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-o", "addopts=", *spread,
                f"--junitxml={report}", job.__file__]
         proc = subprocess.run(cmd, env=dict(os.environ, **env), capture_output=True, text=True, check=False)
-        if proc.returncode != 0 or not report.exists():
-            last = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or ["no output"]
-            raise UsageError(f"the distributed sweep failed (pytest exit {proc.returncode}): {last[0]}")
-        chunks = [json.loads(p.get("value", "")) for p in ET.parse(report).iter("property")
-                  if p.get("name") == job.PROPERTY]
+        tree = ET.parse(report) if report.exists() else None
+        if proc.returncode != 0 or tree is None:
+            failures = [f.get("message", "") for f in tree.iter("failure")] if tree is not None else []
+            why = failures[0] if failures else ((proc.stdout + proc.stderr).strip().splitlines() or ["no output"])[-1]
+            why = " ".join(why.replace(text, "<job>").split())[:400]
+            raise UsageError(f"the distributed sweep failed (pytest exit {proc.returncode}): {why}")
+        chunks = [json.loads(p.get("value", "")) for p in tree.iter("property") if p.get("name") == job.PROPERTY]
     found: sweep.Failing = {}
     for doc in chunks:
         for member, prop, stem in doc["failing"]:
@@ -89,13 +112,15 @@ def distributed(args: argparse.Namespace, family: Family) -> EngineSweep:
     if tried != size:
         raise UsageError(f"the distributed sweep ran {tried:,} of {size:,} members; a worker's result is missing")
     source = mutants.mutated(source)
-    return sweep.summary(source, sweep.Runner(source, family), found, tried, True, start)
+    refused = sum(doc["refused"] for doc in chunks)
+    return sweep.summary(source, sweep.Runner(source, family), found, tried, refused, True, start)
 
 
-def replay(family: Family, m: Member) -> str:
+def replay(m: Member, engine_path: str | None) -> str:
     """The one-geometry family holding the member (every tp of its heads, its dtype)."""
     vary = " ".join(f"{p}={getattr(m, p)}" for p in PARAMETERS)
-    return f"verify sweep --engine tokenspeed --vary {vary} --dtype {m.dtype}"
+    path = f" --engine-path {engine_path}" if engine_path else ""
+    return f"verify sweep --engine tokenspeed{path} --vary {vary} --dtype {m.dtype}"
 
 
 def run(args: argparse.Namespace, family: Family) -> int:
@@ -106,7 +131,7 @@ def run(args: argparse.Namespace, family: Family) -> int:
         if args.workers or args.tx:
             result = distributed(args, family)
         else:
-            result = sweep.verify(args.engine_path, family, args.examples)
+            result = sweep.verify(args.engine_path, family, args.examples or EXAMPLES)
     except EngineError as err:
         raise UsageError(str(err)) from None
     verdict = result.verdict()
@@ -114,26 +139,28 @@ def run(args: argparse.Namespace, family: Family) -> int:
         doc: dict[str, Any] = {
             "engine": result.engine, "family": {p: family.ranges[p].text() for p in PARAMETERS},
             "dtypes": list(family.dtypes), "domain_size": result.members, "tried": result.tried,
-            "enumerated": result.enumerated, "verdict": verdict, "seconds": result.seconds,
-            "causes": [{**c.as_dict(), "replay": replay(family, c.member)} for c in result.causes],
+            "refused": result.refused, "enumerated": result.enumerated, "verdict": verdict,
+            "seconds": result.seconds,
+            "causes": [{**c.as_dict(), "replay": replay(c.member, args.engine_path)} for c in result.causes],
         }
         print(json.dumps(doc, indent=1))
     else:
         spread = f" over {args.workers} pytest-xdist workers" if args.workers else \
             f" over pytest-xdist --tx {' '.join(args.tx)}" if args.tx else ""
         how = f"enumerated{spread}: every member" if result.enumerated else \
-            f"searched by hypothesis ({args.examples} examples), failures shrunk"
+            f"searched by hypothesis ({args.examples or EXAMPLES} examples, derandomised), failures shrunk"
         lines = [f"{result.engine}: kimi_k3 recipe over {family.describe()}  dtype {', '.join(family.dtypes)}",
                  f"domain: {result.members:,} members; {how}", ""]
         for i, c in enumerate(result.causes, 1):
             seen = f"{c.count:,} of {result.members:,} members" if result.enumerated else \
                 "found by the search, then minimised"
+            label = "smallest " if result.enumerated else "minimised"
             lines += [f"cause {i}: {c.property}  ({seen})",
-                      f"  smallest  {c.member.text()}",
+                      f"  {label} {c.member.text()}",
                       f"  why       {c.message}",
-                      f"  replay    {replay(family, c.member)}"]
+                      f"  replay    {replay(c.member, args.engine_path)}"]
             lines += [f"  pattern   {name} (others as above): {text}" for name, text in c.patterns.items()
                       if len(family.ranges[name].all()) > 1]
         lines.append(f"verdict: {verdict} in {result.seconds:.1f} s")
         print("\n".join(lines))
-    return 1 if result.causes else 0
+    return 1 if result.failed else 0

@@ -80,6 +80,11 @@ MUTANTS: tuple[Mutant, ...] = (
     # Right at K3's own 69 KDA layers, so only a family reaches it (tests/test_engine_sweep.py).
     Mutant("ts_k3_group_size_literal", (TOKENSPEED_FAMILY,), expect="boots"),
     Mutant("ts_plan_widened_stride", (TOKENSPEED_FP8,), expect="exact_stride"),
+    # The engine's own layout checks refuse these (boots): kvproof reports the refusal.
+    Mutant("ts_mamba2_kv_same_segment", ("verify engine tokenspeed --recipe mamba2 --tp 8 --dtype fp8",),
+           expect="boots"),
+    Mutant("ts_v4_state_own_plane", ("verify engine tokenspeed --recipe deepseek_v4 --tp 8 --dtype fp8",),
+           expect="boots"),
     Mutant("ts_bind_forgets_null_parent", (TOKENSPEED_FP8,), expect="no_overlap"),
     # vLLM's own functions, replaced for the planning call; the released engine's tp-1 points are clean.
     Mutant("vllm_hybrid_block_floor", (VLLM_TP1,), expect="boots"),

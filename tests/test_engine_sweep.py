@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +17,8 @@ from kvproof.engines.tokenspeed import loader, sweep
 from kvproof.impl import faults
 from kvproof.spec.catalog import load_model
 from kvproof.spec.sweep_family import Family, parse_range
+
+RECIPE = "runtime/layers/attention/kv_cache/recipes/kimi_k3.py"
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +35,7 @@ def test_the_published_geometry_passes_where_verify_engine_says(installed) -> No
     family = Family.around(load_model("kimi-k3"), {}, ("fp8",))
     result = sweep.sweep(installed, family)
     assert result.enumerated and result.tried == 12 and not result.causes
-    assert result.verdict() == "no counterexample in 12 geometries (enumerated)"
+    assert result.verdict() == "no counterexample in 12 members (enumerated)"
 
 
 def test_layer_counts_the_recipe_refuses_form_a_residue_class(installed) -> None:
@@ -79,28 +83,70 @@ def test_cli_reports_each_cause_with_its_pattern_and_replay() -> None:
     again = verify(*padding["replay"].split()[1:], "--json")
     assert again.returncode == 1 and json.loads(again.stdout)["causes"][0]["message"] == padding["message"]
     clean = verify("sweep", "--engine", "tokenspeed", "--dtype", "fp8")
-    assert clean.returncode == 0 and "no counterexample in 12 geometries (enumerated)" in clean.stdout
+    assert clean.returncode == 0 and "no counterexample in 12 members (enumerated)" in clean.stdout
     assert "PROVED" not in clean.stdout
 
 
 @pytest.mark.parametrize("args, names", [
     (["--policy", "ceil"], "--policy is for our contract's sweep"),
     (["--model", "deepseek-v3"], "drop --model/--config"),
-    (["--examples", "0"], "--examples must be at least 1"),
+    (["--examples", "0"], "--examples must be between 1 and"),
     (["--engine-path", "/nonexistent"], "no tokenspeed package"),
     (["--engine-path", "/nonexistent", "--workers", "2"], "no tokenspeed package"),
-    (["--workers", "0"], "--workers must be at least 1"),
+    (["--workers", "0"], "--workers must be between 1 and"),
     (["--workers", "2", "--tx", "popen"], "pick one"),
     (["--vary", "num_layers=2..1024", "kda_heads=1..4096", "--workers", "2"], "enumerates at most 2,000,000"),
+    (["--workers", "99999"], "--workers must be between 1 and"),
+    (["--examples", "10", "--workers", "2"], "--workers and --tx enumerate every member"),
+    (["--examples", str(10**20)], "--examples must be between 1 and 100,000"),
+    (["--budget", "5"], "--budget bounds z3 in our contract's sweep"),
+    (["--tx", ""], "not an execnet spec"),
+    (["--tx", "bogus"], "not an execnet spec"),
 ])
 def test_cli_bad_input_is_one_line_exit_2(args, names) -> None:
     proc = verify("sweep", "--engine", "tokenspeed", *args)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and names in proc.stderr, proc.stderr
 
 
-def test_engine_path_needs_engine() -> None:
-    proc = verify("sweep", "--engine-path", "/tmp")
+@pytest.mark.parametrize("flag", [["--engine-path", "/tmp"], ["--workers", "2"], ["--examples", "5"]])
+def test_engine_flags_need_engine(flag) -> None:
+    proc = verify("sweep", *flag)
     assert proc.returncode == 2 and "need --engine" in proc.stderr, proc.stderr
+
+
+def test_a_dtype_named_twice_counts_once() -> None:
+    proc = verify("sweep", "--engine", "tokenspeed", "--dtype", "fp8", "fp8", "--json")
+    assert json.loads(proc.stdout)["domain_size"] == 12, proc.stderr
+
+
+def _broken_copy(installed: loader.Source, folder: Path, line: str) -> Path:
+    """The installed package with `line` put before the recipe splits its KDA layers."""
+    shutil.copytree(installed.package_dir, folder / "tokenspeed", ignore=shutil.ignore_patterns("__pycache__"))
+    recipe = folder / "tokenspeed" / RECIPE
+    anchor = "        per_group = len(kda_layer_ids) // _KIMI_K3_STATE_GROUPS"
+    recipe.write_text(recipe.read_text().replace(anchor, f"        {line}\n{anchor}"))
+    return folder
+
+
+@pytest.mark.parametrize("spread", [[], ["--workers", "2"]])
+def test_an_undeclared_engine_exception_is_exit_2_naming_it(installed, tmp_path, spread) -> None:
+    """A recipe raising what it does not declare gives no verdict, in one process or spread."""
+    path = _broken_copy(installed, tmp_path, "raise TypeError('boom')")
+    proc = verify("sweep", "--engine", "tokenspeed", "--engine-path", str(path), "--vary", "num_layers=80..81",
+                  "--dtype", "fp8", *spread)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "TypeError: boom" in proc.stderr and "<job>" not in proc.stdout, proc.stderr
+
+
+def test_a_recipe_refusing_every_member_is_not_verified(installed, tmp_path) -> None:
+    """Every member declared unsupported is no evidence: NOT VERIFIED, exit 1, as verify engine;
+    the replay keeps --engine-path."""
+    path = _broken_copy(installed, tmp_path, "raise NotImplementedError('no verified split')")
+    proc = verify("sweep", "--engine", "tokenspeed", "--engine-path", str(path), "--vary", "num_layers=80..81",
+                  "--dtype", "fp8", "--json")
+    assert proc.returncode == 1, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["refused"] == doc["tried"] == 24 and doc["verdict"].startswith("NOT VERIFIED")
 
 
 def test_a_recipe_right_only_at_k3_is_caught_by_the_family_alone() -> None:

@@ -161,6 +161,8 @@ def test_cli_baseline_json_and_exit_codes(tmp_path) -> None:
     (["--max-padding", "-1"], "--max-padding must be a finite number >= 0"),
     (["--engine-path", "/nonexistent"], "no tokenspeed package"),
     (["--baseline", "/nonexistent.json"], "cannot read baseline"),
+    (["--recipe", "deepseek_v4", "--drafts", "1"], "--drafts: the chosen recipes' points have no drafts axis"),
+    (["--recipe", "deepseek_v4", "--assume", "TOKENSPEED_MAMBA_SSM_DTYPE=bfloat16"], "makes that assumption"),
 ])
 def test_bad_input_is_one_line_exit_2(args, names) -> None:
     proc = verify("engine", "tokenspeed", *args)
@@ -343,11 +345,11 @@ def test_mamba2_plans_nemotron_3_super_as_worked_by_hand(installed) -> None:
     assert half["parent_bytes"] == 8 * ssm // 2 + 8 * conv
 
 
-def test_a_broken_mamba2_recipe_is_flagged(installed, tmp_path) -> None:
+def test_a_broken_mamba2_recipe_is_flagged(installed) -> None:
     """K and V of one layer written to the same segment: the run reports it (the engine's own
     exact-stride check refuses the plan, a boots finding) at every Nemotron point."""
-    edited_copy(installed, tmp_path, f"{RECIPES}/mamba2.py", 'f"unit.{2 * occurrence + 1}"', 'f"unit.{2 * occurrence}"')
-    run = engine.run(loader.path_source(tmp_path), ["mamba2"], {"tp": [8], "dtype": ["fp8"]})
+    with faults.inject("ts_mamba2_kv_same_segment"):
+        run = engine.run(installed, ["mamba2"], {"tp": [8], "dtype": ["fp8"]})
     (mamba2,) = run.recipes
     assert len(mamba2.points) == 4
     assert {(p.verdict, p.findings[0].property) for p in mamba2.points} == {("counterexample", "boots")}
@@ -432,11 +434,11 @@ def test_the_v4_indexer_format_is_an_assumption_and_an_explicit_request_is_refus
         dsv4_indexer_cache_format(True)
 
 
-def test_a_broken_deepseek_v4_recipe_is_flagged(installed, tmp_path) -> None:
+def test_a_broken_deepseek_v4_recipe_is_flagged(installed) -> None:
     """Compressor state moved off the shared layer planes: the parent grows and the engine's own
     padding bound (2.0) refuses the ratio-128 chain, at every V4 point run."""
-    edited_copy(installed, tmp_path, f"{RECIPES}/deepseek_v4.py", 'f"unit.{state_slot}"', 'f"state.{state_slot}"')
-    run = engine.run(loader.path_source(tmp_path), ["deepseek_v4"], {"tp": [8], "dtype": ["fp8"]})
+    with faults.inject("ts_v4_state_own_plane"):
+        run = engine.run(installed, ["deepseek_v4"], {"tp": [8], "dtype": ["fp8"]})
     (v4,) = run.recipes
     assert len(v4.points) == 4
     assert {(p.verdict, p.findings[0].property) for p in v4.points} == {("counterexample", "boots")}

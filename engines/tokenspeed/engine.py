@@ -85,6 +85,7 @@ def run(source: loader.Source, recipes: Sequence[str] | None = None,
     if unknown:
         raise loader.SourceError(f"{source.describe()} registers no recipe {unknown[0]!r}; it has: "
                                  + ", ".join(families))
+    _check_narrowing([PROFILES[f] for f in recipes or families if f in PROFILES], only or {})
     results = []
     for family in recipes or families:
         profile = PROFILES.get(family)
@@ -107,6 +108,26 @@ def run(source: loader.Source, recipes: Sequence[str] | None = None,
                           "like: " + "; ".join(_describe(p) for p in example.points(configs(example))[:4]) + " ...")
     return EngineRun(ENGINE, source.version, source.describe(), source.commit, tuple(results),
                      time.perf_counter() - start)
+
+
+def _check_narrowing(chosen: Sequence[Profile], only: dict[str, Sequence[Any] | None]) -> None:
+    """A narrowing that no chosen recipe's domain has an axis (or assumption) for would be
+    ignored, and the run would look like an answer to it: refuse it instead."""
+    if not chosen:
+        return
+    points = [p for profile in chosen for p in profile.points(configs(profile))]
+    axes = {axis for p in points for axis in p}
+    assumed = {pair.split("=", 1)[0] for p in points for pair in p.get("assume", "").split(",") if pair}
+    for axis, wanted in only.items():
+        if not wanted:
+            continue
+        flag = "--model" if axis == "model" else f"--{axis}"
+        if axis == "assume":
+            missing = sorted({pair.split("=", 1)[0] for pair in wanted} - assumed)
+            if missing:
+                raise EngineError(f"--assume {missing[0]}: no point of the chosen recipes makes that assumption")
+        elif axis not in axes:
+            raise EngineError(f"{flag}: the chosen recipes' points have no {axis} axis (not modelled there)")
 
 
 def plan(source: loader.Source, family: str, point: dict[str, Any]) -> pipeline.Planned | pipeline.Refused:

@@ -30,6 +30,16 @@ EDITS: dict[str, tuple[Path, str, str]] = {
         "per_group = len(kda_layer_ids) // _KIMI_K3_STATE_GROUPS",
         "per_group = 23",
     ),
+    "ts_mamba2_kv_same_segment": (
+        _RECIPES / "mamba2.py",
+        'f"unit.{2 * occurrence + 1}"',
+        'f"unit.{2 * occurrence}"',
+    ),
+    "ts_v4_state_own_plane": (
+        _RECIPES / "deepseek_v4.py",
+        'f"unit.{state_slot}"',
+        'f"state.{state_slot}"',
+    ),
     "ts_plan_widened_stride": (
         _RECIPES / "plan.py",
         "page_stride_bytes=plane_bytes[field.plane_id] // packing[group_id],",
