@@ -21,7 +21,8 @@ from kvproof.spec.sweep_family import PARAMETERS, Family, Member
 
 MAX_CELLS = 4096
 SHORT = {"exact_stride": "stride", "padding_bound": "pad", "partition": "part", "page_id_limit": "ids",
-         "in_bounds": "oob", "no_overlap": "overlap", "null_page": "null", "boots": "refused"}
+         "in_bounds": "oob", "no_overlap": "overlap", "null_page": "null", "kernel_page": "kpage",
+         "boots": "refused"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -54,6 +54,8 @@ FAULTS: dict[str, str] = {
     "ends up smaller than the state page it must hold",
     "vllm_state_slab_by_payload": "vLLM lays each padded state layer's slab out by its payload, not its padded "
     "page (the walk-by-payload bug of LMCache#5166, in the planner)",
+    "vllm_kernel_gets_raised_block": "vLLM hands the attention kernel the whole raised hybrid block instead of a "
+    "kernel block it supports (vllm#25811: past FlashInfer's tokens-per-page limit on GB200)",
     "launch_dense_tp_unchecked": "verify config drops the rule dense tp == attention tp under attention DP",
 }
 

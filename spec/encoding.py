@@ -77,6 +77,16 @@ class GroupFact:
 
 
 @dataclass(frozen=True)
+class KernelFact:
+    """A kernel that reads a field's pages: the page it is handed and the limits its source sets."""
+
+    name: str
+    tokens: int
+    block: int
+    max_tokens: int | None
+
+
+@dataclass(frozen=True)
 class FieldFact:
     id: str
     group: str
@@ -86,6 +96,8 @@ class FieldFact:
     offset: int
     stride: int
     exact_stride: bool
+    tokens: int | None = None  # tokens per page, where the plan says
+    kernels: tuple[KernelFact, ...] = ()
 
     @property
     def itemsize(self) -> int:
@@ -238,6 +250,7 @@ def _static(plan: dict) -> tuple[int, int, Fraction | None, list[dict], list[dic
         fields.append(FieldFact(
             field_ids[i], group, plane, dtype, prod(shape) * DTYPE_BYTES[dtype],
             _get(f, "offset", int, at), _get(f, "stride", int, at), _get(f, "exact_stride", bool, at),
+            *_kernels(f, at),
         ))
     stacks: dict[tuple[str, str], int] = {}
     for i, f in enumerate(fields):
@@ -250,6 +263,13 @@ def _static(plan: dict) -> tuple[int, int, Fraction | None, list[dict], list[dic
         if group not in used:
             raise ConfigError(f"plan key 'groups[{i}]': group {group!r} has no fields, so its padding is undefined")
     return parent, alignment, bound, planes, groups, tuple(fields)
+
+
+def _kernels(field: dict, at: str) -> tuple[int | None, tuple[KernelFact, ...]]:
+    kernels = field.get("kernels", [])
+    if kernels and "tokens" not in field:
+        raise ConfigError(f"plan key '{at}kernels' needs '{at}tokens', the tokens per page the kernels split")
+    return field.get("tokens"), tuple(KernelFact(k["name"], k["tokens"], k["block"], k["max_tokens"]) for k in kernels)
 
 
 def concrete_facts(plan: dict, validated: bool = False) -> Facts:
@@ -501,6 +521,20 @@ def null_page(facts: Facts) -> list[Violation]:
     return out
 
 
+def kernel_page(facts: Facts) -> list[Violation]:
+    out = []
+    for f in facts.fields:
+        for k in f.kernels:
+            where = f"field {f.id}: kernel {k.name} is handed pages of {k.tokens:,} tokens"
+            if not P.kernel_block_multiple(k.tokens, k.block):
+                out.append(Violation("kernel_page", f"{where}, not a multiple of its token block {k.block}"))
+            if k.max_tokens is not None and not P.within_page_limit(k.tokens, k.max_tokens):
+                out.append(Violation("kernel_page", f"{where}, past its limit of {k.max_tokens:,} tokens per page"))
+            if f.tokens is not None and not P.tiles_page(k.tokens, f.tokens):
+                out.append(Violation("kernel_page", f"{where}, which do not tile the field's {f.tokens:,}-token page"))
+    return out
+
+
 CHECKS: dict[str, Callable[[Facts], list[Violation]]] = {
     "exact_stride": exact_stride,
     "padding_bound": padding_bound,
@@ -510,6 +544,7 @@ CHECKS: dict[str, Callable[[Facts], list[Violation]]] = {
     "in_bounds": in_bounds,
     "page_id_limit": page_id_limit,
     "null_page": null_page,
+    "kernel_page": kernel_page,
 }
 
 

@@ -29,6 +29,8 @@ PROPERTIES: dict[str, str] = {
     "(the engine's arena_bytes when given; arena bytes <= 2^63 - 1)",
     "page_id_limit": "N * K <= 2^31 - 1 for the largest parent count N the plan allows",
     "null_page": "page 0 of every group lies in parent 0, the null parent that is never handed out",
+    "kernel_page": "every kernel that reads a field's pages is handed pages of a multiple of its token block, "
+    "within its tokens-per-page limit, that tile the field's page exactly (limits from the kernels' own sources)",
 }
 
 Num = Any  # an int or a z3 ArithRef
@@ -59,6 +61,22 @@ def divides(divisor: Num, value: Num) -> Any:
 def field_aligned(offset: Num, itemsize: Num) -> Any:
     """Item a: a field starts on a multiple of its element size within its page."""
     return divides(itemsize, offset)
+
+
+def kernel_block_multiple(kernel_tokens: Num, block: Num) -> Any:
+    """A kernel reads pages of `block`-token tiles: its page must be a whole number of them."""
+    return divides(block, kernel_tokens)
+
+
+def within_page_limit(kernel_tokens: Num, max_tokens: Num) -> Any:
+    """A kernel compiled for pages of at most `max_tokens` tokens (FlashMLA: exactly 64)."""
+    return kernel_tokens <= max_tokens
+
+
+def tiles_page(kernel_tokens: Num, page_tokens: Num) -> Any:
+    """An engine that hands a kernel smaller pages than its own splits each page into kernel
+    pages; they must cover it exactly, or a kernel page straddles two of the engine's pages."""
+    return divides(kernel_tokens, page_tokens)
 
 
 def page_ids_fit(num_parents: Num, packing: Num) -> Any:

@@ -6,6 +6,7 @@ input, and the seeded vLLM bugs of kvproof.engines.vllm.mutants."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -124,6 +125,29 @@ def test_each_seeded_vllm_bug_is_flagged_and_the_release_is_clean(fault, expect)
         assert "vllm/platforms/interface.py:" in broken.findings[0].message
 
 
+def test_each_kernel_gets_a_page_its_own_source_allows() -> None:
+    """Kimi-Linear at tp 1, bf16: vLLM's block is 1,920 tokens and FlashMLA's decode kernel takes
+    64-token pages only (deepseek-ai/FlashMLA csrc/api/dense_decode.h:67), so the model runner
+    must split the block into 30 kernel pages of 64; Triton's MLA decode takes any page."""
+    flashmla = planner.plan(point(KIMI))
+    triton = planner.plan(planner.Point(KIMI, 1, "auto", "auto", False, catalog.TRITON_MLA))
+    assert (flashmla.block_size, flashmla.kernel_tokens, triton.kernel_tokens) == (1920, 64, 1920)
+    (kernel,) = {json.dumps(k) for f in flashmla.documents[1]["fields"] for k in f.get("kernels", [])}
+    assert json.loads(kernel) == {"name": "flashmla_dense_decode", "tokens": 64, "block": 64, "max_tokens": 64}
+
+
+def test_a_raised_block_handed_to_flashmla_is_flagged() -> None:
+    """vllm#25811 reintroduced: select_common_block_size hands the kernel the manager's block."""
+    only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["off"]}
+    with faults.inject("vllm_kernel_gets_raised_block"):
+        run = engine.run(["kimi-linear-48b-a3b"], only)
+    by_backend = {p.point["backend"]: p for p in run.recipes[0].points}
+    assert by_backend["TRITON_MLA@sm_90"].verdict == "ok"  # its kernel takes any page
+    bad = by_backend["FLASHMLA@sm_90"]
+    assert {f.property for f in bad.findings} == {"kernel_page"}
+    assert "handed pages of 1,920 tokens, past its limit of 64" in bad.findings[0].message
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--recipe", "llama"], "plans no vllm model 'llama'"),
     (["--assume", "backend=FLASHINFER"], "vllm takes backend="),
@@ -159,6 +183,7 @@ def test_every_backend_names_the_vllm_line_that_selects_it() -> None:
         for backend in model.backends:
             assert "vllm/platforms/cuda.py:" in backend.why
             assert backend.load().get_name() == backend.name
+            assert backend.kernels and all(re.search(r"\S+/\S+@[\w.]+ \S+:\d+", k.source) for k in backend.kernels)
 
 
 def test_unknown_recipe_is_an_engine_error_before_any_planning() -> None:

@@ -59,3 +59,17 @@ def test_the_same_predicates_build_z3_terms():
     solver = z3.Solver()
     solver.add(page >= 1, page <= 3, P.field_aligned(page, 4))
     assert solver.check() == z3.unsat  # no offset in 1..3 is a multiple of 4
+
+
+def test_kernel_pages():
+    # Kimi-Linear at tp 1 on FlashMLA: vLLM's block of 1,920 tokens is split into 64-token kernel
+    # pages (FlashMLA takes exactly 64); handing it the whole block breaks the limit (vllm#25811).
+    assert P.kernel_block_multiple(64, 64) and P.within_page_limit(64, 64) and P.tiles_page(64, 1920)
+    assert not P.within_page_limit(1920, 64) and not P.kernel_block_multiple(544, 64)
+    assert not P.tiles_page(64, 544 + 16)  # 560 tokens are 8.75 kernel pages of 64
+    assert P.kernel_block_multiple(544, 16) and P.kernel_block_multiple(544, 1)
+    tokens = z3.Int("tokens")
+    solver = z3.Solver()
+    solver.add(tokens >= 1, P.within_page_limit(tokens, 64), P.kernel_block_multiple(tokens, 64),
+               tokens != 64)
+    assert solver.check() == z3.unsat  # FlashMLA's one page size

@@ -119,7 +119,14 @@ def _mutants():
     def null_page(p):
         _field(p, "latent_kv")["offset"] = 128
 
-    return [exact_stride, padding_bound, partition, no_overlap, field_alignment, in_bounds, page_id_limit, null_page]
+    def kernel_page(p):
+        # the whole 128-token page handed to FlashMLA, which takes 64 (deepseek-ai/FlashMLA csrc/api/dense_decode.h:67)
+        latent = _field(p, "latent_kv")
+        latent["tokens"] = latent["shape"][0]
+        latent["kernels"] = [{"name": "flashmla", "tokens": latent["shape"][0], "block": 64, "max_tokens": 64}]
+
+    return [exact_stride, padding_bound, partition, no_overlap, field_alignment, in_bounds, page_id_limit, null_page,
+            kernel_page]
 
 
 def test_every_property_has_a_mutant() -> None:

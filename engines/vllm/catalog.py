@@ -18,12 +18,36 @@ from typing import Any
 
 
 @dataclass(frozen=True)
+class Kernel:
+    """The attention kernel a backend runs on its GPU, with the page limits its own source sets
+    (never the backend class's declaration: that is what a bug like vllm#25811 gets wrong)."""
+
+    name: str
+    block: int  # the kernel's pages must be a multiple of this many tokens (1: any)
+    max_tokens: int | None  # the most tokens per page it supports; None: no limit in its source
+    source: str  # repository, file and line of the check (or of the arithmetic that sets none)
+
+
+# vllm/v1/attention/backends/fa_utils.py:99 (0.33.0): FA3 on capability 9.x when built.
+FA3 = Kernel("flash_attn_3", 1, None, "vllm-project/flash-attention@617264c hopper/flash_api.cpp:834: page_size is "
+             "k.size(1) with no check on it (:473 only picks a faster path when page_size % kBlockN == 0)")
+TRITON_UNIFIED = Kernel("triton_unified_attention", 1, None, "vllm-project/vllm@v0.33.0 vllm/v1/attention/ops/"
+                        "triton_unified_attention.py:432: a token's page is seq_offset // BLOCK_SIZE, any BLOCK_SIZE; "
+                        "the one assertion (:302, BLOCK_SIZE % TILE_SIZE) is met by clamping the tile (:1021)")
+FLASHMLA_DECODE = Kernel("flashmla_dense_decode", 64, 64, "deepseek-ai/FlashMLA@9241ae3 csrc/api/dense_decode.h:67: "
+                         "TORCH_CHECK(page_block_size == 64)")
+TRITON_MLA_DECODE = Kernel("triton_decode_attention", 1, None, "vllm-project/vllm@v0.33.0 vllm/v1/attention/ops/"
+                           "triton_decode_attention.py:132: a token's page is offs_n // PAGE_SIZE, any PAGE_SIZE")
+
+
+@dataclass(frozen=True)
 class Backend:
     name: str  # vLLM's AttentionBackendEnum name
     path: str  # module:class
     gpu: str  # the GPU the assumption is made for
     capability: tuple[int, int]
     why: str  # the cited reason the CUDA platform selects it there
+    kernels: tuple[Kernel, ...] = ()  # the kernels that read its pages there
 
     def load(self) -> type:
         module, cls = self.path.split(":")
@@ -32,13 +56,15 @@ class Backend:
 
 # The CUDA platform's priority lists (vllm 0.33.0, vllm/platforms/cuda.py `_get_backend_priorities`).
 FLASH_ATTN = Backend("FLASH_ATTN", "vllm.v1.attention.backends.flash_attn:FlashAttentionBackend", "sm_90", (9, 0),
-                     "first non-MLA choice below sm_100 (vllm/platforms/cuda.py:176)")
+                     "first non-MLA choice below sm_100 (vllm/platforms/cuda.py:176)", (FA3,))
 TRITON_ATTN = Backend("TRITON_ATTN", "vllm.v1.attention.backends.triton_attn:TritonAttentionBackend", "sm_90", (9, 0),
-                      "the platform's fallback when FlashAttention declines (vllm/platforms/cuda.py:178)")
+                      "the platform's fallback when FlashAttention declines (vllm/platforms/cuda.py:178)",
+                      (TRITON_UNIFIED,))
 FLASHMLA = Backend("FLASHMLA", "vllm.v1.attention.backends.mla.flashmla:FlashMLABackend", "sm_90", (9, 0),
-                   "second MLA choice below sm_100, after FLASH_ATTN_MLA (vllm/platforms/cuda.py:151)")
+                   "second MLA choice below sm_100, after FLASH_ATTN_MLA (vllm/platforms/cuda.py:151)",
+                   (FLASHMLA_DECODE,))
 TRITON_MLA = Backend("TRITON_MLA", "vllm.v1.attention.backends.mla.triton_mla:TritonMLABackend", "sm_90", (9, 0),
-                     "the MLA fallback below sm_100 (vllm/platforms/cuda.py:153)")
+                     "the MLA fallback below sm_100 (vllm/platforms/cuda.py:153)", (TRITON_MLA_DECODE,))
 
 
 @dataclass(frozen=True)

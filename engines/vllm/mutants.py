@@ -32,6 +32,15 @@ def _payload_layer_stride(original: Callable[..., Any]) -> Callable[..., Any]:
     return broken
 
 
+def _manager_block_to_kernel(_original: Callable[..., Any]) -> Callable[..., Any]:
+    """select_common_block_size that hands every kernel the manager's block: the raised hybrid
+    block reaches a kernel past its tokens-per-page limit, as FlashInfer's TRTLLM kernels got
+    Qwen3-Next's block on GB200 while its backend declared any block size (vllm#25811)."""
+    def broken(kv_manager_block_size: int, backends: Any, kv_cache_specs: Any = None) -> int:
+        return kv_manager_block_size
+    return broken
+
+
 # fault name -> (vLLM module key in planner._vllm(), dotted module path, attribute, replacement factory)
 PATCHES: dict[str, tuple[str, str, Callable[[Callable[..., Any]], Callable[..., Any]]]] = {
     # _align_hybrid_block_size rounds B = q * ceil(M / (q * A1)) down: the attention page ends up
@@ -39,6 +48,7 @@ PATCHES: dict[str, tuple[str, str, Callable[[Callable[..., Any]], Callable[..., 
     "vllm_hybrid_block_floor": ("vllm.utils.math_utils", "cdiv", lambda _original: _floor_cdiv),
     "vllm_state_slab_by_payload": ("vllm.v1.core.kv_cache_planning", "compute_layout_strides",
                                    _payload_layer_stride),
+    "vllm_kernel_gets_raised_block": ("vllm.v1.worker.utils", "select_common_block_size", _manager_block_to_kernel),
 }
 
 

@@ -35,6 +35,7 @@ class Planned:
     block_size: int
     documents: dict[int, dict]  # the plan bound at several parent counts
     mamba_padded: int | None  # the padded state page, when vLLM padded one
+    kernel_tokens: int  # the tokens per page vLLM hands the attention kernel (select_common_block_size)
 
 
 @dataclass(frozen=True)
@@ -152,12 +153,20 @@ def _plan(v: dict[str, Any], point: Point, folder: str, patches: Callable[[dict[
             layout_names = [lay.name for lay in v["backend_utils"].get_supported_kv_cache_layouts(
                 [backend, point.model.state_backend(v["registry"])])]
             layout = v["backend_utils"].resolve_kv_cache_layout(vllm_config, [layout_names], list(specs.values()))
+            attention = next(spec for (_, kind), spec in zip(layers, specs.values(), strict=True)
+                             if kind == "attention")
+            # what the model runner hands the kernel: a divisor of the block, chosen by this function
+            # when it builds an attention group (vllm/v1/worker/utils.py:295)
+            kernel_tokens = v["worker_utils"].select_common_block_size(cache_config.block_size, [backend],
+                                                                       [attention])
             groups = v["planning"].get_kv_cache_groups(vllm_config, specs)
             per_block = v["planning"]._get_kv_cache_bytes_per_block(groups, layout)
             configs = {n: v["planning"].get_kv_cache_config_from_groups(vllm_config, groups, per_block * (n + 1))
                        for n in BIND_AT}
-        documents = {n: document(cfg, layout, n) for n, cfg in configs.items()}
-        return Planned(cache_config.block_size, documents, cache_config.mamba_page_size_padded)
+        kernels = [{"name": k.name, "tokens": kernel_tokens, "block": k.block, "max_tokens": k.max_tokens}
+                   for k in point.backend.kernels]
+        documents = {n: document(cfg, layout, n, kernels) for n, cfg in configs.items()}
+        return Planned(cache_config.block_size, documents, cache_config.mamba_page_size_padded, kernel_tokens)
     finally:
         platforms._current_platform = previous
 
@@ -199,7 +208,7 @@ def _dtype(torch_dtype: Any) -> str:
     return str(torch_dtype).removeprefix("torch.")
 
 
-def document(kv_config: Any, layout: Any, parents: int) -> dict:
+def document(kv_config: Any, layout: Any, parents: int, kernels: list[dict] | None = None) -> dict:
     """vLLM's KVCacheConfig as kvproof's plan document.
 
     Block 0 is vLLM's null block, so num_blocks = N + 1 parents. In a layer-outer layout every
@@ -207,7 +216,8 @@ def document(kv_config: Any, layout: Any, parents: int) -> dict:
     block b of it starts block_stride bytes after block b - 1. Each such layer slot is a plane of
     block_stride bytes per parent; every group puts one page (packing 1) in each slot it has a layer
     in. Attention fields walk pages by exact stride; state fields are views sliced out of the page,
-    one state after another, so their stride is the page (P) and not their payload.
+    one state after another, so their stride is the page (P) and not their payload. `kernels` read
+    the attention fields' pages (each handed pages of its `tokens`).
     """
     if layout.is_block_outermost:
         raise StubUsed(f"the block-outermost layout {layout.name} is not translated by kvproof yet")
@@ -232,7 +242,7 @@ def document(kv_config: Any, layout: Any, parents: int) -> dict:
             spec = group.kv_cache_spec
             spec = getattr(spec, "kv_cache_specs", {}).get(name, spec)
             alignment = _lcm(alignment, spec.get_block_stride_alignment())
-            fields += _fields(f"{gid}.{name}", gid, plane[0], spec, t.block_stride)
+            fields += _fields(f"{gid}.{name}", gid, plane[0], spec, t.block_stride, kernels or [])
     ordered = sorted(planes.items())
     parent = sum(stride for _, (_, stride) in ordered)
     return {
@@ -247,7 +257,7 @@ def _lcm(a: int, b: int) -> int:
     return math.lcm(a, b)
 
 
-def _fields(prefix: str, group: str, plane: str, spec: Any, stride: int) -> list[dict]:
+def _fields(prefix: str, group: str, plane: str, spec: Any, stride: int, kernels: list[dict]) -> list[dict]:
     if hasattr(spec, "shapes"):  # MambaSpec: states one after another in the page
         out, offset = [], 0
         for k, (shape, dtype) in enumerate(zip(spec.shapes, spec.dtypes, strict=True)):
@@ -261,7 +271,7 @@ def _fields(prefix: str, group: str, plane: str, spec: Any, stride: int) -> list
     itemsize = spec.dtype.itemsize
     return [{"id": f"{prefix}.kv", "group": group, "plane": plane,
              "shape": [spec.block_size, per_token // itemsize], "dtype": dtype, "offset": 0,
-             "stride": stride, "exact_stride": True}]
+             "stride": stride, "exact_stride": True, "tokens": spec.block_size, "kernels": kernels}]
 
 
 def _prod(shape: Any) -> int:
