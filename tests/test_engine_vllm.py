@@ -34,7 +34,7 @@ def point(model: catalog.Model = QWEN, tp: int = 1, dtype: str = "auto", mamba: 
 def subset() -> engine.EngineRun:
     """The issue's representative subset: one model at tp 1 and 2, both kv dtypes (and both state
     dtypes and both backends, since they come at no extra import cost)."""
-    return engine.run(["qwen3-next-80b-a3b"], {"tp": [1, 2], "dtype": ["auto", "fp8"]})
+    return engine.run(["qwen3-next-80b-a3b"], {"tp": [1, 2], "dtype": ["auto", "fp8"], "spec": [0]})
 
 
 def test_the_subset_plans_every_point_and_every_plan_holds_for_every_n(subset) -> None:
@@ -95,7 +95,7 @@ def test_a_layer_answer_set_in_a_constructor_is_never_invented() -> None:
 
 def test_block_size_changes_with_tp_is_found_across_points() -> None:
     run = engine.run(["qwen3-next-80b-a3b"], {"tp": [1, 2, 4], "dtype": ["auto"], "mamba_dtype": ["auto"],
-                                             "backend": ["FLASH_ATTN"]})
+                                             "backend": ["FLASH_ATTN"], "spec": [0]})
     verdicts = {p.point["tp"]: p for p in run.recipes[0].points}
     assert verdicts[1].verdict == verdicts[2].verdict == "ok"
     assert verdicts[4].verdict == "counterexample"
@@ -104,7 +104,8 @@ def test_block_size_changes_with_tp_is_found_across_points() -> None:
 
 
 def test_the_baseline_lists_exactly_what_these_points_find() -> None:
-    run = engine.run(["qwen3-next-80b-a3b"], {"tp": [1, 4, 8], "dtype": ["fp8"], "mamba_dtype": ["float32"]})
+    run = engine.run(["qwen3-next-80b-a3b"], {"tp": [1, 4, 8], "dtype": ["fp8"], "mamba_dtype": ["float32"],
+                                             "spec": [0, 3]})
     found = baseline.findings(run.engine, run.version, run.recipes)
     cmp = baseline.compare(found, baseline.load(BASELINE), run.engine, run.version, baseline.ran(run.recipes))
     assert found and not cmp.new and not cmp.stale
@@ -113,7 +114,7 @@ def test_the_baseline_lists_exactly_what_these_points_find() -> None:
 @pytest.mark.parametrize(("fault", "expect"), [("vllm_hybrid_block_floor", "boots"),
                                                ("vllm_state_slab_by_payload", "no_overlap")])
 def test_each_seeded_vllm_bug_is_flagged_and_the_release_is_clean(fault, expect) -> None:
-    only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "backend": ["FLASH_ATTN"]}
+    only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "backend": ["FLASH_ATTN"], "spec": [0]}
     (clean,) = engine.run(["qwen3-next-80b-a3b"], only).recipes[0].points
     assert clean.verdict == "ok"
     with faults.inject(fault):
@@ -123,6 +124,33 @@ def test_each_seeded_vllm_bug_is_flagged_and_the_release_is_clean(fault, expect)
     assert fault in run.source
     if expect == "boots":  # vLLM's own bare assert, located: the attention page must hold the state page
         assert "vllm/platforms/interface.py:" in broken.findings[0].message
+
+
+def test_speculative_tokens_widen_the_state_and_the_draft_keeps_pages() -> None:
+    """Qwen3-Next with its MTP draft: each speculated token adds a conv row (8,192 bf16 values,
+    16,384 B) to the GDN state, and the draft's one full-attention layer (vLLM's default of one MTP
+    layer) joins the cache. At 2 tokens M = 5 x 16,384 + 1,048,576 = 1,130,496 B, so
+    B = 16 x ceil(1,130,496 / 32,768) = 560 tokens."""
+    planned = {spec: planner.plan(planner.Point(QWEN, 1, "auto", "auto", False, QWEN.backends[0], spec))
+               for spec in (0, 2)}
+    assert (planned[0].block_size, planned[2].block_size) == (544, 560)
+    states = {f["shape"][0] for f in planned[2].documents[1]["fields"] if f["id"].endswith("state0")}
+    assert states == {5}
+    draft = [f for f in planned[2].documents[1]["fields"] if ".mtp.layers.0." in f["id"]]
+    assert [f["shape"] for f in draft] == [[560, 1024]]
+    assert not any(".mtp." in f["id"] for f in planned[0].documents[1]["fields"])
+
+
+def test_padding_planned_without_the_speculative_widening_is_flagged() -> None:
+    """vllm#57721 reintroduced: the block is aligned to the unwidened state (544 tokens, P =
+    1,114,112 B) while the layers keep 2 speculative conv rows (1,130,496 B): vLLM's own assertion
+    that the padded page holds the state fails. One token still fits (1,114,112 B exactly)."""
+    only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "backend": ["FLASH_ATTN"], "spec": [1, 2]}
+    assert [p.verdict for p in engine.run(["qwen3-next-80b-a3b"], only).recipes[0].points] == ["ok", "ok"]
+    with faults.inject("vllm_spec_padding_unwidened"):
+        one, two = engine.run(["qwen3-next-80b-a3b"], only).recipes[0].points
+    assert one.verdict == "ok" and [f.property for f in two.findings] == ["boots"]
+    assert "vllm/v1/kv_cache_interface.py:" in two.findings[0].message
 
 
 def test_each_kernel_gets_a_page_its_own_source_allows() -> None:
@@ -170,7 +198,7 @@ def test_a_checkout_plans_from_its_own_files(tmp_path) -> None:
     (tmp_path / "vllm").symlink_to(Path(vllm.__file__).parent)
     proc = subprocess.run([sys.executable, "-m", "kvproof.ci.cli", "engine", "vllm", "--engine-path", str(tmp_path),
                            "--recipe", "qwen3-next-80b-a3b", "--tp", "1", "4", "--dtype", "auto", "--assume",
-                           "backend=FLASH_ATTN", "mamba_dtype=auto", "--baseline", str(BASELINE), "--json"],
+                           "backend=FLASH_ATTN", "mamba_dtype=auto", "spec=0", "--baseline", str(BASELINE), "--json"],
                           capture_output=True, text=True, check=False, timeout=300)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)

@@ -78,6 +78,9 @@ class Model:
     prefix_caching: tuple[bool, ...]  # the prefix-caching values kvproof can plan
     limits: str
     state_spec: tuple[tuple[str, int], ...] = ()  # fields the state layer's own get_kv_cache_spec sets
+    draft: str | None = None  # the speculative method of the model's own draft layers (MTP)
+    draft_layers: Callable[[Any], list[tuple[str, str]]] = lambda _hf: []  # from the draft's HF config
+    speculative: tuple[int, ...] = ()  # num_speculative_tokens values planned (empty: no draft modelled)
 
     def config_text(self) -> str:
         return resources.files("kvproof.engines").joinpath(self.config).read_text(encoding="utf-8")
@@ -111,6 +114,14 @@ def _qwen3_next_layers(hf: Any) -> list[tuple[str, str]]:
             else (f"model.layers.{i}.linear_attn", "state") for i, t in enumerate(hf.layer_types)]
 
 
+def _qwen3_next_mtp_layers(draft: Any) -> list[tuple[str, str]]:
+    """Qwen3NextMTP's layers: each a full-attention decoder layer under `mtp.layers.i`; their count
+    is vLLM's own default of 1 where the config names none (qwen3_next_mtp.py:63, :93; the
+    published config sets no num_nextn_predict_layers)."""
+    return [(f"mtp.layers.{i}.self_attn.attn", "attention")
+            for i in range(getattr(draft, "num_nextn_predict_layers", 1))]
+
+
 def _kimi_linear_layers(hf: Any) -> list[tuple[str, str]]:
     """vLLM's own KimiLinearConfig.is_kda_layer (the model class asks it, kimi_k3/nvidia/model.py:715)."""
     return [(f"model.layers.{i}.self_attn", "state" if hf.is_kda_layer(i) else "attention")
@@ -132,7 +143,8 @@ MODELS: dict[str, Model] = {
         _qwen3_next_layers, (False,),
         "prefix caching on is not planned: its GDN layers' prefill checkpoint alignment is set in the "
         "layer constructor from the GDN prefill backend (qwen_gdn_linear_attn.py:691); sm_100's FLASHINFER "
-        "needs the flashinfer package; speculative (MTP) tokens not modelled"),
+        "needs the flashinfer package",
+        draft="mtp", draft_layers=_qwen3_next_mtp_layers, speculative=(0, 1, 2, 3)),
     "kimi-linear-48b-a3b": Model(
         "kimi-linear-48b-a3b", "vllm/models/kimi-linear-48b-a3b.json", (FLASHMLA, TRITON_MLA),
         "vllm.model_executor.layers.mamba.gdn.kimi_gdn_linear_attn:KimiGatedDeltaNetAttention",

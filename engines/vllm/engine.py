@@ -31,7 +31,6 @@ from kvproof.engines.vllm import catalog, mutants, planner
 
 ENGINE = "vllm"
 TP_BLOCK_SIZE = "tp_block_size"  # the cross-point finding: block size differs across tp
-AXES = ("tp", "dtype", "mamba_dtype", "prefix", "backend")
 DTYPES = ("auto", "fp8")
 MAMBA_DTYPES = ("auto", "float32")
 
@@ -45,10 +44,12 @@ def version() -> str:
 
 
 def points(model: catalog.Model) -> list[dict[str, Any]]:
+    """Every point of the model's domain; `spec` (speculative tokens) only where it has a draft."""
     hf = json.loads(model.config_text())
+    specs: tuple[int | None, ...] = model.speculative or (None,)
     return [{"tp": tp, "dtype": dtype, "mamba_dtype": mamba, "prefix": "on" if prefix else "off",
-             "backend": backend.name}
-            for backend in model.backends for prefix in model.prefix_caching for dtype in DTYPES
+             "backend": backend.name, **({} if spec is None else {"spec": spec})}
+            for backend in model.backends for prefix in model.prefix_caching for spec in specs for dtype in DTYPES
             for mamba in MAMBA_DTYPES for tp in model.tps(hf)]
 
 
@@ -91,7 +92,8 @@ def run(recipes: Sequence[str] | None = None, only: dict[str, Sequence[Any] | No
     results = []
     for name in recipes or catalog.MODELS:
         model = catalog.MODELS[name]
-        chosen = [p for p in points(model) if all(not want or p[axis] in want for axis, want in (only or {}).items())]
+        chosen = [p for p in points(model)
+                  if all(not want or p.get(axis) in want for axis, want in (only or {}).items())]
         results.append(RecipeResult(name, tuple(cross_tp(_plan_all(model, chosen, unbounded))), None, model.limits))
     if not any(r.points for r in results):
         example = points(catalog.MODELS[(recipes or list(catalog.MODELS))[0]])[:3]
@@ -110,10 +112,11 @@ def _plan_all(model: catalog.Model, chosen: list[dict[str, Any]],
         backend = backends[p["backend"]]
         point = {**p, "backend": f"{backend.name}@{backend.gpu}"}
         replay = (f"verify engine vllm --recipe {model.recipe} --tp {p['tp']} --dtype {p['dtype']} --assume "
-                  f"backend={backend.name} mamba_dtype={p['mamba_dtype']} prefix={p['prefix']}")
+                  f"backend={backend.name} mamba_dtype={p['mamba_dtype']} prefix={p['prefix']}"
+                  + (f" spec={p['spec']}" if "spec" in p else ""))
         try:
             planned = planner.plan(planner.Point(model, p["tp"], p["dtype"], p["mamba_dtype"], p["prefix"] == "on",
-                                                 backend), _patches())
+                                                 backend, p.get("spec", 0)), _patches())
         except planner.StubUsed as err:
             raise EngineError(f"{model.recipe} at {_describe(p)}: {err}; the adapter must model this first") from None
         except (ValueError, NotImplementedError, AssertionError) as err:  # vLLM refused a point it supports
@@ -128,7 +131,7 @@ def _plan_all(model: catalog.Model, chosen: list[dict[str, Any]],
 def cross_tp(planned: list[tuple[PointResult, int | None]]) -> list[PointResult]:
     """Add `tp_block_size` to every point whose block size differs from its tp-1 sibling's."""
     def key(p: PointResult) -> tuple:
-        return tuple(p.point[a] for a in AXES if a != "tp")
+        return tuple(sorted((a, str(v)) for a, v in p.point.items() if a != "tp"))
 
     at_tp1 = {key(p): block for p, block in planned if p.point["tp"] == 1 and block is not None}
     out = []
@@ -151,17 +154,19 @@ def _patches() -> Any:
     return patch
 
 
-def _assumed(assume: Sequence[str] | None) -> dict[str, list[str]]:
-    """--assume NAME=VALUE ...: the backend assumed, and the axes with no flag of their own."""
+def _assumed(assume: Sequence[str] | None) -> dict[str, list[Any]]:
+    """--assume NAME=VALUE ...: the backend assumed, and the axes with no flag of their own
+    (spec: the speculative tokens of a model's own draft)."""
     known = {"backend": sorted({b.name for m in catalog.MODELS.values() for b in m.backends}),
-             "mamba_dtype": list(MAMBA_DTYPES), "prefix": ["on", "off"]}
-    out: dict[str, list[str]] = {}
+             "mamba_dtype": list(MAMBA_DTYPES), "prefix": ["on", "off"],
+             "spec": sorted({str(s) for m in catalog.MODELS.values() for s in m.speculative})}
+    out: dict[str, list[Any]] = {}
     for pair in assume or ():
         key, _, value = pair.partition("=")
         if value not in known.get(key, ()):
             takes = "; ".join(f"{k}={'|'.join(v)}" for k, v in known.items())
             raise EngineError(f"--assume {pair}: vllm takes {takes}")
-        out.setdefault(key, []).append(value)
+        out.setdefault(key, []).append(int(value) if key == "spec" else value)
     return out
 
 

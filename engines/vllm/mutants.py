@@ -41,7 +41,21 @@ def _manager_block_to_kernel(_original: Callable[..., Any]) -> Callable[..., Any
     return broken
 
 
-# fault name -> (vLLM module key in planner._vllm(), dotted module path, attribute, replacement factory)
+def _padding_unwidened(original: Any) -> Any:
+    """Platform._align_hybrid_block_size planned as if no token were speculated: the state page it
+    pads to leaves out the conv state's speculative rows that the layers' own state shape adds (a
+    model class whose get_mamba_state_shape_from_config drops num_spec, vllm#57721)."""
+    def broken(cls: Any, vllm_config: Any, backend_cls: Any) -> Any:
+        speculative = vllm_config.speculative_config
+        object.__setattr__(vllm_config, "speculative_config", None)
+        try:
+            return original.__func__(cls, vllm_config, backend_cls)
+        finally:
+            object.__setattr__(vllm_config, "speculative_config", speculative)
+    return classmethod(broken)
+
+
+# fault name -> (dotted module path, attribute or Class.attribute, replacement factory)
 PATCHES: dict[str, tuple[str, str, Callable[[Callable[..., Any]], Callable[..., Any]]]] = {
     # _align_hybrid_block_size rounds B = q * ceil(M / (q * A1)) down: the attention page ends up
     # smaller than the state page it must hold (the bug the alignment exists for).
@@ -49,6 +63,8 @@ PATCHES: dict[str, tuple[str, str, Callable[[Callable[..., Any]], Callable[..., 
     "vllm_state_slab_by_payload": ("vllm.v1.core.kv_cache_planning", "compute_layout_strides",
                                    _payload_layer_stride),
     "vllm_kernel_gets_raised_block": ("vllm.v1.worker.utils", "select_common_block_size", _manager_block_to_kernel),
+    "vllm_spec_padding_unwidened": ("vllm.platforms.interface", "Platform._align_hybrid_block_size",
+                                    _padding_unwidened),
 }
 
 
@@ -64,14 +80,17 @@ def applied(v: dict[str, Any]) -> Iterator[None]:
     saved = []
     try:
         for name in active():
-            module_path, attr, factory = PATCHES[name]
-            module = importlib.import_module(module_path)
-            if not hasattr(module, attr):
-                raise RuntimeError(f"mutant {name} no longer applies: {module_path} has no {attr}")
-            original = getattr(module, attr)
-            saved.append((module, attr, original))
-            setattr(module, attr, factory(original))
+            module_path, dotted, factory = PATCHES[name]
+            owner: Any = importlib.import_module(module_path)
+            *path, attr = dotted.split(".")
+            for step in path:  # a class of the module (a classmethod is replaced on its class)
+                owner = getattr(owner, step, None)
+            if owner is None or attr not in vars(owner):
+                raise RuntimeError(f"mutant {name} no longer applies: {module_path} has no {dotted}")
+            original = vars(owner)[attr]
+            saved.append((owner, attr, original))
+            setattr(owner, attr, factory(original))
         yield
     finally:
-        for module, attr, original in reversed(saved):
-            setattr(module, attr, original)
+        for owner, attr, original in reversed(saved):
+            setattr(owner, attr, original)

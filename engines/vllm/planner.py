@@ -46,6 +46,7 @@ class Point:
     mamba_dtype: str  # --mamba-cache-dtype
     prefix: bool  # --enable-prefix-caching
     backend: Backend
+    spec: int = 0  # num_speculative_tokens of the model's own draft (its MTP layers)
 
 
 BIND_AT = (1, 2, 3, 1000)  # parent counts: the plan must be affine in N (checked, not assumed)
@@ -135,11 +136,16 @@ def _plan(v: dict[str, Any], point: Point, folder: str, patches: Callable[[dict[
         model_config = config.ModelConfig(model=folder, skip_tokenizer_init=True, dtype="auto")
         cache_config = config.CacheConfig(cache_dtype=point.dtype, mamba_cache_dtype=point.mamba_dtype,
                                           enable_prefix_caching=point.prefix)
+        parallel = config.ParallelConfig(tensor_parallel_size=point.tp)
+        speculative = config.SpeculativeConfig(
+            method=point.model.draft, num_speculative_tokens=point.spec, target_model_config=model_config,
+            target_parallel_config=parallel) if point.spec else None
         vllm_config = config.VllmConfig(
-            model_config=model_config, cache_config=cache_config,
-            parallel_config=config.ParallelConfig(tensor_parallel_size=point.tp),
-            device_config=config.DeviceConfig(device="cuda"))
+            model_config=model_config, cache_config=cache_config, parallel_config=parallel,
+            speculative_config=speculative, device_config=config.DeviceConfig(device="cuda"))
         layers = point.model.layers(model_config.hf_text_config)
+        if speculative is not None:  # the draft's layers keep pages in the same cache
+            layers += point.model.draft_layers(speculative.draft_model_config.hf_config)
         model_cls: Any
         model_cls, _ = v["models"].ModelRegistry.resolve_model_cls(model_config.architecture,
                                                                     model_config=model_config)
