@@ -45,7 +45,8 @@ KDA = "tests/test_kda_decode.py::"
 TOKENSPEED_FP8 = "verify engine tokenspeed --recipe kimi_k3 --dtype fp8"
 # K3's mla_every 4 at 80 layers: 60 KDA layers, three groups of 20; the released recipe boots at fp8.
 TOKENSPEED_FAMILY = "verify sweep --engine tokenspeed --vary num_layers=80 --dtype fp8"
-VLLM_TP1 = "verify engine vllm --tp 1"  # one tp: clean at 0.33.0 (the tp_block_size findings span tp)
+# one tp, no pipeline stages: clean at 0.33.0 (its tp_block_size findings span tp, pp_block_size pp 8)
+VLLM_TP1 = "verify engine vllm --tp 1 --assume pp=1"
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant("policy_pinned12", ("verify prove --model kimi-k3",), policy="pinned12", expect="exact_stride"),

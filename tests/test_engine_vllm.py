@@ -34,7 +34,7 @@ def point(model: catalog.Model = QWEN, tp: int = 1, dtype: str = "auto", mamba: 
 def subset() -> engine.EngineRun:
     """The issue's representative subset: one model at tp 1 and 2, both kv dtypes (and both state
     dtypes and both backends, since they come at no extra import cost)."""
-    return engine.run(["qwen3-next-80b-a3b"], {"tp": [1, 2], "dtype": ["auto", "fp8"], "spec": [0]})
+    return engine.run(["qwen3-next-80b-a3b"], {"tp": [1, 2], "dtype": ["auto", "fp8"], "spec": [0], "pp": [1]})
 
 
 def test_the_subset_plans_every_point_and_every_plan_holds_for_every_n(subset) -> None:
@@ -79,7 +79,8 @@ def test_a_mamba2_hybrid_keeps_one_block_size_at_every_tp() -> None:
     """Nemotron-H-56B: 8 KV heads and 256 Mamba heads in 8 groups all shard with tp, so A1 and M
     shrink together and B = 16 x ceil(M / (16 x A1)) stays 4128 tokens (bf16; the model's config
     hook makes the SSM state float32)."""
-    only = {"tp": [1, 8], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["on"], "backend": ["FLASH_ATTN"]}
+    only = {"tp": [1, 8], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["on"], "backend": ["FLASH_ATTN"],
+            "pp": [1]}
     points = engine.run(["nemotron-h-56b-base-8k"], only).recipes[0].points
     assert [p.verdict for p in points] == ["ok", "ok"]
     assert planner.plan(point(catalog.MODELS["nemotron-h-56b-base-8k"], tp=8)).block_size == 4128
@@ -95,7 +96,7 @@ def test_a_layer_answer_set_in_a_constructor_is_never_invented() -> None:
 
 def test_block_size_changes_with_tp_is_found_across_points() -> None:
     run = engine.run(["qwen3-next-80b-a3b"], {"tp": [1, 2, 4], "dtype": ["auto"], "mamba_dtype": ["auto"],
-                                             "backend": ["FLASH_ATTN"], "spec": [0]})
+                                             "backend": ["FLASH_ATTN"], "spec": [0], "pp": [1]})
     verdicts = {p.point["tp"]: p for p in run.recipes[0].points}
     assert verdicts[1].verdict == verdicts[2].verdict == "ok"
     assert verdicts[4].verdict == "counterexample"
@@ -105,7 +106,7 @@ def test_block_size_changes_with_tp_is_found_across_points() -> None:
 
 def test_the_baseline_lists_exactly_what_these_points_find() -> None:
     run = engine.run(["qwen3-next-80b-a3b"], {"tp": [1, 4, 8], "dtype": ["fp8"], "mamba_dtype": ["float32"],
-                                             "spec": [0, 3]})
+                                             "spec": [0, 3], "pp": [1]})
     found = baseline.findings(run.engine, run.version, run.recipes)
     cmp = baseline.compare(found, baseline.load(BASELINE), run.engine, run.version, baseline.ran(run.recipes))
     assert found and not cmp.new and not cmp.stale
@@ -114,7 +115,7 @@ def test_the_baseline_lists_exactly_what_these_points_find() -> None:
 @pytest.mark.parametrize(("fault", "expect"), [("vllm_hybrid_block_floor", "boots"),
                                                ("vllm_state_slab_by_payload", "no_overlap")])
 def test_each_seeded_vllm_bug_is_flagged_and_the_release_is_clean(fault, expect) -> None:
-    only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "backend": ["FLASH_ATTN"], "spec": [0]}
+    only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "backend": ["FLASH_ATTN"], "spec": [0], "pp": [1]}
     (clean,) = engine.run(["qwen3-next-80b-a3b"], only).recipes[0].points
     assert clean.verdict == "ok"
     with faults.inject(fault):
@@ -153,6 +154,24 @@ def test_padding_planned_without_the_speculative_widening_is_flagged() -> None:
     assert "vllm/v1/kv_cache_interface.py:" in two.findings[0].message
 
 
+def test_a_pipeline_stage_without_attention_skips_the_alignment(monkeypatch) -> None:
+    """vllm#51752, live in 0.33.0: at pp 8 vLLM's own split gives Kimi-Linear's stage 0 layers 0-2,
+    all KDA, so that worker finds no attention backend and keeps the default block of 16 tokens
+    (its state checkpoints every 16 tokens) while stages 1-7 align to 1,920. With the fix (every
+    stage aligned as one that holds attention, vllm#51764) the stages agree."""
+    only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["on"], "backend": ["FLASHMLA"],
+            "pp": [8]}
+    (found,) = engine.run(["kimi-linear-48b-a3b"], only).recipes[0].points
+    assert [f.property for f in found.findings] == [engine.PP_BLOCK_SIZE]
+    assert found.findings[0].message.startswith("pipeline stages plan different block sizes (16 tokens at rank 0 "
+                                                "(no attention layer among layers 0-2); 1920 tokens at rank 1, 2,")
+    assert found.replay.endswith("prefix=on pp=8")
+    original = planner.cuda_assumed
+    monkeypatch.setattr(planner, "cuda_assumed", lambda v, backends, cap: original(v, list(backends), cap))
+    (fixed,) = engine.run(["kimi-linear-48b-a3b"], only).recipes[0].points
+    assert fixed.verdict == "ok"
+
+
 def test_each_kernel_gets_a_page_its_own_source_allows() -> None:
     """Kimi-Linear at tp 1, bf16: vLLM's block is 1,920 tokens and FlashMLA's decode kernel takes
     64-token pages only (deepseek-ai/FlashMLA csrc/api/dense_decode.h:67), so the model runner
@@ -166,7 +185,7 @@ def test_each_kernel_gets_a_page_its_own_source_allows() -> None:
 
 def test_a_raised_block_handed_to_flashmla_is_flagged() -> None:
     """vllm#25811 reintroduced: select_common_block_size hands the kernel the manager's block."""
-    only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["off"]}
+    only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["off"], "pp": [1]}
     with faults.inject("vllm_kernel_gets_raised_block"):
         run = engine.run(["kimi-linear-48b-a3b"], only)
     by_backend = {p.point["backend"]: p for p in run.recipes[0].points}
@@ -198,7 +217,8 @@ def test_a_checkout_plans_from_its_own_files(tmp_path) -> None:
     (tmp_path / "vllm").symlink_to(Path(vllm.__file__).parent)
     proc = subprocess.run([sys.executable, "-m", "kvproof.ci.cli", "engine", "vllm", "--engine-path", str(tmp_path),
                            "--recipe", "qwen3-next-80b-a3b", "--tp", "1", "4", "--dtype", "auto", "--assume",
-                           "backend=FLASH_ATTN", "mamba_dtype=auto", "spec=0", "--baseline", str(BASELINE), "--json"],
+                           "backend=FLASH_ATTN", "mamba_dtype=auto", "spec=0", "pp=1", "--baseline", str(BASELINE),
+                           "--json"],
                           capture_output=True, text=True, check=False, timeout=300)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)

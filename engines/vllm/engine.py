@@ -31,6 +31,8 @@ from kvproof.engines.vllm import catalog, mutants, planner
 
 ENGINE = "vllm"
 TP_BLOCK_SIZE = "tp_block_size"  # the cross-point finding: block size differs across tp
+PP_BLOCK_SIZE = "pp_block_size"  # the cross-rank finding: pipeline stages of one point plan different blocks
+PIPELINE = (2, 4, 8)  # pipeline sizes planned, at tp 1 (each stage planned on its own)
 DTYPES = ("auto", "fp8")
 MAMBA_DTYPES = ("auto", "float32")
 
@@ -47,10 +49,11 @@ def points(model: catalog.Model) -> list[dict[str, Any]]:
     """Every point of the model's domain; `spec` (speculative tokens) only where it has a draft."""
     hf = json.loads(model.config_text())
     specs: tuple[int | None, ...] = model.speculative or (None,)
+    shapes = [(tp, 1) for tp in model.tps(hf)] + [(1, pp) for pp in PIPELINE]  # pipeline stages at tp 1
     return [{"tp": tp, "dtype": dtype, "mamba_dtype": mamba, "prefix": "on" if prefix else "off",
-             "backend": backend.name, **({} if spec is None else {"spec": spec})}
+             "backend": backend.name, **({} if spec is None else {"spec": spec}), "pp": pp}
             for backend in model.backends for prefix in model.prefix_caching for spec in specs for dtype in DTYPES
-            for mamba in MAMBA_DTYPES for tp in model.tps(hf)]
+            for mamba in MAMBA_DTYPES for tp, pp in shapes if pp == 1 or not spec]
 
 
 def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Sequence[str] | None,
@@ -113,19 +116,56 @@ def _plan_all(model: catalog.Model, chosen: list[dict[str, Any]],
         point = {**p, "backend": f"{backend.name}@{backend.gpu}"}
         replay = (f"verify engine vllm --recipe {model.recipe} --tp {p['tp']} --dtype {p['dtype']} --assume "
                   f"backend={backend.name} mamba_dtype={p['mamba_dtype']} prefix={p['prefix']}"
-                  + (f" spec={p['spec']}" if "spec" in p else ""))
-        try:
-            planned = planner.plan(planner.Point(model, p["tp"], p["dtype"], p["mamba_dtype"], p["prefix"] == "on",
-                                                 backend, p.get("spec", 0)), _patches())
-        except planner.StubUsed as err:
-            raise EngineError(f"{model.recipe} at {_describe(p)}: {err}; the adapter must model this first") from None
-        except (ValueError, NotImplementedError, AssertionError) as err:  # vLLM refused a point it supports
-            out.append((verdict.from_refusal(model.recipe, point, f"{type(err).__name__}: {_one_line(err)}", False,
-                                             replay), None))
-            continue
-        result = verdict.planned(model.recipe, point, planned.documents, replay, unbounded)
-        out.append((result, planned.block_size))
+                  + (f" spec={p['spec']}" if "spec" in p else "") + f" pp={p['pp']}")
+        ranks: list[tuple[PointResult, planner.Planned]] = []
+        refused = None
+        for rank in range(p["pp"]):
+            try:
+                planned = planner.plan(planner.Point(model, p["tp"], p["dtype"], p["mamba_dtype"],
+                                                     p["prefix"] == "on", backend, p.get("spec", 0), p["pp"], rank),
+                                       _patches())
+            except planner.StubUsed as err:
+                raise EngineError(f"{model.recipe} at {_describe(p)}: {err}; the adapter must model this "
+                                  "first") from None
+            except (ValueError, NotImplementedError, AssertionError) as err:  # vLLM refused a point it supports
+                where = f"rank {rank}: " if p["pp"] > 1 else ""
+                refused = verdict.from_refusal(model.recipe, point, f"{where}{type(err).__name__}: {_one_line(err)}",
+                                               False, replay)
+                break
+            ranks.append((verdict.planned(model.recipe, point, planned.documents, replay, unbounded), planned))
+        if refused is not None:
+            out.append((refused, None))
+        elif p["pp"] == 1:
+            out.append((ranks[0][0], ranks[0][1].block_size))
+        else:
+            out.append(_pipeline(ranks))
     return out
+
+
+def _pipeline(ranks: list[tuple[PointResult, planner.Planned]]) -> tuple[PointResult, int | None]:
+    """One point of several pipeline stages: every stage's plan checked, and one block size for all
+    of them. Each stage's worker aligns its own block size on the layers it built, and a stage that
+    built no attention layer skips the alignment (interface.py:763-765), so its blocks disagree with
+    the others' (vllm#51752) while the engine merges all stages' groups into one scheduler config."""
+    results = [r for r, _ in ranks]
+    plans = [pl for _, pl in ranks]
+    findings = tuple(Finding(f.property, f"rank {i}: {f.message}") for i, r in enumerate(results) for f in r.findings)
+    sizes = {pl.block_size for pl in plans}
+    if len(sizes) > 1:
+        at: dict[int, list[str]] = {}
+        for i, pl in enumerate(plans):
+            at.setdefault(pl.block_size, []).append(
+                str(i) if pl.attention else f"{i} (no attention layer among layers {pl.layers[0]}-{pl.layers[1] - 1})")
+        stages = "; ".join(f"{size} tokens at rank {', '.join(names)}" for size, names in at.items())
+        findings += (Finding(PP_BLOCK_SIZE, f"pipeline stages plan different block sizes ({stages}): a stage "
+                             "without an attention layer skips the hybrid alignment (vllm#51752)"),)
+    worst = max(results, key=lambda r: r.parent_bytes or 0)
+    low = max(r.parents[0] for r in results if r.parents) if all(r.parents for r in results) else None
+    high = min(r.parents[1] for r in results if r.parents) if all(r.parents for r in results) else None
+    merged = PointResult(worst.recipe, worst.point, "counterexample" if findings else "ok", findings, worst.packing,
+                         worst.parent_bytes, max(r.worst_padding or 0.0 for r in results),
+                         (low, high) if low is not None and high is not None else None, worst.replay)
+    return merged, sizes.pop() if len(sizes) == 1 else None
 
 
 def cross_tp(planned: list[tuple[PointResult, int | None]]) -> list[PointResult]:
@@ -159,14 +199,15 @@ def _assumed(assume: Sequence[str] | None) -> dict[str, list[Any]]:
     (spec: the speculative tokens of a model's own draft)."""
     known = {"backend": sorted({b.name for m in catalog.MODELS.values() for b in m.backends}),
              "mamba_dtype": list(MAMBA_DTYPES), "prefix": ["on", "off"],
-             "spec": sorted({str(s) for m in catalog.MODELS.values() for s in m.speculative})}
+             "spec": sorted({str(s) for m in catalog.MODELS.values() for s in m.speculative}),
+             "pp": [str(pp) for pp in (1, *PIPELINE)]}
     out: dict[str, list[Any]] = {}
     for pair in assume or ():
         key, _, value = pair.partition("=")
         if value not in known.get(key, ()):
             takes = "; ".join(f"{k}={'|'.join(v)}" for k, v in known.items())
             raise EngineError(f"--assume {pair}: vllm takes {takes}")
-        out.setdefault(key, []).append(int(value) if key == "spec" else value)
+        out.setdefault(key, []).append(int(value) if key in ("spec", "pp") else value)
     return out
 
 

@@ -17,6 +17,7 @@ import importlib
 import logging
 import math
 import os
+import re
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,7 +36,9 @@ class Planned:
     block_size: int
     documents: dict[int, dict]  # the plan bound at several parent counts
     mamba_padded: int | None  # the padded state page, when vLLM padded one
-    kernel_tokens: int  # the tokens per page vLLM hands the attention kernel (select_common_block_size)
+    kernel_tokens: int | None  # tokens per page vLLM hands the attention kernel; None: the rank has none
+    layers: tuple[int, int]  # the rank's hidden layers [start, end) (vLLM's get_pp_indices)
+    attention: bool  # the rank owns an attention layer (so vLLM finds a backend on it)
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,8 @@ class Point:
     prefix: bool  # --enable-prefix-caching
     backend: Backend
     spec: int = 0  # num_speculative_tokens of the model's own draft (its MTP layers)
+    pp: int = 1  # --pipeline-parallel-size
+    rank: int = 0  # the pipeline stage planned (each stage's worker plans its own layers)
 
 
 BIND_AT = (1, 2, 3, 1000)  # parent counts: the plan must be affine in N (checked, not assumed)
@@ -61,7 +66,7 @@ def _vllm() -> dict[str, Any]:
         "kvi": "vllm.v1.kv_cache_interface", "planning": "vllm.v1.core.kv_cache_planning",
         "worker_utils": "vllm.v1.worker.utils", "backend_utils": "vllm.v1.attention.backends.utils",
         "registry": "vllm.v1.attention.backends.registry", "models": "vllm.model_executor.models",
-        "torch_utils": "vllm.utils.torch_utils",
+        "torch_utils": "vllm.utils.torch_utils", "dist_utils": "vllm.distributed.utils",
     }
     return {key: importlib.import_module(name) for key, name in names.items()}
 
@@ -126,24 +131,38 @@ def plan(point: Point, patches: Callable[[dict[str, Any]], Any] | None = None) -
         Path(folder).rmdir()
 
 
+def _rank_layers(v: dict[str, Any], layers: list[tuple[str, str]], hf: Any,
+                 point: Point) -> tuple[tuple[int, int], list[tuple[str, str]]]:
+    """The hidden layers a pipeline stage builds: vLLM's own split (make_layers asks
+    get_pp_indices, vllm/distributed/utils.py:198), so every model layer's name carries its index."""
+    start, end = v["dist_utils"].get_pp_indices(hf.num_hidden_layers, point.rank, point.pp)
+    return (start, end), [(name, kind) for name, kind in layers
+                          if start <= int(re.search(r"layers\.(\d+)", name).group(1)) < end]  # type: ignore[union-attr]
+
+
 def _plan(v: dict[str, Any], point: Point, folder: str, patches: Callable[[dict[str, Any]], Any] | None) -> Planned:
     config, platforms = v["config"], v["platforms"]
     backend = point.backend.load()
-    platform = cuda_assumed(v, [backend], point.backend.capability)
+    found = [backend]
+    platform = cuda_assumed(v, found, point.backend.capability)
     previous = platforms._current_platform
     platforms._current_platform = platform()
     try:
         model_config = config.ModelConfig(model=folder, skip_tokenizer_init=True, dtype="auto")
+        span, layers = _rank_layers(v, point.model.layers(model_config.hf_text_config), model_config.hf_text_config,
+                                    point)
+        attends = any(kind == "attention" for _, kind in layers)
+        if not attends:  # vLLM finds backends on the layers this rank built (interface.py:763): none
+            found.clear()
         cache_config = config.CacheConfig(cache_dtype=point.dtype, mamba_cache_dtype=point.mamba_dtype,
                                           enable_prefix_caching=point.prefix)
-        parallel = config.ParallelConfig(tensor_parallel_size=point.tp)
+        parallel = config.ParallelConfig(tensor_parallel_size=point.tp, pipeline_parallel_size=point.pp)
         speculative = config.SpeculativeConfig(
             method=point.model.draft, num_speculative_tokens=point.spec, target_model_config=model_config,
             target_parallel_config=parallel) if point.spec else None
         vllm_config = config.VllmConfig(
             model_config=model_config, cache_config=cache_config, parallel_config=parallel,
             speculative_config=speculative, device_config=config.DeviceConfig(device="cuda"))
-        layers = point.model.layers(model_config.hf_text_config)
         if speculative is not None:  # the draft's layers keep pages in the same cache
             layers += point.model.draft_layers(speculative.draft_model_config.hf_config)
         model_cls: Any
@@ -157,22 +176,23 @@ def _plan(v: dict[str, Any], point: Point, folder: str, patches: Callable[[dict[
                               f"{point.model.state_layer_class().__name__} layer state")
             specs = _specs(v, vllm_config, model_cls, backend, layers, point)
             layout_names = [lay.name for lay in v["backend_utils"].get_supported_kv_cache_layouts(
-                [backend, point.model.state_backend(v["registry"])])]
+                [backend, point.model.state_backend(v["registry"])] if attends
+                else [point.model.state_backend(v["registry"])])]
             layout = v["backend_utils"].resolve_kv_cache_layout(vllm_config, [layout_names], list(specs.values()))
-            attention = next(spec for (_, kind), spec in zip(layers, specs.values(), strict=True)
-                             if kind == "attention")
+            attention = [spec for (_, kind), spec in zip(layers, specs.values(), strict=True) if kind == "attention"]
             # what the model runner hands the kernel: a divisor of the block, chosen by this function
             # when it builds an attention group (vllm/v1/worker/utils.py:295)
-            kernel_tokens = v["worker_utils"].select_common_block_size(cache_config.block_size, [backend],
-                                                                       [attention])
+            kernel_tokens = v["worker_utils"].select_common_block_size(
+                cache_config.block_size, [backend], attention[:1]) if attention else None
             groups = v["planning"].get_kv_cache_groups(vllm_config, specs)
             per_block = v["planning"]._get_kv_cache_bytes_per_block(groups, layout)
             configs = {n: v["planning"].get_kv_cache_config_from_groups(vllm_config, groups, per_block * (n + 1))
                        for n in BIND_AT}
         kernels = [{"name": k.name, "tokens": kernel_tokens, "block": k.block, "max_tokens": k.max_tokens}
-                   for k in point.backend.kernels]
+                   for k in point.backend.kernels] if kernel_tokens else []
         documents = {n: document(cfg, layout, n, kernels) for n, cfg in configs.items()}
-        return Planned(cache_config.block_size, documents, cache_config.mamba_page_size_padded, kernel_tokens)
+        return Planned(cache_config.block_size, documents, cache_config.mamba_page_size_padded, kernel_tokens,
+                       span, attends)
     finally:
         platforms._current_platform = previous
 
