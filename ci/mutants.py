@@ -92,6 +92,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("vllm_state_slab_by_payload", (VLLM_TP1,), expect="no_overlap"),
     Mutant("vllm_kernel_gets_raised_block", (VLLM_TP1,), expect="kernel_page"),
     Mutant("vllm_spec_padding_unwidened", (VLLM_TP1,), expect="boots"),
+    Mutant("lmcache_walks_by_payload", (VLLM_TP1,), expect="consumer_stride"),
     Mutant("launch_dense_tp_unchecked",
            ("tests/test_config.py::test_each_rule_fails_and_its_fix_passes[dense_tp_is_attention_tp]",)),
 )

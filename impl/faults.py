@@ -58,6 +58,8 @@ FAULTS: dict[str, str] = {
     "kernel block it supports (vllm#25811: past FlashInfer's tokens-per-page limit on GB200)",
     "vllm_spec_padding_unwidened": "vLLM pads the state page to the attention page as if no token were "
     "speculated, while the layers' state keeps the speculative conv rows (vllm#57721)",
+    "lmcache_walks_by_payload": "the catalog records LMCache as walking state pages by their payload, not the "
+    "padded page (LMCache#5166): one flipped reader entry",
     "launch_dense_tp_unchecked": "verify config drops the rule dense tp == attention tp under attention DP",
 }
 

@@ -98,6 +98,7 @@ class FieldFact:
     exact_stride: bool
     tokens: int | None = None  # tokens per page, where the plan says
     kernels: tuple[KernelFact, ...] = ()
+    readers: tuple[tuple[str, str], ...] = ()  # (name, walks: page | payload)
 
     @property
     def itemsize(self) -> int:
@@ -250,7 +251,7 @@ def _static(plan: dict) -> tuple[int, int, Fraction | None, list[dict], list[dic
         fields.append(FieldFact(
             field_ids[i], group, plane, dtype, prod(shape) * DTYPE_BYTES[dtype],
             _get(f, "offset", int, at), _get(f, "stride", int, at), _get(f, "exact_stride", bool, at),
-            *_kernels(f, at),
+            *_kernels(f, at), tuple((r["name"], r["walks"]) for r in f.get("readers", [])),
         ))
     stacks: dict[tuple[str, str], int] = {}
     for i, f in enumerate(fields):
@@ -535,6 +536,19 @@ def kernel_page(facts: Facts) -> list[Violation]:
     return out
 
 
+def consumer_stride(facts: Facts) -> list[Violation]:
+    out = []
+    for (group, plane), stack in facts.stacks.items():
+        payload = sum(f.payload for f in stack)  # what a reader walking by payload steps by
+        walkers = sorted({name for f in stack for name, walks in f.readers if walks == "payload"})
+        for name in walkers:
+            if not P.exact_stride(stack[0].stride, payload):
+                out.append(Violation("consumer_stride", f"{name} walks the pages of {group} on plane {plane} by their "
+                                     f"payload {payload:,} B, but the plan's stride is {stack[0].stride:,} B: page p "
+                                     "is read at the wrong bytes for every p >= 1"))
+    return out
+
+
 CHECKS: dict[str, Callable[[Facts], list[Violation]]] = {
     "exact_stride": exact_stride,
     "padding_bound": padding_bound,
@@ -545,6 +559,7 @@ CHECKS: dict[str, Callable[[Facts], list[Violation]]] = {
     "page_id_limit": page_id_limit,
     "null_page": null_page,
     "kernel_page": kernel_page,
+    "consumer_stride": consumer_stride,
 }
 
 

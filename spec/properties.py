@@ -31,6 +31,8 @@ PROPERTIES: dict[str, str] = {
     "null_page": "page 0 of every group lies in parent 0, the null parent that is never handed out",
     "kernel_page": "every kernel that reads a field's pages is handed pages of a multiple of its token block, "
     "within its tokens-per-page limit, that tile the field's page exactly (limits from the kernels' own sources)",
+    "consumer_stride": "every recorded reader of a field's pages that walks them by payload finds page p where the "
+    "plan puts it: the page's payload (its fields on the plane) equals the stride",
 }
 
 Num = Any  # an int or a z3 ArithRef

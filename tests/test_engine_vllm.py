@@ -172,6 +172,23 @@ def test_a_pipeline_stage_without_attention_skips_the_alignment(monkeypatch) -> 
     assert fixed.verdict == "ok"
 
 
+def test_every_state_reader_walks_the_plans_stride_and_a_flipped_entry_is_caught() -> None:
+    """Each state reader is recorded from cited code; vLLM's conv, delta-rule and SSM kernels
+    step by the view's stride(0), so by the padded page. Qwen3-Next at tp 1, bf16: the state page
+    is padded from 1,097,728 B to 1,114,112 B, so a reader that walks by payload (LMCache#5166, the
+    entry flipped) reads every page p >= 1 at the wrong bytes; at fp8 P = M and it is harmless."""
+    for model in catalog.MODELS.values():
+        assert {r.walks for r in model.readers} == {"page"} and catalog.LMCACHE in model.readers
+        assert all(re.search(r"(\S+:\d+|#\d+)", r.source) for r in model.readers)
+    only = {"tp": [1], "mamba_dtype": ["auto"], "backend": ["FLASH_ATTN"], "spec": [0], "pp": [1]}
+    assert {p.verdict for p in engine.run(["qwen3-next-80b-a3b"], only).recipes[0].points} == {"ok"}
+    with faults.inject("lmcache_walks_by_payload"):
+        auto, fp8 = engine.run(["qwen3-next-80b-a3b"], only).recipes[0].points
+    assert (auto.point["dtype"], fp8.point["dtype"], fp8.verdict) == ("auto", "fp8", "ok")
+    assert {f.property for f in auto.findings} == {"consumer_stride"}
+    assert "by their payload 1,097,728 B, but the plan's stride is 1,114,112 B" in auto.findings[0].message
+
+
 def test_each_kernel_gets_a_page_its_own_source_allows() -> None:
     """Kimi-Linear at tp 1, bf16: vLLM's block is 1,920 tokens and FlashMLA's decode kernel takes
     64-token pages only (deepseek-ai/FlashMLA csrc/api/dense_decode.h:67), so the model runner

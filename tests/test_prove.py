@@ -125,8 +125,12 @@ def _mutants():
         latent["tokens"] = latent["shape"][0]
         latent["kernels"] = [{"name": "flashmla", "tokens": latent["shape"][0], "block": 64, "max_tokens": 64}]
 
+    def consumer_stride(p):
+        # a connector that steps through padded state pages by their payload (LMCache#5166)
+        _field(p, "recurrent_state")["readers"] = [{"name": "lmcache", "walks": "payload"}]
+
     return [exact_stride, padding_bound, partition, no_overlap, field_alignment, in_bounds, page_id_limit, null_page,
-            kernel_page]
+            kernel_page, consumer_stride]
 
 
 def test_every_property_has_a_mutant() -> None:

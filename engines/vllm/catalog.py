@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any
+
+from kvproof.impl import faults
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,29 @@ FLASHMLA_DECODE = Kernel("flashmla_dense_decode", 64, 64, "deepseek-ai/FlashMLA@
                          "TORCH_CHECK(page_block_size == 64)")
 TRITON_MLA_DECODE = Kernel("triton_decode_attention", 1, None, "vllm-project/vllm@v0.33.0 vllm/v1/attention/ops/"
                            "triton_decode_attention.py:132: a token's page is offs_n // PAGE_SIZE, any PAGE_SIZE")
+
+
+@dataclass(frozen=True)
+class Reader:
+    """Code that reads state pages besides vLLM's own views, and how it steps from page to page,
+    recorded from its source: `page` (the tensor's stride, so the plan's padded page) or `payload`
+    (the bytes the page's states hold)."""
+
+    name: str
+    walks: str  # page | payload
+    source: str
+
+
+V033 = "vllm-project/vllm@v0.33.0 "
+CAUSAL_CONV1D = Reader("causal_conv1d_update", "page", V033 + "vllm/model_executor/layers/mamba/ops/causal_conv1d.py:"
+                       "1068: the conv state's per-sequence stride is conv_state.stride(), the view's own")
+GATED_DELTA_RULE = Reader("fused_recurrent_gated_delta_rule", "page", V033 + "vllm/third_party/flash_linear_attention/"
+                          "ops/fused_recurrent.py:117, :208: state_idx * initial_state.stride(0)")
+SELECTIVE_STATE_UPDATE = Reader("selective_state_update", "page", V033 + "vllm/model_executor/layers/mamba/ops/"
+                                "mamba_ssm.py:353, :660: state_batch_idx * state.stride(0)")
+# A connector a deployment may attach; its entry is from a pull request's description (LMCache/LMCache#4772:
+# "preserve its physical dim-0 stride"), not from its code, which the index does not hold.
+LMCACHE = Reader("lmcache", "page", "LMCache/LMCache#4772 (padded caches keep their physical dim-0 stride)")
 
 
 @dataclass(frozen=True)
@@ -81,6 +106,14 @@ class Model:
     draft: str | None = None  # the speculative method of the model's own draft layers (MTP)
     draft_layers: Callable[[Any], list[tuple[str, str]]] = lambda _hf: []  # from the draft's HF config
     speculative: tuple[int, ...] = ()  # num_speculative_tokens values planned (empty: no draft modelled)
+    readers: tuple[Reader, ...] = ()  # what reads its state pages (the state layer's kernels, connectors)
+
+    def state_readers(self) -> tuple[Reader, ...]:
+        """The readers, with LMCache's entry flipped to walking by payload while the seeded
+        LMCache#5166 fault is on."""
+        if faults.active("lmcache_walks_by_payload"):
+            return tuple(replace(r, walks="payload") if r is LMCACHE else r for r in self.readers)
+        return self.readers
 
     def config_text(self) -> str:
         return resources.files("kvproof.engines").joinpath(self.config).read_text(encoding="utf-8")
@@ -144,19 +177,23 @@ MODELS: dict[str, Model] = {
         "prefix caching on is not planned: its GDN layers' prefill checkpoint alignment is set in the "
         "layer constructor from the GDN prefill backend (qwen_gdn_linear_attn.py:691); sm_100's FLASHINFER "
         "needs the flashinfer package",
-        draft="mtp", draft_layers=_qwen3_next_mtp_layers, speculative=(0, 1, 2, 3)),
+        draft="mtp", draft_layers=_qwen3_next_mtp_layers, speculative=(0, 1, 2, 3),
+        readers=(CAUSAL_CONV1D, GATED_DELTA_RULE, LMCACHE)),
     "kimi-linear-48b-a3b": Model(
         "kimi-linear-48b-a3b", "vllm/models/kimi-linear-48b-a3b.json", (FLASHMLA, TRITON_MLA),
         "vllm.model_executor.layers.mamba.gdn.kimi_gdn_linear_attn:KimiGatedDeltaNetAttention",
         "GDN_ATTN",  # GatedDeltaNetAttention.mamba_type, gdn/base.py:51
         _kimi_linear_layers, (False, True),
         "FLASH_ATTN_MLA (sm_90's first choice) and sm_100's FLASHINFER_MLA cannot be imported without their "
-        "GPU packages"),
+        "GPU packages",
+        # KimiGatedDeltaNetAttention's conv and recurrent kernels (kimi_gdn_linear_attn.py:40, :489)
+        readers=(CAUSAL_CONV1D, GATED_DELTA_RULE, LMCACHE)),
     "nemotron-h-56b-base-8k": Model(
         "nemotron-h-56b-base-8k", "tokenspeed/models/nemotron-h-56b-base-8k.json", (FLASH_ATTN, TRITON_ATTN),
         "vllm.model_executor.layers.mamba.mamba_mixer2:MambaMixer2", "MAMBA2",  # mamba_mixer2.py:1159
         _nemotron_h_layers, (False, True),
         "sm_100's FLASHINFER needs the flashinfer package",
         # MambaMixer2.get_kv_cache_spec (mamba_mixer2.py:1108): the state is exportable mid-prefill.
-        (("num_prefill_checkpoint_blocks", 1), ("prefill_checkpoint_alignment", 1))),
+        (("num_prefill_checkpoint_blocks", 1), ("prefill_checkpoint_alignment", 1)),
+        readers=(CAUSAL_CONV1D, SELECTIVE_STATE_UPDATE, LMCACHE)),
 }

@@ -190,7 +190,8 @@ def _plan(v: dict[str, Any], point: Point, folder: str, patches: Callable[[dict[
                        for n in BIND_AT}
         kernels = [{"name": k.name, "tokens": kernel_tokens, "block": k.block, "max_tokens": k.max_tokens}
                    for k in point.backend.kernels] if kernel_tokens else []
-        documents = {n: document(cfg, layout, n, kernels) for n, cfg in configs.items()}
+        readers = [{"name": r.name, "walks": r.walks} for r in point.model.state_readers()]
+        documents = {n: document(cfg, layout, n, kernels, readers) for n, cfg in configs.items()}
         return Planned(cache_config.block_size, documents, cache_config.mamba_page_size_padded, kernel_tokens,
                        span, attends)
     finally:
@@ -234,7 +235,8 @@ def _dtype(torch_dtype: Any) -> str:
     return str(torch_dtype).removeprefix("torch.")
 
 
-def document(kv_config: Any, layout: Any, parents: int, kernels: list[dict] | None = None) -> dict:
+def document(kv_config: Any, layout: Any, parents: int, kernels: list[dict] | None = None,
+             readers: list[dict] | None = None) -> dict:
     """vLLM's KVCacheConfig as kvproof's plan document.
 
     Block 0 is vLLM's null block, so num_blocks = N + 1 parents. In a layer-outer layout every
@@ -243,7 +245,7 @@ def document(kv_config: Any, layout: Any, parents: int, kernels: list[dict] | No
     block_stride bytes per parent; every group puts one page (packing 1) in each slot it has a layer
     in. Attention fields walk pages by exact stride; state fields are views sliced out of the page,
     one state after another, so their stride is the page (P) and not their payload. `kernels` read
-    the attention fields' pages (each handed pages of its `tokens`).
+    the attention fields' pages (each handed pages of its `tokens`); `readers` read the state pages.
     """
     if layout.is_block_outermost:
         raise StubUsed(f"the block-outermost layout {layout.name} is not translated by kvproof yet")
@@ -268,7 +270,7 @@ def document(kv_config: Any, layout: Any, parents: int, kernels: list[dict] | No
             spec = group.kv_cache_spec
             spec = getattr(spec, "kv_cache_specs", {}).get(name, spec)
             alignment = _lcm(alignment, spec.get_block_stride_alignment())
-            fields += _fields(f"{gid}.{name}", gid, plane[0], spec, t.block_stride, kernels or [])
+            fields += _fields(f"{gid}.{name}", gid, plane[0], spec, t.block_stride, kernels or [], readers or [])
     ordered = sorted(planes.items())
     parent = sum(stride for _, (_, stride) in ordered)
     return {
@@ -283,13 +285,15 @@ def _lcm(a: int, b: int) -> int:
     return math.lcm(a, b)
 
 
-def _fields(prefix: str, group: str, plane: str, spec: Any, stride: int, kernels: list[dict]) -> list[dict]:
+def _fields(prefix: str, group: str, plane: str, spec: Any, stride: int, kernels: list[dict],
+            readers: list[dict]) -> list[dict]:
     if hasattr(spec, "shapes"):  # MambaSpec: states one after another in the page
         out, offset = [], 0
         for k, (shape, dtype) in enumerate(zip(spec.shapes, spec.dtypes, strict=True)):
             itemsize = dtype.itemsize
             out.append({"id": f"{prefix}.state{k}", "group": group, "plane": plane, "shape": list(shape),
-                        "dtype": _dtype(dtype), "offset": offset, "stride": stride, "exact_stride": False})
+                        "dtype": _dtype(dtype), "offset": offset, "stride": stride, "exact_stride": False,
+                        "readers": readers})
             offset += itemsize * _prod(shape)
         return out
     per_token = spec.real_page_size_bytes // spec.block_size  # the payload: a padded page shows as stride > payload
