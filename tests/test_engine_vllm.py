@@ -34,7 +34,8 @@ def point(model: catalog.Model = QWEN, tp: int = 1, dtype: str = "auto", mamba: 
 def subset() -> engine.EngineRun:
     """The issue's representative subset: one model at tp 1 and 2, both kv dtypes (and both state
     dtypes and both backends, since they come at no extra import cost)."""
-    return engine.run(["qwen3-next-80b-a3b"], {"tp": [1, 2], "dtype": ["auto", "fp8"], "spec": [0], "pp": [1]})
+    return engine.run(["qwen3-next-80b-a3b"], {"tp": [1, 2], "dtype": ["auto", "fp8"], "spec": [0], "pp": [1],
+                                             "prefix": ["off"]})
 
 
 def test_the_subset_plans_every_point_and_every_plan_holds_for_every_n(subset) -> None:
@@ -86,17 +87,23 @@ def test_a_mamba2_hybrid_keeps_one_block_size_at_every_tp() -> None:
     assert planner.plan(point(catalog.MODELS["nemotron-h-56b-base-8k"], tp=8)).block_size == 4128
 
 
-def test_a_layer_answer_set_in_a_constructor_is_never_invented() -> None:
-    """Qwen3-Next's GDN layer decides its checkpoint alignment in __init__ (the GDN prefill
-    backend): with prefix caching the planner asks it, and kvproof builds no layers."""
-    with pytest.raises(planner.StubUsed, match="QwenGatedDeltaNetAttention"):
-        planner.plan(point(prefix=True))
-    assert True not in QWEN.prefix_caching and "prefix caching on is not planned" in QWEN.limits
+def test_qwen3_next_with_prefix_caching_aligns_to_flashinfers_checkpoints() -> None:
+    """Qwen3-Next's GDN layer sets its checkpoint alignment in its constructor: vLLM's own
+    _resolve_gdn_prefill_backend picks FlashInfer on sm_90, whose prefill exports a state every 64
+    tokens, so align mode rounds the block to lcm(16, 64) = 64: B = 64 x ceil(1,097,728 / (64 x
+    2,048)) = 576 (544 without prefix caching), and the state spec exports one checkpoint block."""
+    on = planner.plan(point(prefix=True))
+    assert (on.block_size, planner.plan(point()).block_size) == (576, 544)
+    assert on.mamba_padded == 576 * 2048
+    only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["on"], "backend": ["TRITON_ATTN"],
+            "spec": [0, 2], "pp": [1]}
+    assert [p.verdict for p in engine.run(["qwen3-next-80b-a3b"], only).recipes[0].points] == ["ok", "ok"]
+    assert True in QWEN.prefix_caching and "prefix caching" not in QWEN.limits
 
 
 def test_block_size_changes_with_tp_is_found_across_points() -> None:
     run = engine.run(["qwen3-next-80b-a3b"], {"tp": [1, 2, 4], "dtype": ["auto"], "mamba_dtype": ["auto"],
-                                             "backend": ["FLASH_ATTN"], "spec": [0], "pp": [1]})
+                                             "backend": ["FLASH_ATTN"], "spec": [0], "pp": [1], "prefix": ["off"]})
     verdicts = {p.point["tp"]: p for p in run.recipes[0].points}
     assert verdicts[1].verdict == verdicts[2].verdict == "ok"
     assert verdicts[4].verdict == "counterexample"
@@ -115,7 +122,8 @@ def test_the_baseline_lists_exactly_what_these_points_find() -> None:
 @pytest.mark.parametrize(("fault", "expect"), [("vllm_hybrid_block_floor", "boots"),
                                                ("vllm_state_slab_by_payload", "no_overlap")])
 def test_each_seeded_vllm_bug_is_flagged_and_the_release_is_clean(fault, expect) -> None:
-    only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "backend": ["FLASH_ATTN"], "spec": [0], "pp": [1]}
+    only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "backend": ["FLASH_ATTN"], "spec": [0], "pp": [1],
+            "prefix": ["off"]}
     (clean,) = engine.run(["qwen3-next-80b-a3b"], only).recipes[0].points
     assert clean.verdict == "ok"
     with faults.inject(fault):
@@ -146,7 +154,8 @@ def test_padding_planned_without_the_speculative_widening_is_flagged() -> None:
     """vllm#57721 reintroduced: the block is aligned to the unwidened state (544 tokens, P =
     1,114,112 B) while the layers keep 2 speculative conv rows (1,130,496 B): vLLM's own assertion
     that the padded page holds the state fails. One token still fits (1,114,112 B exactly)."""
-    only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "backend": ["FLASH_ATTN"], "spec": [1, 2]}
+    only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "backend": ["FLASH_ATTN"], "spec": [1, 2],
+            "prefix": ["off"]}
     assert [p.verdict for p in engine.run(["qwen3-next-80b-a3b"], only).recipes[0].points] == ["ok", "ok"]
     with faults.inject("vllm_spec_padding_unwidened"):
         one, two = engine.run(["qwen3-next-80b-a3b"], only).recipes[0].points
@@ -180,7 +189,7 @@ def test_every_state_reader_walks_the_plans_stride_and_a_flipped_entry_is_caught
     for model in catalog.MODELS.values():
         assert {r.walks for r in model.readers} == {"page"} and catalog.LMCACHE in model.readers
         assert all(re.search(r"(\S+:\d+|#\d+)", r.source) for r in model.readers)
-    only = {"tp": [1], "mamba_dtype": ["auto"], "backend": ["FLASH_ATTN"], "spec": [0], "pp": [1]}
+    only = {"tp": [1], "mamba_dtype": ["auto"], "backend": ["FLASH_ATTN"], "spec": [0], "pp": [1], "prefix": ["off"]}
     assert {p.verdict for p in engine.run(["qwen3-next-80b-a3b"], only).recipes[0].points} == {"ok"}
     with faults.inject("lmcache_walks_by_payload"):
         auto, fp8 = engine.run(["qwen3-next-80b-a3b"], only).recipes[0].points
@@ -234,7 +243,8 @@ def test_a_checkout_plans_from_its_own_files(tmp_path) -> None:
     (tmp_path / "vllm").symlink_to(Path(vllm.__file__).parent)
     proc = subprocess.run([sys.executable, "-m", "kvproof.ci.cli", "engine", "vllm", "--engine-path", str(tmp_path),
                            "--recipe", "qwen3-next-80b-a3b", "--tp", "1", "4", "--dtype", "auto", "--assume",
-                           "backend=FLASH_ATTN", "mamba_dtype=auto", "spec=0", "pp=1", "--baseline", str(BASELINE),
+                           "backend=FLASH_ATTN", "mamba_dtype=auto", "spec=0", "pp=1", "prefix=off", "--baseline",
+                           str(BASELINE),
                            "--json"],
                           capture_output=True, text=True, check=False, timeout=300)
     assert proc.returncode == 0, proc.stderr

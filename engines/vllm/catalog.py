@@ -107,6 +107,9 @@ class Model:
     draft_layers: Callable[[Any], list[tuple[str, str]]] = lambda _hf: []  # from the draft's HF config
     speculative: tuple[int, ...] = ()  # num_speculative_tokens values planned (empty: no draft modelled)
     readers: tuple[Reader, ...] = ()  # what reads its state pages (the state layer's kernels, connectors)
+    # What the state layer's constructor sets that planning reads, computed by vLLM's own functions
+    # from the config and the point's platform: (attributes of each layer, spec fields once aligned)
+    state_init: Callable[[Any, bool], dict[str, Any]] | None = None
 
     def state_readers(self) -> tuple[Reader, ...]:
         """The readers, with LMCache's entry flipped to walking by payload while the seeded
@@ -155,6 +158,27 @@ def _qwen3_next_mtp_layers(draft: Any) -> list[tuple[str, str]]:
             for i in range(getattr(draft, "num_nextn_predict_layers", 1))]
 
 
+def _qwen_gdn_state(vllm_config: Any, aligned: bool) -> dict[str, Any]:
+    """QwenGatedDeltaNetAttention's constructor (qwen_gdn_linear_attn.py:686-696): the GDN prefill
+    backend is vLLM's _resolve_gdn_prefill_backend of the config on the point's platform (FlashInfer
+    on sm_90, :246), and in align mode a FlashInfer layer exports mid-prefill states every
+    FLASHINFER_GDN_CHECKPOINT_ALIGNMENT tokens (gdn_attn.py:34). Once the block is aligned
+    (`aligned`), the fields its get_kv_cache_spec adds when it exports them (:739-750)."""
+    from vllm.model_executor.layers.mamba import abstract
+    from vllm.model_executor.layers.mamba.gdn import qwen_gdn_linear_attn as gdn
+    from vllm.v1.attention.backends.gdn_attn import FLASHINFER_GDN_CHECKPOINT_ALIGNMENT
+
+    _, backend = gdn._resolve_gdn_prefill_backend(vllm_config)
+    exports = vllm_config.cache_config.mamba_cache_mode == "align" and backend == "flashinfer"
+    if not aligned:
+        return {"gdn_prefill_backend": backend,
+                "_checkpoint_alignment": FLASHINFER_GDN_CHECKPOINT_ALIGNMENT if exports else None}
+    if not exports or abstract.get_mamba_prefill_checkpoint_alignment(vllm_config) is None:
+        return {}
+    return {"num_prefill_checkpoint_blocks": 1,
+            "prefill_checkpoint_alignment": abstract.get_mamba_prefill_checkpoint_grid(vllm_config)}
+
+
 def _kimi_linear_layers(hf: Any) -> list[tuple[str, str]]:
     """vLLM's own KimiLinearConfig.is_kda_layer (the model class asks it, kimi_k3/nvidia/model.py:715)."""
     return [(f"model.layers.{i}.self_attn", "state" if hf.is_kda_layer(i) else "attention")
@@ -173,12 +197,10 @@ MODELS: dict[str, Model] = {
         "qwen3-next-80b-a3b", "vllm/models/qwen3-next-80b-a3b.json", (FLASH_ATTN, TRITON_ATTN),
         "vllm.model_executor.layers.mamba.gdn.qwen_gdn_linear_attn:QwenGatedDeltaNetAttention",
         "GDN_ATTN",  # GatedDeltaNetAttention.mamba_type, gdn/base.py:51
-        _qwen3_next_layers, (False,),
-        "prefix caching on is not planned: its GDN layers' prefill checkpoint alignment is set in the "
-        "layer constructor from the GDN prefill backend (qwen_gdn_linear_attn.py:691); sm_100's FLASHINFER "
-        "needs the flashinfer package",
+        _qwen3_next_layers, (False, True),
+        "sm_100's FLASHINFER needs the flashinfer package",
         draft="mtp", draft_layers=_qwen3_next_mtp_layers, speculative=(0, 1, 2, 3),
-        readers=(CAUSAL_CONV1D, GATED_DELTA_RULE, LMCACHE)),
+        readers=(CAUSAL_CONV1D, GATED_DELTA_RULE, LMCACHE), state_init=_qwen_gdn_state),
     "kimi-linear-48b-a3b": Model(
         "kimi-linear-48b-a3b", "vllm/models/kimi-linear-48b-a3b.json", (FLASHMLA, TRITON_MLA),
         "vllm.model_executor.layers.mamba.gdn.kimi_gdn_linear_attn:KimiGatedDeltaNetAttention",

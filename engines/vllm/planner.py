@@ -169,6 +169,9 @@ def _plan(v: dict[str, Any], point: Point, folder: str, patches: Callable[[dict[
         model_cls, _ = v["models"].ModelRegistry.resolve_model_cls(model_config.architecture,
                                                                     model_config=model_config)
         shells = {name: _shell(point.model.state_layer_class()) for name, kind in layers if kind == "state"}
+        if point.model.state_init is not None:  # what each layer's constructor would set, from vLLM's code
+            for shell in shells.values():
+                vars(shell).update(point.model.state_init(vllm_config, False))
         vllm_config.compilation_config.static_forward_context = _LayerShells(shells)
         context = patches(v) if patches else _nothing()
         with context:
@@ -227,7 +230,8 @@ def _specs(v: dict[str, Any], vllm_config: Any, model_cls: Any, backend: type,
         dtypes=tuple(model_cls.get_mamba_state_dtype_from_config(vllm_config)),
         block_size=cache.mamba_block_size, page_size_padded=cache.mamba_page_size_padded,
         mamba_type=point.model.state_backend_enum(v["registry"]), mamba_cache_mode=cache.mamba_cache_mode,
-        num_speculative_blocks=vllm_config.num_speculative_tokens, **dict(point.model.state_spec))
+        num_speculative_blocks=vllm_config.num_speculative_tokens,
+        **dict(point.model.state_spec), **(point.model.state_init(vllm_config, True) if point.model.state_init else {}))
     return {name: attention if kind == "attention" else state for name, kind in layers}
 
 
