@@ -161,7 +161,7 @@ def _qwen3_next_mtp_layers(draft: Any) -> list[tuple[str, str]]:
 def _qwen_gdn_state(vllm_config: Any, aligned: bool) -> dict[str, Any]:
     """QwenGatedDeltaNetAttention's constructor (qwen_gdn_linear_attn.py:686-696): the GDN prefill
     backend is vLLM's _resolve_gdn_prefill_backend of the config on the point's platform (FlashInfer
-    on sm_90, :246), and in align mode a FlashInfer layer exports mid-prefill states every
+    on sm_90, :249), and in align mode a FlashInfer layer exports mid-prefill states every
     FLASHINFER_GDN_CHECKPOINT_ALIGNMENT tokens (gdn_attn.py:34). Once the block is aligned
     (`aligned`), the fields its get_kv_cache_spec adds when it exports them (:739-750)."""
     from vllm.model_executor.layers.mamba import abstract
