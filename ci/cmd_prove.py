@@ -8,7 +8,7 @@ import json
 from kvproof.ci.cmd_plan import accepted_bound_text, add_draft_arguments, add_model_arguments
 from kvproof.spec.catalog import CACHE_DTYPES, load_model
 from kvproof.spec.policy import POLICIES, policy_named
-from kvproof.spec.properties import PROPERTIES
+from kvproof.spec.properties import DECLARED_BY, PROPERTIES
 from kvproof.spec.prover import Counterexample, Proof, prove
 
 
@@ -55,7 +55,8 @@ def render(proof: Proof, show_all: bool, bound: str) -> str:
     failing = {c.property for c in proof.counterexamples}
     for prop in proof.properties:
         points = len({_point(c) for c in proof.counterexamples if c.property == prop})
-        verdict = f"FAILS at {points} point(s)" if prop in failing else "proved"
+        verdict = f"FAILS at {points} point(s)" if prop in failing else \
+            f"vacuous: no field declares {DECLARED_BY[prop]}" if prop in proof.vacuous else "proved"
         lines.append(f"  {prop:<16} {verdict:<22} solver {proof.solver_seconds[prop]:.3f} s")
     lines.append("")
     shown = proof.counterexamples if show_all else proof.counterexamples[:1]
@@ -76,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         shown = proof.counterexamples if args.all else proof.counterexamples[:1]
         print(json.dumps({
             "model": proof.model, "policy": proof.policy, "proved": proof.proved,
-            "properties": list(proof.properties),
+            "properties": list(proof.properties), "vacuous": list(proof.vacuous),
             "domain": {"tp": sorted({p.tp for p in proof.points}), "dtype": sorted({p.dtype for p in proof.points}),
                        "drafts": sorted({p.drafts for p in proof.points}),
                        "draft_dtype": sorted({p.draft_dtype for p in proof.points if p.drafts})},

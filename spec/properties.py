@@ -35,6 +35,10 @@ PROPERTIES: dict[str, str] = {
     "plan puts it: the page's payload (its fields on the plane) equals the stride",
 }
 
+# Properties over what a plan declares of its fields' readers (an engine's export names them);
+# a plan that declares none holds them vacuously, and the prover says so rather than "proved".
+DECLARED_BY: dict[str, str] = {"kernel_page": "kernels", "consumer_stride": "readers"}
+
 Num = Any  # an int or a z3 ArithRef
 
 

@@ -77,6 +77,12 @@ class Proof:
     seconds: float = 0.0
 
     @property
+    def vacuous(self) -> tuple[str, ...]:
+        """Properties no field of any plan gives anything to check (P.DECLARED_BY)."""
+        return tuple(prop for prop in self.properties if prop in P.DECLARED_BY
+                     and not any(f.get(P.DECLARED_BY[prop]) for p in self.points for f in p.plan["fields"]))
+
+    @property
     def proved(self) -> bool:
         return not self.counterexamples
 

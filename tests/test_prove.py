@@ -168,3 +168,14 @@ def test_cli_prove_exit_codes_and_json(capsys) -> None:
     assert main(["prove", "--model", "deepseek-v3"]) == 0
     assert main(["prove", "--model", "kimi-k3", "--tp", "5"]) == 2
     assert "tp=5" in capsys.readouterr().err
+
+
+def test_properties_over_undeclared_readers_are_vacuous_not_proved(capsys):
+    """Our contract's plans name no kernels or readers: the prover says so for kernel_page and
+    consumer_stride instead of claiming them proved; the other eight are proved."""
+    assert main(["prove", "--model", "kimi-k3", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["vacuous"] == ["kernel_page", "consumer_stride"]
+    assert main(["prove", "--model", "kimi-k3"]) == 0
+    text = capsys.readouterr().out
+    assert "kernel_page      vacuous: no field declares kernels" in text
+    assert "exact_stride     proved" in text
