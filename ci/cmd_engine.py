@@ -56,15 +56,26 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {len(set(found))} finding(s) to {args.write_baseline}")
         return 0
     cmp = baseline.compare(found, known, name, version, baseline.ran(result.recipes))
+    across = set(getattr(adapter, "CROSS_POINT", ()))
     if args.json:
         doc = result.as_dict()
         doc["new_findings"] = [list(k) for k in cmp.new]
+        doc["cross_point"] = sorted(across)
         doc["baselined"] = [list(k) for k in cmp.known]
         doc["stale"] = [list(k) for k in cmp.stale]
         print(json.dumps(doc, indent=1))
     else:
-        print(render(result, cmp, args.all))
-    return 1 if cmp.new else 0
+        print(render(result, cmp, args.all, across))
+    return exit_code(cmp, across)
+
+
+def exit_code(cmp: baseline.Comparison, across: set[str]) -> int:
+    """0 nothing new; 1 a new finding at a point (a plan property, boots, NOT VERIFIED); 3 only
+    new findings across points (e.g. block sizes that differ between tp), which no single plan
+    can violate: a deployment question, reported apart."""
+    if not cmp.new:
+        return 0
+    return 3 if all(key[4] in across for key in cmp.new) else 1
 
 
 def _axes(p: PointResult) -> str:
@@ -103,7 +114,7 @@ def render_recipe(r: RecipeResult, show_all: bool) -> list[str]:
     return [*lines, ""]
 
 
-def render(result: EngineRun, cmp: baseline.Comparison, show_all: bool) -> str:
+def render(result: EngineRun, cmp: baseline.Comparison, show_all: bool, across: set[str]) -> str:
     lines = [f"engine: {result.source}", ""]
     for r in result.recipes:
         lines += render_recipe(r, show_all)
@@ -112,6 +123,7 @@ def render(result: EngineRun, cmp: baseline.Comparison, show_all: bool) -> str:
     for k in cmp.stale:
         lines.append(f"STALE baseline entry (no longer found): {' '.join(k)}")
     verified = sum(r.not_verified is None for r in result.recipes)
-    lines.append(f"verdict: {'OK' if not cmp.new else 'FINDINGS'}: {len(cmp.new)} new finding(s); "
+    word = {0: "OK", 1: "FINDINGS", 3: "CROSS-POINT FINDINGS"}[exit_code(cmp, across)]
+    lines.append(f"verdict: {word}: {len(cmp.new)} new finding(s); "
                  f"{verified} of {len(result.recipes)} recipes verified; {result.seconds:.2f} s")
     return "\n".join(lines)

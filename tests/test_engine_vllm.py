@@ -111,6 +111,23 @@ def test_block_size_changes_with_tp_is_found_across_points() -> None:
     assert "272 tokens at tp=4 but 544 at tp=1" in verdicts[4].findings[0].message
 
 
+def test_cross_point_findings_alone_exit_3_and_a_plan_finding_exits_1() -> None:
+    """tp_block_size is no plan's property: alone it is exit 3 (CROSS-POINT FINDINGS), with any
+    finding at a point exit 1, with nothing new 0."""
+    from kvproof.ci.cmd_engine import exit_code
+
+    across = set(engine.CROSS_POINT)
+    cross = ("vllm", "0.33.0", "qwen3-next-80b-a3b", "tp=4", engine.TP_BLOCK_SIZE)
+    plan = ("vllm", "0.33.0", "qwen3-next-80b-a3b", "tp=4", "no_overlap")
+    assert exit_code(baseline.Comparison([cross], [], []), across) == 3
+    assert exit_code(baseline.Comparison([cross, plan], [], []), across) == 1
+    assert exit_code(baseline.Comparison([], [cross], []), across) == 0
+    proc = subprocess.run([sys.executable, "-m", "kvproof.ci.cli", "engine", "vllm", "--recipe", "qwen3-next-80b-a3b",
+                           "--tp", "1", "4", "--dtype", "auto", "--assume", "backend=FLASH_ATTN", "mamba_dtype=auto",
+                           "spec=0", "pp=1", "prefix=off"], capture_output=True, text=True, check=False, timeout=300)
+    assert proc.returncode == 3 and "verdict: CROSS-POINT FINDINGS: 1 new finding(s)" in proc.stdout, proc.stderr
+
+
 def test_the_baseline_lists_exactly_what_these_points_find() -> None:
     run = engine.run(["qwen3-next-80b-a3b"], {"tp": [1, 4, 8], "dtype": ["fp8"], "mamba_dtype": ["float32"],
                                              "spec": [0, 3], "pp": [1]})

@@ -32,6 +32,7 @@ from kvproof.engines.vllm import catalog, mutants, planner
 ENGINE = "vllm"
 TP_BLOCK_SIZE = "tp_block_size"  # the cross-point finding: block size differs across tp
 PP_BLOCK_SIZE = "pp_block_size"  # the cross-rank finding: pipeline stages of one point plan different blocks
+CROSS_POINT = (TP_BLOCK_SIZE, PP_BLOCK_SIZE)  # findings across points: `verify engine` exits 3 on these alone
 PIPELINE = (2, 4, 8)  # pipeline sizes planned, at tp 1 (each stage planned on its own)
 DTYPES = ("auto", "fp8")
 MAMBA_DTYPES = ("auto", "float32")
