@@ -110,6 +110,7 @@ class Model:
     # What the state layer's constructor sets that planning reads, computed by vLLM's own functions
     # from the config and the point's platform: (attributes of each layer, spec fields once aligned)
     state_init: Callable[[Any, bool], dict[str, Any]] | None = None
+    tp_sizes: tuple[int, ...] = (1, 2, 4, 8)  # the tp sizes tried; those that divide every sharded head count plan
 
     def state_readers(self) -> tuple[Reader, ...]:
         """The readers, with LMCache's entry flipped to walking by payload while the seeded
@@ -133,7 +134,8 @@ class Model:
 
     def tps(self, hf: dict) -> tuple[int, ...]:
         """Tensor-parallel sizes that divide every head count vLLM shards (attention heads, and the
-        linear-attention heads the state shape divides by tp)."""
+        linear-attention heads the state shape divides by tp), of the language model's config."""
+        hf = hf.get("text_config", hf)  # a multimodal checkpoint's language model (Kimi-K3)
         heads = [hf["num_attention_heads"]]
         if "linear_num_key_heads" in hf:
             heads += [hf["linear_num_key_heads"], hf["linear_num_value_heads"]]
@@ -141,7 +143,7 @@ class Model:
             heads.append(hf["linear_attn_config"]["num_heads"])
         if "mamba_num_heads" in hf:
             heads += [hf["mamba_num_heads"], hf["n_groups"]]
-        return tuple(tp for tp in (1, 2, 4, 8) if all(h % tp == 0 for h in heads))
+        return tuple(tp for tp in self.tp_sizes if all(h % tp == 0 for h in heads))
 
 
 def _qwen3_next_layers(hf: Any) -> list[tuple[str, str]]:
@@ -185,6 +187,45 @@ def _kimi_linear_layers(hf: Any) -> list[tuple[str, str]]:
             for i in range(hf.num_hidden_layers)]
 
 
+def _kimi_k3_layers(hf: Any) -> list[tuple[str, str]]:
+    """Kimi-K3's decoder layers sit under the multimodal wrapper's `language_model`
+    (KimiK3ForConditionalGeneration builds KimiLinearForCausalLM there, kimi_k3/nvidia/model.py:1646;
+    its `model`, :1421); KimiLinearConfig.is_kda_layer picks the KDA layers (:715)."""
+    return [(f"language_model.model.layers.{i}.self_attn", "state" if hf.is_kda_layer(i) else "attention")
+            for i in range(hf.num_hidden_layers)]
+
+
+def _kimi_k3_kda_state(vllm_config: Any, aligned: bool) -> dict[str, Any]:
+    """KimiK3DeltaAttention's constructor picks its KDA prefill backend with vLLM's own
+    resolve_kda_prefill_backend (kimi_k3/nvidia/kda.py:824; "auto" unless additional_config names
+    one, :818-822) from the layer's head_dim, the model dtype, its recurrent state dtype and the
+    gate's lower bound; FlashKDA on sm_90 with K3's config (:363). Once aligned, the fields its
+    get_kv_cache_spec sets from that backend (kda.py:901-909; kda_checkpoint.py:9: 16 for FlashKDA)."""
+    from vllm.model_executor.layers.mamba.kda_checkpoint import kda_prefill_checkpoint_alignment
+    from vllm.model_executor.layers.mamba.mamba_utils import MambaStateDtypeCalculator
+    from vllm.models.kimi_k3.nvidia import kda
+    from vllm.platforms import current_platform
+
+    from kvproof.engines.vllm.planner import StubUsed
+
+    # kda.py binds current_platform when first imported (the first point's); the two answers
+    # is_flashkda_supported asks of it must be the point's, or the backend would be another GPU's.
+    bound = kda.current_platform
+    if not bound.is_cuda() or bound.get_device_capability() != current_platform.get_device_capability():
+        raise StubUsed(f"vllm.models.kimi_k3 was first imported under a platform with capability "
+                       f"{bound.get_device_capability()}, not the point's; plan one GPU per process")
+    hf, cache = vllm_config.model_config.hf_text_config, vllm_config.cache_config
+    linear = hf.linear_attn_config
+    recurrent = MambaStateDtypeCalculator.kda_state_dtype(
+        vllm_config.model_config.dtype, cache.mamba_cache_dtype, cache.mamba_ssm_cache_dtype)[1]
+    backend = kda.resolve_kda_prefill_backend("auto", linear["head_dim"], vllm_config.model_config.dtype, recurrent,
+                                              linear.get("gate_lower_bound"))
+    if not aligned:
+        return {"kda_prefill_backend": backend}
+    alignment = kda_prefill_checkpoint_alignment(backend)
+    return {"num_prefill_checkpoint_blocks": int(alignment is not None), "prefill_checkpoint_alignment": alignment}
+
+
 def _nemotron_h_layers(hf: Any) -> list[tuple[str, str]]:
     """hybrid_override_pattern: M a Mamba2 mixer, * attention, - and E an MLP or MoE with no cache
     (the model class reads it, nemotron_h.py:597)."""
@@ -218,4 +259,15 @@ MODELS: dict[str, Model] = {
         # MambaMixer2.get_kv_cache_spec (mamba_mixer2.py:1108): the state is exportable mid-prefill.
         (("num_prefill_checkpoint_blocks", 1), ("prefill_checkpoint_alignment", 1)),
         readers=(CAUSAL_CONV1D, SELECTIVE_STATE_UPDATE, LMCACHE)),
+    "kimi-k3": Model(
+        "kimi-k3", "tokenspeed/models/kimi-k3.json", (FLASHMLA, TRITON_MLA),
+        "vllm.models.kimi_k3.nvidia.kda:KimiK3DeltaAttention",
+        "GDN_ATTN",  # GatedDeltaNetAttention.mamba_type, gdn/base.py:51 (KimiK3DeltaAttention keeps it)
+        _kimi_k3_layers, (False, True),
+        "FLASH_ATTN_MLA (sm_90's first choice) and sm_100's FLASHINFER_MLA cannot be imported without their "
+        "GPU packages; K3's MTP draft (KimiK3MTP) and its vision tower are not planned",
+        # KimiK3DeltaAttention's conv update (kda.py:1031) and its recurrent kernels index states by slot
+        readers=(CAUSAL_CONV1D, GATED_DELTA_RULE, LMCACHE), state_init=_kimi_k3_kda_state,
+        # 96 MLA heads and 96 KDA heads: vLLM shards both at every power of two up to 32 (kda.py:613-616)
+        tp_sizes=(1, 2, 4, 8, 16, 32)),
 }
