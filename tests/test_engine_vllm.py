@@ -23,6 +23,7 @@ from kvproof.impl import faults
 BASELINE = Path(__file__).resolve().parent.parent / "ci" / "baselines" / "vllm.json"
 QWEN = catalog.MODELS["qwen3-next-80b-a3b"]
 KIMI = catalog.MODELS["kimi-linear-48b-a3b"]
+K3 = catalog.MODELS["kimi-k3"]
 
 
 def point(model: catalog.Model = QWEN, tp: int = 1, dtype: str = "auto", mamba: str = "auto",
@@ -74,6 +75,65 @@ def test_prefix_caching_runs_vllms_align_mode_with_the_layers_own_answer() -> No
     rounds the block to the MLA minimum of 128 only; the state block follows the block."""
     on, off = planner.plan(point(KIMI, prefix=True)), planner.plan(point(KIMI))
     assert on.block_size % 128 == 0 and off.block_size % 128 == 0
+
+
+def test_kimi_k3_block_and_page_worked_by_hand_from_its_config() -> None:
+    """Kimi-K3 (engines/tokenspeed/models/kimi-k3.json, text_config) at tp 1, bf16, FlashMLA. An MLA
+    layer keeps one latent head of kv_lora_rank 512 + qk_rope_head_dim 64 = 576 bf16 values, so
+    A1 = 1,152 B/token. A KDA layer (linear_attn_config: 96 heads of head_dim 128, short conv 4)
+    keeps conv (3, 3 x 96 x 128 = 36,864) bf16 = 221,184 B and recurrent (96, 128, 128) float32
+    (KDA's auto) = 6,291,456 B: M = 6,512,640 B. MLA's quantum is 128 (interface.py:1088; FlashMLA's
+    64 divides it): B = 128 x ceil(6,512,640 / (128 x 1,152)) = 128 x 45 = 5,760 tokens and
+    P = 5,760 x 1,152 = 6,635,520 B. vLLM groups the 24 MLA layers and the 69 KDA layers (3 groups
+    of 24 once padded) into 24 slots, so a parent is 24 x P. At tp 2 the state halves (M =
+    3,256,320 B) while A1 does not: B = 128 x 23 = 2,944, the tp_block_size finding."""
+    planned = planner.plan(point(K3))
+    assert (planned.block_size, planned.mamba_padded, planned.kernel_tokens) == (5760, 6_635_520, 64)
+    doc = planned.documents[1]
+    assert {f["stride"] for f in doc["fields"]} == {6_635_520} == {p["bytes"] for p in doc["planes"]}
+    assert doc["parent_bytes"] == 24 * 6_635_520 and len(doc["planes"]) == 24
+    attention = {(tuple(f["shape"]), f["dtype"]) for f in doc["fields"] if f["exact_stride"]}
+    states = {(tuple(f["shape"]), f["dtype"], f["offset"]) for f in doc["fields"] if not f["exact_stride"]}
+    assert attention == {((5760, 576), "bfloat16")}
+    assert states == {((3, 36_864), "bfloat16", 0), ((96, 128, 128), "float32", 221_184)}
+    assert sum(1 for f in doc["fields"] if f["exact_stride"]) == 24
+    assert planner.plan(point(K3, tp=2)).block_size == 2944
+
+
+def test_kimi_k3_domain_shards_its_96_heads_up_to_tp_32() -> None:
+    """tp sizes come from the checkpoint's text_config (96 MLA and 96 KDA heads)."""
+    hf = json.loads(K3.config_text())
+    assert K3.tps(hf) == (1, 2, 4, 8, 16, 32)
+    assert len(engine.points(K3)) == 2 * 2 * 2 * 2 * (6 + len(engine.PIPELINE))  # backend, prefix, dtypes
+
+
+def test_kimi_k3_kda_layers_export_flashkda_checkpoints_by_vllms_own_choice(monkeypatch) -> None:
+    """KimiK3DeltaAttention.get_kv_cache_spec sets the prefill checkpoint fields from the KDA prefill
+    backend its constructor resolved: FlashKDA on sm_90 (kda.py:363), 16 tokens (kda_checkpoint.py:9)."""
+    captured: dict = {}
+    original = planner._specs
+
+    def spy(*args: object) -> dict:
+        out = original(*args)  # type: ignore[arg-type]
+        captured.update(out)
+        return out
+
+    monkeypatch.setattr(planner, "_specs", spy)
+    planner.plan(point(K3, prefix=True))
+    state = captured["language_model.model.layers.0.self_attn"]
+    assert (state.num_prefill_checkpoint_blocks, state.prefill_checkpoint_alignment) == (1, 16)
+    assert type(captured["language_model.model.layers.3.self_attn"]).__name__ == "MLAAttentionSpec"  # layer 4: MLA
+
+
+def test_kimi_k3_on_a_platform_bound_at_import_that_is_not_the_points_raises(monkeypatch) -> None:
+    """kda.py binds current_platform when imported; if that is another GPU's, the resolved KDA
+    backend would be that GPU's, so planning refuses by name instead."""
+    planner.plan(point(K3))  # imports vllm.models.kimi_k3 under the point's platform
+    from vllm.models.kimi_k3.nvidia import kda
+
+    monkeypatch.setattr(kda, "current_platform", planner.cuda_assumed(planner._vllm(), [], (10, 0))())
+    with pytest.raises(planner.StubUsed, match="kimi_k3 was first imported under a platform with capability"):
+        planner.plan(point(K3))
 
 
 def test_a_mamba2_hybrid_keeps_one_block_size_at_every_tp() -> None:

@@ -60,6 +60,8 @@ GATED_DELTA_RULE = Reader("fused_recurrent_gated_delta_rule", "page", V033 + "vl
                           "ops/fused_recurrent.py:117, :208: state_idx * initial_state.stride(0)")
 SELECTIVE_STATE_UPDATE = Reader("selective_state_update", "page", V033 + "vllm/model_executor/layers/mamba/ops/"
                                 "mamba_ssm.py:353, :660: state_batch_idx * state.stride(0)")
+FUSED_RECURRENT_KDA = Reader("fused_recurrent_kda", "page", V033 + "vllm/models/kimi_k3/nvidia/ops/third_party/kda/"
+                             "fused_recurrent.py:210, :416: state_index * initial_state.stride(0)")
 # A connector a deployment may attach; its entry is from a pull request's description (LMCache/LMCache#4772:
 # "preserve its physical dim-0 stride"), not from its code, which the index does not hold.
 LMCACHE = Reader("lmcache", "page", "LMCache/LMCache#4772 (padded caches keep their physical dim-0 stride)")
@@ -189,8 +191,9 @@ def _kimi_linear_layers(hf: Any) -> list[tuple[str, str]]:
 
 def _kimi_k3_layers(hf: Any) -> list[tuple[str, str]]:
     """Kimi-K3's decoder layers sit under the multimodal wrapper's `language_model`
-    (KimiK3ForConditionalGeneration builds KimiLinearForCausalLM there, kimi_k3/nvidia/model.py:1646;
-    its `model`, :1421); KimiLinearConfig.is_kda_layer picks the KDA layers (:715)."""
+    (KimiK3ForConditionalGeneration builds KimiLinearForCausalLM there, kimi_k3/nvidia/model.py:1678;
+    its `model`, :1419; `layers`, :995; `self_attn`, :724, :759); KimiLinearConfig.is_kda_layer picks the
+    KDA layers (:715)."""
     return [(f"language_model.model.layers.{i}.self_attn", "state" if hf.is_kda_layer(i) else "attention")
             for i in range(hf.num_hidden_layers)]
 
@@ -198,7 +201,7 @@ def _kimi_k3_layers(hf: Any) -> list[tuple[str, str]]:
 def _kimi_k3_kda_state(vllm_config: Any, aligned: bool) -> dict[str, Any]:
     """KimiK3DeltaAttention's constructor picks its KDA prefill backend with vLLM's own
     resolve_kda_prefill_backend (kimi_k3/nvidia/kda.py:824; "auto" unless additional_config names
-    one, :818-822) from the layer's head_dim, the model dtype, its recurrent state dtype and the
+    one, :819-823) from the layer's head_dim, the model dtype, its recurrent state dtype and the
     gate's lower bound; FlashKDA on sm_90 with K3's config (:363). Once aligned, the fields its
     get_kv_cache_spec sets from that backend (kda.py:901-909; kda_checkpoint.py:9: 16 for FlashKDA)."""
     from vllm.model_executor.layers.mamba.kda_checkpoint import kda_prefill_checkpoint_alignment
@@ -218,7 +221,9 @@ def _kimi_k3_kda_state(vllm_config: Any, aligned: bool) -> dict[str, Any]:
     linear = hf.linear_attn_config
     recurrent = MambaStateDtypeCalculator.kda_state_dtype(
         vllm_config.model_config.dtype, cache.mamba_cache_dtype, cache.mamba_ssm_cache_dtype)[1]
-    backend = kda.resolve_kda_prefill_backend("auto", linear["head_dim"], vllm_config.model_config.dtype, recurrent,
+    extra = vllm_config.additional_config
+    choice = extra.get("kda_prefill_backend", "auto") if isinstance(extra, dict) else "auto"
+    backend = kda.resolve_kda_prefill_backend(choice, linear["head_dim"], vllm_config.model_config.dtype, recurrent,
                                               linear.get("gate_lower_bound"))
     if not aligned:
         return {"kda_prefill_backend": backend}
@@ -266,8 +271,8 @@ MODELS: dict[str, Model] = {
         _kimi_k3_layers, (False, True),
         "FLASH_ATTN_MLA (sm_90's first choice) and sm_100's FLASHINFER_MLA cannot be imported without their "
         "GPU packages; K3's MTP draft (KimiK3MTP) and its vision tower are not planned",
-        # KimiK3DeltaAttention's conv update (kda.py:1031) and its recurrent kernels index states by slot
-        readers=(CAUSAL_CONV1D, GATED_DELTA_RULE, LMCACHE), state_init=_kimi_k3_kda_state,
+        # KimiK3DeltaAttention's conv update and recurrent KDA kernel (kimi_k3/nvidia/kda.py:1029, :1275)
+        readers=(CAUSAL_CONV1D, FUSED_RECURRENT_KDA, LMCACHE), state_init=_kimi_k3_kda_state,
         # 96 MLA heads and 96 KDA heads: vLLM shards both at every power of two up to 32 (kda.py:613-616)
         tp_sizes=(1, 2, 4, 8, 16, 32)),
 }
