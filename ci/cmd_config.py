@@ -26,12 +26,13 @@ from kvproof.ci.launch_flags import (
     parse_launch,
 )
 from kvproof.impl import faults
-from kvproof.spec.catalog import CACHE_DTYPES, ConfigError, ModelGeometry, load_model
+from kvproof.spec.catalog import ConfigError, ModelGeometry, load_model
 from kvproof.spec.contract import MAX_PADDING
 from kvproof.spec.launch import (
     RULES,
     Assumptions,
     Launch,
+    OutOfTime,
     Rule,
     assumption_cases,
     resolve_launch,
@@ -44,6 +45,17 @@ from kvproof.spec.prover import plan_point
 ASSUMPTIONS = ("merge_state_head_tiled",)
 CONTRACT = "cache_contract"
 BASE = ("world_product",)  # a per-rule fix always leaves a well-formed world
+TIME_LIMIT = 1.0  # the issue's "under 1 s": every z3 call and contract point comes out of it
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number of seconds") from None
+    if not 0 < value <= 600:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: a time limit is in (0, 600] seconds")
+    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,6 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--assume", action="append", default=[], metavar="NAME=yes|no",
                         help="merge_state_head_tiled=yes|no (default: report both)")
     parser.add_argument("--policy", choices=list(POLICIES), default="search", help="K_mla policy of the contract")
+    parser.add_argument("--time-limit", type=_seconds, default=TIME_LIMIT, metavar="S",
+                        help=f"seconds the whole fix search may take (default {TIME_LIMIT})")
     add_draft_arguments(parser, domain=False)
     parser.add_argument("launch", nargs="*", help="the engine's launch flags, after --")
 
@@ -64,8 +78,9 @@ class Finding:
     source: str
     engine_enforces: str
     only_if: str | None  # the assumption under which alone it is violated
-    fix: list[str] | None  # flags to change; None: no launch within the search bounds fixes it
+    fix: list[str] | None  # flags to change; None: see no_fix
     fixed: list[str] | None  # the whole fixed launch, as flags
+    no_fix: str | None  # why there is no fix: none within the search bounds, or none found in time
 
 
 def _tiled(assume: list[str]) -> bool | None:
@@ -113,25 +128,40 @@ class _Contract:
                 self.seen[key] = [f"the planner refuses the point: {err}"]
         return self.seen[key]
 
-    def failing_points(self) -> tuple[tuple[int, str], ...]:
-        """Every (tp, dtype) point of the model where the contract fails (each planned once)."""
-        points = [(tp, dt) for dt in CACHE_DTYPES for tp in self.model.tp_domain]
-        return tuple(p for p in points if self.violations(replace(Launch(), tp=p[0], dtype=p[1])))
+
+@dataclass(frozen=True)
+class Search:
+    """What every fix of one run shares: the deadline (time.monotonic()) and the time limit."""
+
+    deadline: float
+    limit: float
+
+    def share(self, calls: int) -> Search:
+        """The next of `calls` fixes still to find gets an equal share of the time left, so one
+        hard rule cannot starve the rest."""
+        now = time.monotonic()
+        return replace(self, deadline=now + max(0.0, self.deadline - now) / max(1, calls))
 
 
 def _fix(launch: Launch, model: ModelGeometry, cases: tuple[Assumptions, ...], must: tuple[Rule, ...],
-         contract: _Contract | None, avoid: tuple[tuple[int, str], ...] = ()) -> Launch | None:
-    """smallest_fix; where the cache contract must hold and the first answer lands on a point where
-    it fails, asked once more away from every failing point of the model's domain."""
-    fix = smallest_fix(launch, model, cases, must, avoid)
-    if fix is None or contract is None or not contract.violations(fix.launch):
-        return None if fix is None else fix.launch
-    fix = smallest_fix(launch, model, cases, must, contract.failing_points())
-    return None if fix is None else fix.launch
+         contract: _Contract | None, search: Search, avoid: tuple[tuple[int, str], ...] = ()) -> Launch | str:
+    """smallest_fix, or why there is none. Where the cache contract must hold, an answer that
+    lands on a point where it fails is asked again away from that point (each point planned once,
+    only the points the search proposes; the domain is finite, so this ends)."""
+    try:
+        while True:
+            fix = smallest_fix(launch, model, cases, must, avoid, search.deadline)
+            if fix is None:
+                return "no launch within the search bounds fixes it"
+            if contract is None or not contract.violations(fix.launch):
+                return fix.launch
+            avoid = (*avoid, (resolve_launch(fix.launch).tp, str(fix.launch.dtype)))
+    except OutOfTime:
+        return f"no fix found within {search.limit:g} s (--time-limit)"
 
 
-def _fixed(launch: Launch, fix: Launch | None) -> tuple[list[str] | None, list[str] | None]:
-    return (None, None) if fix is None else (_flags(launch, fix), launch_argv(fix))
+def _fixed(launch: Launch, fix: Launch | str) -> tuple[list[str] | None, list[str] | None, str | None]:
+    return (None, None, fix) if isinstance(fix, str) else (_flags(launch, fix), launch_argv(fix), None)
 
 
 def _flags(before: Launch, after: Launch) -> list[str]:
@@ -150,15 +180,15 @@ def _flags(before: Launch, after: Launch) -> list[str]:
     return out
 
 
-def _fix_text(fix: list[str] | None, fixed: list[str] | None) -> str:
+def _fix_text(fix: list[str] | None, fixed: list[str] | None, no_fix: str | None) -> str:
     if fix is None or fixed is None:
-        return "no launch within the search bounds fixes it"
+        return str(no_fix)
     r = resolve_launch(parse_launch(fixed).launch)
     return f"fix: {' '.join(fix)} (world {r.world} = pp {r.pp} x attention tp {r.tp} x dp {r.dp})"
 
 
 def check(parsed: ParsedLaunch, model: ModelGeometry, tiled: bool | None, policy: Policy,
-          rules: tuple[Rule, ...], drafts: Drafts = NO_DRAFTS) -> tuple[list[Finding], dict | None]:
+          rules: tuple[Rule, ...], search: Search, drafts: Drafts = NO_DRAFTS) -> tuple[list[Finding], dict | None]:
     launch = parsed.launch
     cases = assumption_cases(tiled)
     broken = {c: set(violated(launch, model, c, rules)) for c in cases}
@@ -169,18 +199,23 @@ def check(parsed: ParsedLaunch, model: ModelGeometry, tiled: bool | None, policy
     keep_contract = contract if contract_now == [] else None
     resolved = resolve_launch(launch)
     findings = []
-    for rule in (r for r in rules if r not in held):
+    broken_rules = [r for r in rules if r not in held]
+    calls = len(broken_rules) + bool(contract_now)
+    calls += calls > 1  # the fix for all at once
+    for rule in broken_rules:
         only = [c for c in cases if rule in broken[c]]
         only_if = None if len(only) == len(cases) else "merge_state_head_tiled=" + (
             "yes" if only[0].merge_state_head_tiled else "no")
         must = tuple(r for r in rules if r in held or r in base or r is rule)
-        fix = _fix(launch, model, cases, must, keep_contract)
+        fix = _fix(launch, model, cases, must, keep_contract, search.share(calls))
+        calls -= 1
         findings.append(Finding(rule.name, rule.detail(resolved, model), rule.why, rule.source,
                                 rule.engine_enforces, only_if, *_fixed(launch, fix)))
     if contract_now:
         assert launch.dtype is not None  # the contract found violations, so there is a point
         point = (resolved.tp, launch.dtype)
-        fix = _fix(launch, model, cases, held, contract, (point,))
+        fix = _fix(launch, model, cases, held, contract, search.share(calls), (point,))
+        calls -= 1
         findings.append(Finding(
             CONTRACT, f"at tp {point[0]} {point[1]} with {drafts.count} draft layer(s) under policy {policy.name}: "
             + "; ".join(contract_now),
@@ -188,8 +223,8 @@ def check(parsed: ParsedLaunch, model: ModelGeometry, tiled: bool | None, policy
             "kvproof.spec.prover (verify prove)", "boot check of the planner", None, *_fixed(launch, fix)))
     whole = None
     if len(findings) > 1:
-        fix = _fix(launch, model, cases, rules, contract)
-        whole = dict(zip(("fix", "fixed"), _fixed(launch, fix), strict=True))
+        fix = _fix(launch, model, cases, rules, contract, search.share(calls))
+        whole = dict(zip(("fix", "fixed", "no_fix"), _fixed(launch, fix), strict=True))
     return findings, whole
 
 
@@ -224,9 +259,9 @@ def _render(model: ModelGeometry, parsed: ParsedLaunch, drafts: Drafts, findings
         lines.append("  ignored (not parallelism or cache flags): " + " ".join(parsed.ignored))
     for f in findings:
         cond = f" [if {f.only_if}]" if f.only_if else ""
-        lines.append(f"  VIOLATED {f.rule}{cond}: {f.reason}; {f.why}. {_fix_text(f.fix, f.fixed)}")
+        lines.append(f"  VIOLATED {f.rule}{cond}: {f.reason}; {f.why}. {_fix_text(f.fix, f.fixed, f.no_fix)}")
     if whole:
-        lines.append(f"  all at once: {_fix_text(whole['fix'], whole['fixed'])}")
+        lines.append(f"  all at once: {_fix_text(whole['fix'], whole['fixed'], whole['no_fix'])}")
     if engine:
         said = "accepts the launch" if engine["rejects"] is None else f"rejects it ({engine['rejects']})"
         lines.append(f"  engine: tokenspeed's parallel resolution {said}")
@@ -241,6 +276,7 @@ def _render(model: ModelGeometry, parsed: ParsedLaunch, drafts: Drafts, findings
 
 def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
+    search = Search(time.monotonic() + args.time_limit, args.time_limit)
     model = load_model(args.model, args.config)
     tiled = _tiled(args.assume)
     try:
@@ -251,7 +287,7 @@ def run(args: argparse.Namespace) -> int:
     unchecked = "dense_tp_is_attention_tp" if faults.active("launch_dense_tp_unchecked") else None
     rules = tuple(r for r in RULES if r.name != unchecked)
     drafts = Drafts(args.drafts, args.draft_dtype, args.max_padding)
-    findings, whole = check(parsed, model, tiled, policy_named(args.policy), rules, drafts)
+    findings, whole = check(parsed, model, tiled, policy_named(args.policy), rules, search, drafts)
     engine = _engine(parsed, findings) if args.engine else None
     seconds = time.perf_counter() - start
     ok = not findings and (engine is None or engine["agrees"])

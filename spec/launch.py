@@ -13,6 +13,7 @@ is not a rule here, because it is decided by a proof, not by a formula over the 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -272,28 +273,61 @@ def violated(launch: Launch, model: ModelGeometry, assume: Assumptions,
 SEARCH_MAX = 4096  # no size above this is ever suggested
 
 
+class OutOfTime(Exception):
+    """The fix search used up its time budget before z3 answered."""
+
+
 @dataclass(frozen=True)
 class Fix:
     launch: Launch
     changed: tuple[str, ...]  # the Launch fields changed
 
 
+def _divisors(n: int) -> set[int]:
+    return {d for d in range(1, min(n, SEARCH_MAX) + 1) if n % d == 0}
+
+
+def candidate_sizes(launch: Launch, model: ModelGeometry) -> tuple[int, ...]:
+    """The sizes a fix may set a flag to: the divisors of the head counts and of every size the
+    launch gives or resolves (world, stage), and the powers of two. A finite domain keeps z3's
+    nonlinear search small: primes near SEARCH_MAX made it run for minutes."""
+    r = resolve_launch(launch)
+    seeds = {model.mla_heads, model.kda_heads, r.world, r.stage,
+             *(v for v in (getattr(launch, n) for n in SIZE_FLAGS) if v is not None)}
+    sizes = {2**k for k in range(SEARCH_MAX.bit_length()) if 2**k <= SEARCH_MAX}
+    for seed in seeds:
+        if seed >= 1:
+            sizes |= _divisors(seed)
+    return tuple(sorted(sizes))
+
+
 def smallest_fix(launch: Launch, model: ModelGeometry, cases: tuple[Assumptions, ...],
-                 must_hold: tuple[Rule, ...], avoid: tuple[tuple[int, str], ...] = ()) -> Fix | None:
+                 must_hold: tuple[Rule, ...], avoid: tuple[tuple[int, str], ...] = (),
+                 deadline: float | None = None, count_flags: bool = True) -> Fix | None:
     """The launch closest to `launch` on which every rule of `must_hold` holds under every case,
-    avoiding the (tp, dtype) points in `avoid` (where the cache contract fails). None: no launch
-    within SEARCH_MAX does."""
+    avoiding the (tp, dtype) points in `avoid` (where the cache contract fails). Closest:
+    fewest flags changed, then the smallest change of the resolved sizes, then the fewest flags
+    given (dropping a flag, leaving it to the engine, beats writing its value), then the
+    smallest sum of flag values, so ties are broken the same way every run. Each size is one of
+    candidate_sizes. None: no such launch; OutOfTime: z3 had not answered by `deadline`
+    (time.monotonic()). count_flags=False drops the first objective (a seeded fault's hook)."""
+    timeout_ms = None if deadline is None else int((deadline - time.monotonic()) * 1000)
+    if timeout_ms is not None and timeout_ms < 1:
+        raise OutOfTime
     opt = z3.Optimize()
+    if timeout_ms is not None:
+        opt.set("timeout", timeout_ms)
     given = {n: z3.Bool(f"given_{n}") for n in SIZE_FLAGS}
     value = {n: z3.Int(f"value_{n}") for n in SIZE_FLAGS}
     enable_ep, dist, dtype = z3.Bool("enable_ep"), z3.Bool("dist"), z3.Int("dtype")
     flags = {n: Flag(given[n], value[n]) for n in SIZE_FLAGS}
     r = resolve(flags, enable_ep, dist, dtype)
     before = resolve_launch(launch)
+    sizes = candidate_sizes(launch, model)
     changes = []
     for n in SIZE_FLAGS:
         orig = getattr(launch, n)
-        opt.add(value[n] >= 1, value[n] <= max(SEARCH_MAX, orig or 1))
+        opt.add(member(value[n], sizes))
         if n not in OPTIONAL:
             opt.add(given[n])
             changes.append(value[n] != orig)
@@ -309,10 +343,18 @@ def smallest_fix(launch: Launch, model: ModelGeometry, cases: tuple[Assumptions,
         opt.add(*(rule.holds(r, model, case) for rule in must_hold))
     for tp, dt in avoid:
         opt.add(z3.Not(z3.And(r.tp == tp, dtype == DTYPE_CODES.index(dt))))
-    opt.minimize(z3.Sum([z3.If(c, 1, 0) for c in changes]))
-    opt.minimize(z3.Sum([z3.If(a >= b, a - b, b - a) for a, b in
-                         ((getattr(r, n), getattr(before, n)) for n in SIZE_FLAGS)]))
-    if opt.check() != z3.sat:
+    goals = (
+        z3.Sum([z3.If(c, 1, 0) for c in changes]),
+        z3.Sum([z3.If(a >= b, a - b, b - a) for a, b in ((getattr(r, n), getattr(before, n)) for n in SIZE_FLAGS)]),
+        z3.Sum([z3.If(given[n], 1, 0) for n in sorted(OPTIONAL)]),
+        z3.Sum([z3.If(given[n], value[n], 0) for n in SIZE_FLAGS]),
+    )
+    for goal in goals[0 if count_flags else 1:]:
+        opt.minimize(goal)
+    answer = opt.check()
+    if answer == z3.unknown:
+        raise OutOfTime
+    if answer != z3.sat:
         return None
     m = opt.model()
     new: dict[str, Any] = {n: m.eval(value[n]).as_long() if z3.is_true(m.eval(given[n])) else None for n in SIZE_FLAGS}

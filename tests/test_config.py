@@ -4,6 +4,7 @@ passes; the flag parser never raises anything but its one-line error."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from bites import fails_under
@@ -23,13 +24,18 @@ from kvproof.spec.launch import (
     RULES,
     Launch,
     assumption_cases,
+    candidate_sizes,
     smallest_fix,
     violated,
 )
 
 
+# fix-quality tests must not depend on the machine's load: the time limit has its own test
+ROOMY = ("--time-limit", "120")
+
+
 def config(capsys, options, launch) -> tuple[int, dict]:
-    code = main(["config", "--model", "kimi-k3", "--json", *options, "--", *launch])
+    code = main(["config", "--model", "kimi-k3", "--json", *ROOMY, *options, "--", *launch])
     return code, json.loads(capsys.readouterr().out)
 
 
@@ -104,6 +110,18 @@ def test_several_violations_get_one_fix_for_all(capsys):
     assert code == 0, fixed["violations"]
 
 
+def test_ties_go_to_dropping_a_flag(capsys):
+    """Equal on flags changed and on sizes, the fix with fewer flags given wins (the third
+    objective), whatever path z3 takes. MoE tp 8 x EP 8 on a stage of 8: `--ep-size 1` and
+    dropping --moe-tp-size both change one flag by 7; the drop leaves one flag fewer given.
+    The README example: `--tp 8 --data-parallel-size 1` ties with dropping the dp flag."""
+    launch = Launch(tp=2, dp=4, dense_tp=2, ep=8, moe_tp=8, dist_init_addr=True)
+    fix = smallest_fix(launch, load_model("kimi-k3"), assumption_cases(None), RULES)
+    assert fix is not None and fix.changed == ("moe_tp",) and fix.launch.moe_tp is None
+    _, out = config(capsys, (), ("--tp", "1", "--data-parallel-size", "8", "--dense-tp-size", "8"))
+    assert out["fix_all"]["fix"] == ["--tp 8", "drop --data-parallel-size"]
+
+
 @pytest.mark.parametrize("argv", [
     ["--tp", "x"], ["--tp"], ["--tp", "0"], ["--tp=-3"], ["--tp", "2", "--attn-tp-size", "2"],
     ["--kv-cache-dtype", "fp4"], ["--enable-expert-parallel=1"], ["--world-size", str(10**30)],
@@ -167,6 +185,29 @@ def test_fix_for_all_passes_every_rule(launch):
     assert fix is not None
     for case in assumption_cases(None):
         assert not violated(fix.launch, model, case), fix
+
+
+# Primes near SEARCH_MAX on every flag: z3's nonlinear search over 1..4096 ran for minutes here.
+ADVERSARIAL = ("--world-size", "4093", "--pipeline-parallel-size", "4091", "--tp", "4089", "--data-parallel-size",
+               "4087", "--dense-tp-size", "4083", "--ep-size", "4079", "--moe-tp-size", "4073",
+               "--decode-context-parallel-size", "4091", "--nnodes", "4093")
+
+
+def test_fix_search_keeps_its_time_limit(capsys):
+    """Every z3 call takes its share of one time limit; what is not found in time says so."""
+    limit = 0.3
+    start = time.perf_counter()
+    code = main(["config", "--model", "kimi-k3", "--json", "--time-limit", str(limit), "--", *ADVERSARIAL])
+    elapsed = time.perf_counter() - start
+    out = json.loads(capsys.readouterr().out)
+    assert code == 1 and elapsed < limit + 1.5, elapsed  # + imports and resolving, not searching
+    assert out["fix_all"]["no_fix"] == f"no fix found within {limit:g} s (--time-limit)"
+
+
+def test_candidate_sizes_are_divisors_and_powers_of_two():
+    k3 = load_model("kimi-k3")
+    sizes = candidate_sizes(Launch(tp=5, world=4093), k3)
+    assert {1, 2, 3, 5, 6, 96, 4093, 4096} <= set(sizes) and 7 not in sizes and 4092 not in sizes
 
 
 def test_merge_state_limit_is_the_kernels():
