@@ -4,7 +4,7 @@ Answers OK, or one line per violated rule with the numbers, the reason, and the 
 that fixes it (fewest flags changed, then the smallest change of the resolved sizes), found by
 z3 over the flag space: the change keeps every rule that held holding. With --engine tokenspeed
 it also runs the engine's own parallel resolution on the launch and reports every violated rule
-that the engine accepts.
+that tokenspeed enforces nowhere (its `engine_enforces` says "no") as a finding.
 """
 
 from __future__ import annotations
@@ -240,7 +240,7 @@ def _engine(parsed: ParsedLaunch, findings: list[Finding]) -> dict:
     return {
         "engine": "tokenspeed", "rejects": verdict,
         "agrees": bool(ours) == (verdict is not None),
-        "not_enforced": [f.rule for f in findings if verdict is None and f.rule not in ENFORCED_BY_RESOLUTION],
+        "not_enforced": [f.rule for f in findings if verdict is None and f.engine_enforces.startswith("no")],
         "ours_enforced_by_resolution": ours,
     }
 

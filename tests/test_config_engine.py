@@ -65,6 +65,16 @@ def test_cli_reports_the_dense_tp_finding(capsys):
                              "not_enforced": ["dense_tp_is_attention_tp"], "ours_enforced_by_resolution": []}
 
 
+@pytest.mark.parametrize("rule", ["pp_without_attention_dp", "dist_init_addr", "cache_contract"])
+def test_rules_the_engine_enforces_elsewhere_are_no_findings(capsys, rule):
+    """ServerArgs, PortArgs.init_new and the planner's boot check enforce these outside the loaded
+    resolution: a launch breaking one is no finding against tokenspeed."""
+    options, launch = BREAKS[rule]
+    assert main(["config", "--model", "kimi-k3", "--engine", "tokenspeed", "--json", *options, "--", *launch]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert [v["rule"] for v in out["violations"]] == [rule] and out["engine"]["not_enforced"] == []
+
+
 def test_cli_shows_the_engines_own_rejection(capsys):
     _, launch = BREAKS["moe_tp_or_ep"]
     assert main(["config", "--model", "kimi-k3", "--engine", "tokenspeed", "--json", "--", *launch]) == 1
