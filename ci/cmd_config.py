@@ -45,6 +45,7 @@ from kvproof.spec.prover import plan_point
 ASSUMPTIONS = ("merge_state_head_tiled",)
 CONTRACT = "cache_contract"
 BASE = ("world_product",)  # a per-rule fix always leaves a well-formed world
+SHOWN_IGNORED = 10  # the text echoes no unbounded input (--json lists every one)
 TIME_LIMIT = 1.0  # the "under 1 s": every z3 call and contract point comes out of it
 
 
@@ -256,7 +257,9 @@ def _render(model: ModelGeometry, parsed: ParsedLaunch, drafts: Drafts, findings
                      + " launch a draft model, but its layers come from its config: pass --drafts N "
                      "(K3 DSpark: 5) to check the contract with them")
     if parsed.ignored:
-        lines.append("  ignored (not parallelism or cache flags): " + " ".join(parsed.ignored))
+        more = len(parsed.ignored) - SHOWN_IGNORED
+        lines.append("  ignored (not parallelism or cache flags): " + " ".join(parsed.ignored[:SHOWN_IGNORED])[:400]
+                     + (f" (+{more} more)" if more > 0 else ""))
     for f in findings:
         cond = f" [if {f.only_if}]" if f.only_if else ""
         lines.append(f"  VIOLATED {f.rule}{cond}: {f.reason}; {f.why}. {_fix_text(f.fix, f.fixed, f.no_fix)}")

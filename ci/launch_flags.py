@@ -2,16 +2,19 @@
 
 Spellings and defaults are the engine's (tokenspeed/runtime/utils/server_args.py): `--tp` is an
 alias of `--attn-tp-size` (passing both is an error there too), `--ep-size` of
-`--expert-parallel-size`; a repeated flag keeps its last value, as argparse does. Flags that do
-not bear on parallelism or the cache (`--port`, the model path, ...) are kept as `ignored` and
-shown, so a misspelled parallelism flag never passes silently.
+`--expert-parallel-size`; a repeated flag keeps its last value, as argparse does. A `--flag` the
+engine does not parse is refused (a misspelled parallelism flag never passes), and so are the
+parallelism flags tokenspeed's Mapping reads that kvproof does not model. The engine's other
+flags (`--port`, the model path, ...) do not bear on parallelism or the cache: kept as `ignored`.
 """
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, replace
 from typing import Any
 
+from kvproof.ci.tokenspeed_flags import BARE, SPELLINGS
 from kvproof.spec.launch import DEFAULTS, KV_CACHE_DTYPES, OPTIONAL, SEARCH_MAX, SIZE_FLAGS, Launch
 
 
@@ -42,6 +45,12 @@ CANONICAL: dict[str, str] = {
 SPECULATIVE = ("--speculative-algorithm", "--speculative-num-steps", "--speculative-draft-model-path",
                "--speculative-eagle-topk", "--speculative-num-draft-tokens")
 DTYPE_SPELLING = {"fp8": "fp8", "bf16": "bfloat16", None: "mxfp8"}
+# Parallelism flags tokenspeed's Mapping reads that the rules do not model -> the one value that
+# changes nothing (None: every value does). Refused rather than checked as if absent.
+NOT_MODELLED: dict[str, str | None] = {
+    "--nprocs-per-node": None, "--lm-head-tp-size": None, "--attn-head-tp-size": None,
+    "--prefill-context-parallel-size": "1",
+}
 EXAMPLE_ADDR = "127.0.0.1:4000"  # a placeholder host:port in written-out launches
 
 
@@ -71,9 +80,6 @@ def _host_port(text: str) -> bool:
     return len(parts) == 2 and bool(parts[0]) and parts[1].isascii() and parts[1].isdigit()
 
 
-BARE = ("--enable-expert-parallel",)
-
-
 def _split(argv: list[str]) -> list[tuple[str, str | None]]:
     """(flag, value) pairs: `--f=v`, `--f v`, a bare `--f`, or (token, None) for a positional."""
     pairs: list[tuple[str, str | None]] = []
@@ -92,13 +98,25 @@ def _split(argv: list[str]) -> list[tuple[str, str | None]]:
     return pairs
 
 
+def _refuse_unknown(flag: str, value: str | None) -> None:
+    if flag.startswith("--") and flag != "--" and flag not in SPELLINGS:
+        near = difflib.get_close_matches(flag, SPELLINGS, n=1)
+        raise LaunchFlagError(f"{flag[:60]!r} is not a tokenspeed 0.1.1 flag"
+                              + (f" (did you mean {near[0]}?)" if near else ""))
+    if flag in NOT_MODELLED and value != NOT_MODELLED[flag]:
+        raise LaunchFlagError(f"{flag} is a parallelism flag kvproof's launch rules do not model "
+                              "(tokenspeed's Mapping reads it): leave it out to check the rest")
+
+
 def parse_launch(argv: list[str]) -> ParsedLaunch:
     values: dict[str, Any] = {}
     given, ignored, speculative = [], [], []
     dtype_spelling, addr = "auto", None
     tp_spellings: set[str] = set()
     for flag, value in _split(argv):
-        known = flag in SIZE_SPELLINGS or flag in (*BARE, "--dist-init-addr", "--kv-cache-dtype", *SPECULATIVE)
+        _refuse_unknown(flag, value)
+        known = flag in SIZE_SPELLINGS or flag in ("--enable-expert-parallel", "--dist-init-addr", "--kv-cache-dtype",
+                                                   *SPECULATIVE)
         if not known:
             ignored.append(flag if value is None else f"{flag} {value}")
             continue
@@ -121,13 +139,15 @@ def parse_launch(argv: list[str]) -> ParsedLaunch:
                                       f"got {value[:40]!r}")
             dtype_spelling = value
         elif flag == "--dist-init-addr":
+            if not _host_port(value):  # tokenspeed raises on it whatever the dp
+                raise LaunchFlagError(f"--dist-init-addr expects host:port, got {value[:40]!r}")
             addr = value
         else:
             speculative.append((flag, value))
     if len(tp_spellings) > 1:
         raise LaunchFlagError("--tp (--tensor-parallel-size) and --attn-tp-size are aliases; pass one")
     launch = replace(Launch(), **values, dtype=KV_CACHE_DTYPES[dtype_spelling],
-                     dist_init_addr=addr is not None and _host_port(addr))
+                     dist_init_addr=addr is not None)
     return ParsedLaunch(launch, tuple(given), tuple(ignored), dtype_spelling, addr, tuple(speculative))
 
 

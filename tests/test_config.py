@@ -101,6 +101,9 @@ def test_ok_launch_and_text(capsys):
     text = capsys.readouterr().out
     assert text.splitlines()[-1].startswith("OK")
     assert "ignored (not parallelism or cache flags): --port 30000 /models/k3" in text
+    assert main(["config", "--model", "kimi-k3", "--", "--tp", "8", *["--port", "1"] * 5000]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "ignored" in x)
+    assert len(line) < 500 and line.endswith("(+4990 more)")
 
 
 def test_several_violations_get_one_fix_for_all(capsys):
@@ -125,11 +128,28 @@ def test_ties_go_to_dropping_a_flag(capsys):
 @pytest.mark.parametrize("argv", [
     ["--tp", "x"], ["--tp"], ["--tp", "0"], ["--tp=-3"], ["--tp", "2", "--attn-tp-size", "2"],
     ["--kv-cache-dtype", "fp4"], ["--enable-expert-parallel=1"], ["--world-size", str(10**30)],
+    ["--tp", "8", "--data-paralel-size", "4", "--dense-tp-size", "4"], ["--tp", "8", "--nprocs-per-node", "3"],
+    ["--lm-head-tp-size", "2"], ["--attn-head-tp-size", "3"], ["--prefill-context-parallel-size", "2"],
+    ["--tp", "8", "--dist-init-addr="], ["--dist-init-addr", "10.0.0.1"],
 ])
 def test_bad_launch_flags_exit_two_with_one_line(capsys, argv):
     assert main(["config", "--model", "kimi-k3", "--", *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("verify config: error:") and err.count("\n") == 1
+
+
+def test_flags_are_tokenspeeds_own():
+    """Every spelling the parser reads is one tokenspeed parses; a misspelling is refused with the
+    spelling it is nearest to; the one value of a Mapping flag that changes nothing is accepted."""
+    from kvproof.ci.launch_flags import NOT_MODELLED, SPECULATIVE
+    from kvproof.ci.tokenspeed_flags import BARE, SPELLINGS
+
+    assert {*SIZE_SPELLINGS, *SPECULATIVE, *NOT_MODELLED, "--dist-init-addr", "--kv-cache-dtype"} <= SPELLINGS
+    assert "--enable-expert-parallel" in BARE
+    with pytest.raises(LaunchFlagError, match="did you mean --data-parallel-size"):
+        parse_launch(["--data-paralel-size", "4"])
+    assert parse_launch(["--prefill-context-parallel-size", "1", "--trust-remote-code", "/m"]).ignored == (
+        "--prefill-context-parallel-size 1", "--trust-remote-code", "/m")
 
 
 def test_bad_assumption_exits_two(capsys):

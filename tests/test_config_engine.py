@@ -75,6 +75,15 @@ def test_rules_the_engine_enforces_elsewhere_are_no_findings(capsys, rule):
     assert [v["rule"] for v in out["violations"]] == [rule] and out["engine"]["not_enforced"] == []
 
 
+def test_mapping_flags_not_modelled_are_refused(capsys):
+    """tokenspeed's Mapping rejects nprocs_per_node 3 and lm_head_tp_size 2 here: the launch must
+    not come back accepted as if those flags were absent."""
+    argv = ["config", "--model", "kimi-k3", "--engine", "tokenspeed", "--", "--tp", "8", "--nprocs-per-node", "3",
+            "--lm-head-tp-size", "2"]
+    assert main(argv) == 2
+    assert "do not model" in capsys.readouterr().err
+
+
 def test_cli_shows_the_engines_own_rejection(capsys):
     _, launch = BREAKS["moe_tp_or_ep"]
     assert main(["config", "--model", "kimi-k3", "--engine", "tokenspeed", "--json", "--", *launch]) == 1
