@@ -197,7 +197,7 @@ def check(parsed: ParsedLaunch, model: ModelGeometry, tiled: bool | None, policy
     base = tuple(r for r in rules if r.name in BASE)
     contract = _Contract(model, policy, drafts)
     contract_now = contract.violations(launch)
-    keep_contract = contract if contract_now == [] else None
+    keep_contract = None if contract_now else contract  # a launch with no point yet must not fix onto a bad one
     resolved = resolve_launch(launch)
     findings = []
     broken_rules = [r for r in rules if r not in held]
@@ -215,7 +215,8 @@ def check(parsed: ParsedLaunch, model: ModelGeometry, tiled: bool | None, policy
     if contract_now:
         assert launch.dtype is not None  # the contract found violations, so there is a point
         point = (resolved.tp, launch.dtype)
-        fix = _fix(launch, model, cases, held, contract, search.share(calls), (point,))
+        must = tuple(r for r in rules if r in held or r in base)
+        fix = _fix(launch, model, cases, must, contract, search.share(calls), (point,))
         calls -= 1
         findings.append(Finding(
             CONTRACT, f"at tp {point[0]} {point[1]} with {drafts.count} draft layer(s) under policy {policy.name}: "

@@ -29,7 +29,6 @@ from kvproof.spec.launch import (
     violated,
 )
 
-
 # fix-quality tests must not depend on the machine's load: the time limit has its own test
 ROOMY = ("--time-limit", "120")
 
@@ -85,6 +84,26 @@ def test_draft_layers_enter_the_contract(capsys):
     assert config(capsys, (*TILED, "--drafts", "1"), out["violations"][0]["fixed"])[0] == 0
     assert config(capsys, (*TILED, "--drafts", "1", "--max-padding", "inf"), launch)[0] == 0
     assert config(capsys, TILED, launch)[0] == 0
+
+
+def test_contract_fix_leaves_a_well_formed_world(capsys):
+    """world 8 != tp 4 x dp 1 and pinned12 fails at fp8 tp 4: the contract's fix must not keep the
+    malformed world (every fix keeps world_product)."""
+    options = (*TILED, "--policy", "pinned12")
+    code, out = config(capsys, options, ("--world-size", "8", "--tp", "4", "--data-parallel-size", "1",
+                                         "--kv-cache-dtype", "fp8"))
+    found = {v["rule"]: v for v in out["violations"]}
+    assert code == 1 and set(found) == {"world_product", "cache_contract"}
+    fixed = parse_launch(found["cache_contract"]["fixed"]).launch
+    assert not violated(fixed, load_model("kimi-k3"), assumption_cases(True)[0], RULES[:1])
+
+
+def test_rule_fix_keeps_the_contract_where_the_launch_had_no_point(capsys):
+    """tp 5 has no contract point; its fix --tp 4 would land where pinned12 fails at fp8."""
+    options, launch = (*TILED, "--policy", "pinned12"), ("--tp", "5", "--kv-cache-dtype", "fp8")
+    code, out = config(capsys, options, launch)
+    assert code == 1 and [v["rule"] for v in out["violations"]] == ["tp_divides_heads"]
+    assert config(capsys, options, out["violations"][0]["fixed"])[0] == 0
 
 
 def test_merge_state_assumption_defaults_to_both(capsys):
