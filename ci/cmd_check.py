@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from collections import Counter
 from pathlib import Path
 
@@ -17,8 +18,9 @@ from kvproof.spec.properties import PROPERTIES
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("plan", metavar="PLAN.json", help="a bound plan in the schema of the README")
     parser.add_argument("--property", nargs="+", choices=sorted(PROPERTIES), help="check only these properties")
-    parser.add_argument("--max-padding", metavar="X", type=float,
-                        help="impose this padding bound (overrides the plan's max_padding, null included)")
+    parser.add_argument("--max-padding", metavar="X|inf", type=float,
+                        help="impose this padding bound (overrides the plan's max_padding, null included; "
+                        "inf: no bound)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -31,11 +33,15 @@ def load_plan(path: str) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     checked = args.property or sorted(PROPERTIES)
-    try:
-        imposed = padding_bound_of(args.max_padding, "--max-padding")
-    except ConfigError as err:
-        raise UsageError(str(err)) from None
-    result = check(load_plan(args.plan), checked, imposed)
+    plan = load_plan(args.plan)
+    if args.max_padding == math.inf:  # no bound, as plan/prove/synth/config take it: the plan's null
+        plan, imposed = {**plan, "max_padding": None}, None
+    else:
+        try:
+            imposed = padding_bound_of(args.max_padding, "--max-padding")
+        except ConfigError as err:
+            raise UsageError(str(err)) from None
+    result = check(plan, checked, imposed)
     violations, bound = result.violations, result.max_padding
     if args.json:
         print(json.dumps({"plan": args.plan, "properties": checked, "ok": not violations,
