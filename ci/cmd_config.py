@@ -68,6 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--time-limit", type=_seconds, default=TIME_LIMIT, metavar="S",
                         help=f"seconds the whole fix search may take (default {TIME_LIMIT})")
     add_draft_arguments(parser, domain=False)
+    parser.set_defaults(drafts=None)  # not given: refused when the launch runs a draft model
     parser.add_argument("launch", nargs="*", help="the engine's launch flags, after --")
 
 
@@ -217,6 +218,8 @@ def check(parsed: ParsedLaunch, model: ModelGeometry, tiled: bool | None, policy
         point = (resolved.tp, launch.dtype)
         must = tuple(r for r in rules if r in held or r in base)
         fix = _fix(launch, model, cases, must, contract, search.share(calls), (point,))
+        if isinstance(fix, str) and any(v.startswith("padding_bound") for v in contract_now):
+            fix += "; or accept more padding with --max-padding X|inf"
         calls -= 1
         findings.append(Finding(
             CONTRACT, f"at tp {point[0]} {point[1]} with {drafts.count} draft layer(s) under policy {policy.name}: "
@@ -247,16 +250,12 @@ def _engine(parsed: ParsedLaunch, findings: list[Finding]) -> dict:
     }
 
 
-def _render(model: ModelGeometry, parsed: ParsedLaunch, drafts: Drafts, findings: list[Finding],
+def _render(model: ModelGeometry, parsed: ParsedLaunch, findings: list[Finding],
             whole: dict | None, engine: dict | None, seconds: float) -> str:
     r = resolve_launch(parsed.launch)
     lines = [f"{model.name}  world {r.world} = pp {r.pp} x attention tp {r.tp} x dp {r.dp}; dense tp {r.dense_tp}; "
              f"MoE tp {r.moe_tp} x EP {r.ep}; DCP {r.dcp}; kv cache {parsed.kv_cache_dtype} "
              f"({parsed.launch.dtype or 'not in the contract'})"]
-    if parsed.speculative and not drafts.count:
-        lines.append("  drafts: " + " ".join(f"{f} {v}" for f, v in parsed.speculative)
-                     + " launch a draft model, but its layers come from its config: pass --drafts N "
-                     "(K3 DSpark: 5) to check the contract with them")
     if parsed.ignored:
         more = len(parsed.ignored) - SHOWN_IGNORED
         lines.append("  ignored (not parallelism or cache flags): " + " ".join(parsed.ignored[:SHOWN_IGNORED])[:400]
@@ -290,7 +289,12 @@ def run(args: argparse.Namespace) -> int:
     # the seeded bug: the dense-tp rule switched off, as a refactor that drops one row would
     unchecked = "dense_tp_is_attention_tp" if faults.active("launch_dense_tp_unchecked") else None
     rules = tuple(r for r in RULES if r.name != unchecked)
-    drafts = Drafts(args.drafts, args.draft_dtype, args.max_padding)
+    if parsed.speculative and args.drafts is None:
+        raise UsageError(" ".join(f"{f} {v[:40]}" for f, v in parsed.speculative[:2])
+                         + " launches a draft model whose layers enter the cache, and their count is in its "
+                         "config, not a flag: pass --drafts N --draft-dtype D (K3 DSpark: --drafts 5 "
+                         "--draft-dtype bf16; an MTP draft: its layers, the target's dtype)")
+    drafts = Drafts(args.drafts or 0, args.draft_dtype, args.max_padding)
     findings, whole = check(parsed, model, tiled, policy_named(args.policy), rules, search, drafts)
     engine = _engine(parsed, findings) if args.engine else None
     seconds = time.perf_counter() - start
@@ -305,5 +309,5 @@ def run(args: argparse.Namespace) -> int:
             "violations": [asdict(f) for f in findings], "fix_all": whole, "engine": engine, "seconds": seconds,
         }, indent=1))
     else:
-        print(_render(model, parsed, drafts, findings, whole, engine, seconds))
+        print(_render(model, parsed, findings, whole, engine, seconds))
     return 0 if ok else 1

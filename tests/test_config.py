@@ -106,6 +106,22 @@ def test_rule_fix_keeps_the_contract_where_the_launch_had_no_point(capsys):
     assert config(capsys, options, out["violations"][0]["fixed"])[0] == 0
 
 
+def test_a_draft_model_needs_its_layer_count(capsys):
+    """DSpark on K3 pads 0.607 at fp8 tp 8 with its 5 bf16 drafts: a launch running a draft model
+    is not OK without them. The count is in the draft's config, so it is asked for (exit 2)."""
+    launch = ("--tp", "8", "--kv-cache-dtype", "fp8", "--speculative-algorithm", "DSPARK")
+    assert main(["config", "--model", "kimi-k3", "--", *launch]) == 2
+    assert "--drafts 5 --draft-dtype bf16" in capsys.readouterr().err
+    assert config(capsys, ("--drafts", "0"), launch)[0] == 0  # stated: no draft layers in this cache
+
+
+def test_no_fix_for_the_padding_names_the_bound_you_accept(capsys):
+    """With 5 bf16 drafts no K3 point keeps 0.25: the answer says how to accept more."""
+    code, out = config(capsys, ("--drafts", "5", "--time-limit", "0.5"), ("--tp", "8", "--kv-cache-dtype", "fp8"))
+    assert code == 1 and out["violations"][0]["fix"] is None
+    assert out["violations"][0]["no_fix"].endswith("or accept more padding with --max-padding X|inf")
+
+
 def test_merge_state_assumption_defaults_to_both(capsys):
     launch = BREAKS["merge_state_heads"][1]
     code, out = config(capsys, (), launch)
