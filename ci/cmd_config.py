@@ -29,6 +29,7 @@ from kvproof.impl import faults
 from kvproof.spec.catalog import ConfigError, ModelGeometry, load_model
 from kvproof.spec.contract import MAX_PADDING
 from kvproof.spec.launch import (
+    RULE_NAMES,
     RULES,
     Assumptions,
     Launch,
@@ -46,6 +47,9 @@ ASSUMPTIONS = ("merge_state_head_tiled",)
 CONTRACT = "cache_contract"
 BASE = ("world_product",)  # a per-rule fix always leaves a well-formed world
 SHOWN_IGNORED = 10  # the text echoes no unbounded input (--json lists every one)
+# rule -> the seeded fault that drops its row, as a refactor that loses one row of the table would
+UNCHECKED = {name: f"launch_{name}_unchecked" for name in (*RULE_NAMES, CONTRACT)} | {
+    "dense_tp_is_attention_tp": "launch_dense_tp_unchecked"}
 TIME_LIMIT = 1.0  # the issue's "under 1 s": every z3 call and contract point comes out of it
 
 
@@ -152,7 +156,8 @@ def _fix(launch: Launch, model: ModelGeometry, cases: tuple[Assumptions, ...], m
     only the points the search proposes; the domain is finite, so this ends)."""
     try:
         while True:
-            fix = smallest_fix(launch, model, cases, must, avoid, search.deadline)
+            fix = smallest_fix(launch, model, cases, must, avoid, search.deadline,
+                               count_flags=not faults.active("launch_fix_ignores_flag_count"))
             if fix is None:
                 return "no launch within the search bounds fixes it"
             if contract is None or not contract.violations(fix.launch):
@@ -197,7 +202,7 @@ def check(parsed: ParsedLaunch, model: ModelGeometry, tiled: bool | None, policy
     held = tuple(r for r in rules if not any(r in b for b in broken.values()))
     base = tuple(r for r in rules if r.name in BASE)
     contract = _Contract(model, policy, drafts)
-    contract_now = contract.violations(launch)
+    contract_now = None if faults.active(UNCHECKED[CONTRACT]) else contract.violations(launch)
     keep_contract = None if contract_now else contract  # a launch with no point yet must not fix onto a bad one
     resolved = resolve_launch(launch)
     findings = []
@@ -286,9 +291,7 @@ def run(args: argparse.Namespace) -> int:
         parsed = parse_launch(args.launch)
     except LaunchFlagError as err:
         raise UsageError(str(err)) from None
-    # the seeded bug: the dense-tp rule switched off, as a refactor that drops one row would
-    unchecked = "dense_tp_is_attention_tp" if faults.active("launch_dense_tp_unchecked") else None
-    rules = tuple(r for r in RULES if r.name != unchecked)
+    rules = tuple(r for r in RULES if not faults.active(UNCHECKED[r.name]))
     if parsed.speculative and args.drafts is None:
         raise UsageError(" ".join(f"{f} {v[:40]}" for f, v in parsed.speculative[:2])
                          + " launches a draft model whose layers enter the cache, and their count is in its "

@@ -14,6 +14,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from kvproof.ci.cli import UsageError
+from kvproof.impl import faults
 from kvproof.impl.export import plan_document
 from kvproof.impl.packer import Binding
 from kvproof.impl.recipe import DRAFT_DTYPE, DRAFT_LIMIT, MAX_PADDING, POLICIES, RecipePlan, draft_layers, plan_model
@@ -198,6 +199,8 @@ def run(args: argparse.Namespace) -> int:
     model = load_model(args.model, args.config)
     rp = plan_model(model, args.tp, args.dtype, args.policy, args.drafts, args.draft_dtype)
     bound = checked_bound(rp.plan.max_padding, args.max_padding)
+    if faults.active("plan_draft_bound_dropped"):
+        bound = rp.plan.max_padding
     if args.emit_plan:
         emit(rp, args.parents, args.emit_plan, bound)
     missed, over = spec_findings(rp, bound)

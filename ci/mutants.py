@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvproof.ci.cmd_config import UNCHECKED
 from kvproof.impl.faults import FAULTS
 
 
@@ -47,6 +48,7 @@ TOKENSPEED_FP8 = "verify engine tokenspeed --recipe kimi_k3 --dtype fp8"
 TOKENSPEED_FAMILY = "verify sweep --engine tokenspeed --vary num_layers=80 --dtype fp8"
 # one tp, no pipeline stages: clean at 0.33.0 (its tp_block_size findings span tp, pp_block_size pp 8)
 VLLM_TP1 = "verify engine vllm --tp 1 --assume pp=1"
+CONFIG = "tests/test_config.py::"
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant("policy_pinned12", ("verify prove --model kimi-k3",), policy="pinned12", expect="exact_stride"),
@@ -93,6 +95,12 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("vllm_kernel_gets_raised_block", (VLLM_TP1,), expect="kernel_page"),
     Mutant("vllm_spec_padding_unwidened", (VLLM_TP1,), expect="boots"),
     Mutant("lmcache_walks_by_payload", (VLLM_TP1,), expect="consumer_stride"),
-    Mutant("launch_dense_tp_unchecked",
-           ("tests/test_config.py::test_each_rule_fails_and_its_fix_passes[dense_tp_is_attention_tp]",)),
+    *(Mutant(fault, (f"{CONFIG}test_each_rule_fails_and_its_fix_passes[{rule}]",))
+      for rule, fault in UNCHECKED.items()),
+    Mutant("launch_fix_ignores_flag_count", (CONFIG + "test_fix_changes_the_fewest_flags_then_the_least",)),
+    Mutant("launch_engine_moe_check_dropped", ("tests/test_config_engine.py::test_cli_shows_the_engines_own_rejection",
+                                               "tests/test_config_engine.py::"
+                                               "test_resolution_rules_reject_exactly_what_the_engine_rejects")),
+    Mutant("plan_draft_bound_dropped", ("tests/test_drafts.py::test_plan_reports_padding_over_the_accepted_bound",)),
+    Mutant("draft_takes_target_dtype", ("tests/test_drafts.py::test_hand_worked_k3_fp8_tp8_five_bf16_drafts",)),
 )

@@ -61,6 +61,25 @@ FAULTS: dict[str, str] = {
     "lmcache_walks_by_payload": "the catalog records LMCache as walking state pages by their payload, not the "
     "padded page (LMCache#5166): one flipped reader entry",
     "launch_dense_tp_unchecked": "verify config drops the rule dense tp == attention tp under attention DP",
+    # One per other launch rule (ci/cmd_config.py UNCHECKED): the rule's row dropped from the table.
+    "launch_world_product_unchecked": "verify config drops the rule world = pp x attention tp x dp",
+    "launch_tp_divides_heads_unchecked": "verify config drops the rule attention tp divides the head counts",
+    "launch_dense_tp_tiles_stage_unchecked": "verify config drops the rule dense tp divides the stage",
+    "launch_merge_state_heads_unchecked": "verify config drops the rule untiled merge_state holds <= 64 heads",
+    "launch_dist_init_addr_unchecked": "verify config drops the rule dp or nnodes > 1 needs --dist-init-addr",
+    "launch_moe_tiles_stage_unchecked": "verify config drops the rule MoE tp x EP divides the stage",
+    "launch_moe_tp_or_ep_unchecked": "verify config drops the rule MoE tp and EP are not both above 1",
+    "launch_dcp_divides_tp_unchecked": "verify config drops the rule DCP divides attention tp",
+    "launch_nodes_tile_world_unchecked": "verify config drops the rule nnodes divides the world",
+    "launch_pp_without_attention_dp_unchecked": "verify config drops the rule dp > 1 needs pp 1",
+    "launch_kv_cache_dtype_unchecked": "verify config drops the rule --kv-cache-dtype is in the contract",
+    "launch_cache_contract_unchecked": "verify config skips the cache contract at the launch's point",
+    "launch_fix_ignores_flag_count": "verify config's fix search drops its first objective, the flags changed",
+    "launch_engine_moe_check_dropped": "verify config --engine forgets resolve_parallelism's MoE tp / EP check "
+    "after the Mapping, so tokenspeed seems to accept MoE tp and EP both above 1",
+    "plan_draft_bound_dropped": "verify plan checks a draft plan against the engine's bound (none) instead of the "
+    "one the user accepts: the draft padding finding never shows",
+    "draft_takes_target_dtype": "draft layers silently take the target's cache dtype instead of the draft's",
 }
 
 _active: set[str] = {name for name in os.environ.get(ENV, "").split(",") if name}

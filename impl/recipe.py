@@ -69,7 +69,8 @@ def recipe_groups(model: ModelGeometry, tp: int, dtype: str, drafts: int = 0,
     if not 0 <= drafts <= DRAFT_LIMIT:
         raise PlanError(f"--drafts {drafts} outside 0..{DRAFT_LIMIT}")
     latents = [(layer, dtype) for layer in model.mla_layers]
-    latents += [(layer, draft_dtype) for layer in draft_layers(model, drafts)]
+    draft = dtype if faults.active("draft_takes_target_dtype") else draft_dtype
+    latents += [(layer, draft) for layer in draft_layers(model, drafts)]
     # A draft plane follows the target's (slot.{n_mla + j}); the fault forgets to count them.
     shift = len(model.mla_layers) if faults.active("draft_shares_target_plane") else 0
     full = GroupSpec(FULL, tuple(

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from launch_cases import BREAKS, TILED
 
 from kvproof.ci.cli import main
+from kvproof.ci.cmd_config import UNCHECKED
 from kvproof.ci.launch_flags import SIZE_SPELLINGS, LaunchFlagError, launch_argv, parse_launch
 from kvproof.impl import faults
 from kvproof.spec.catalog import load_model
@@ -57,10 +58,16 @@ def test_each_rule_fails_and_its_fix_passes(capsys, rule):
     assert code == 0 and fixed["ok"] and fixed["violations"] == [], (found["fix"], fixed["violations"])
 
 
-def test_rule_check_bites(capsys):
-    """Seeded fault launch_dense_tp_unchecked: the dense-tp row dropped from the table."""
-    fails_under("launch_dense_tp_unchecked", test_each_rule_fails_and_its_fix_passes, capsys,
-                "dense_tp_is_attention_tp")
+@pytest.mark.parametrize("rule", sorted(BREAKS))
+def test_rule_check_bites(capsys, rule):
+    """Seeded faults launch_<rule>_unchecked (ci/cmd_config.py UNCHECKED): the rule's row dropped
+    from the table, or the contract skipped; its breaking launch then comes back OK."""
+    fails_under(UNCHECKED[rule], test_each_rule_fails_and_its_fix_passes, capsys, rule)
+
+
+def test_fix_objective_bites(capsys):
+    """Seeded fault launch_fix_ignores_flag_count: without the flag count, nearer sizes win."""
+    fails_under("launch_fix_ignores_flag_count", test_fix_changes_the_fewest_flags_then_the_least, capsys)
 
 
 def test_fix_changes_the_fewest_flags_then_the_least(capsys):

@@ -15,6 +15,7 @@ import traceback
 import types
 
 from kvproof.engines.tokenspeed import loader
+from kvproof.impl import faults
 from kvproof.spec.launch import RULES, Launch
 
 # The rules whose breaking launches the loaded resolution itself rejects.
@@ -52,6 +53,7 @@ def engine_verdict(launch: Launch) -> str | None:
         )
     except (AssertionError, ValueError, ZeroDivisionError) as err:
         return _message(err)
-    if resolved.moe.has_tp and resolved.moe.has_ep:  # resolve_parallelism's check after the Mapping
+    dropped = faults.active("launch_engine_moe_check_dropped")
+    if resolved.moe.has_tp and resolved.moe.has_ep and not dropped:  # resolve_parallelism's, after the Mapping
         return "ValueError: MoE TP and EP cannot be both > 1"
     return None
