@@ -139,6 +139,11 @@ def test_synth_finds_the_packing_within_the_bound_or_says_none(capsys):
     assert best.packing["full_attention"] == 3 and best.packing["linear_attention_0"] == 2
     assert best.worst_padding <= BOUND and not best.violations
     assert synthesize(K3, 8, "fp8", 5, "bf16").packing is None
+    # 24 + D x r <= 28.75 (README): 5 fp8 drafts on bf16 (r = 1/2) fit, 5 same-dtype ones do not
+    assert synthesize(K3, 8, "fp8", 5, "fp8").packing is None
+    fp8_drafts = synthesize(K3, 8, "bf16", 5, "fp8")
+    assert fp8_drafts.packing is not None and fp8_drafts.worst_padding <= BOUND
+    assert (fp8_drafts.packing["full_attention"], fp8_drafts.packing["linear_attention_0"]) == (17, 3)
     code, out = _run(capsys, "synth", "--tp", "8", "--dtype", "fp8", "--drafts", "5")
     assert code == 1 and out["points"][0]["packing"] is None
     code, out = _run(capsys, "synth", "--tp", "8", "--dtype", "fp8", "--drafts", "5", "--max-padding", "0.7")
