@@ -181,7 +181,8 @@ def _flags(before: Launch, after: Launch) -> list[str]:
         if f.name == "dtype":
             out.append(f"{flag} {DTYPE_SPELLING[new]}")
         elif isinstance(new, bool):
-            out.append((flag + (" HOST:PORT" if f.name == "dist_init_addr" else "")) if new else f"drop {flag}")
+            value = {"dist_init_addr": " HOST:PORT", "prefill": " prefill"}.get(f.name, "")
+            out.append(flag + value if new else f"drop {flag}")
         else:
             out.append(f"drop {flag}" if new is None else f"{flag} {new}")
     return out

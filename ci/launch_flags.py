@@ -39,8 +39,9 @@ CANONICAL: dict[str, str] = {
     "tp": "--tp", "dp": "--data-parallel-size", "pp": "--pipeline-parallel-size", "world": "--world-size",
     "dense_tp": "--dense-tp-size", "ep": "--ep-size", "moe_tp": "--moe-tp-size",
     "dcp": "--decode-context-parallel-size", "nnodes": "--nnodes", "enable_ep": "--enable-expert-parallel",
-    "dist_init_addr": "--dist-init-addr", "dtype": "--kv-cache-dtype",
+    "dist_init_addr": "--dist-init-addr", "dtype": "--kv-cache-dtype", "prefill": "--disaggregation-mode",
 }
+DISAGGREGATION_MODES = ("null", "prefill", "decode", "encode")  # tokenspeed's choices
 # speculative decoding flags: read and shown; the draft layers they add are part 1 of issue 11
 SPECULATIVE = ("--speculative-algorithm", "--speculative-num-steps", "--speculative-draft-model-path",
                "--speculative-eagle-topk", "--speculative-num-draft-tokens")
@@ -116,7 +117,7 @@ def parse_launch(argv: list[str]) -> ParsedLaunch:
     for flag, value in _split(argv):
         _refuse_unknown(flag, value)
         known = flag in SIZE_SPELLINGS or flag in ("--enable-expert-parallel", "--dist-init-addr", "--kv-cache-dtype",
-                                                   *SPECULATIVE)
+                                                   "--disaggregation-mode", *SPECULATIVE)
         if not known:
             ignored.append(flag if value is None else f"{flag} {value}")
             continue
@@ -138,6 +139,11 @@ def parse_launch(argv: list[str]) -> ParsedLaunch:
                 raise LaunchFlagError(f"--kv-cache-dtype must be one of {', '.join(KV_CACHE_DTYPES)}, "
                                       f"got {value[:40]!r}")
             dtype_spelling = value
+        elif flag == "--disaggregation-mode":
+            if value not in DISAGGREGATION_MODES:
+                raise LaunchFlagError(f"--disaggregation-mode must be one of {', '.join(DISAGGREGATION_MODES)}, "
+                                      f"got {value[:40]!r}")
+            values["prefill"] = value == "prefill"
         elif flag == "--dist-init-addr":
             if not _host_port(value):  # tokenspeed raises on it whatever the dp
                 raise LaunchFlagError(f"--dist-init-addr expects host:port, got {value[:40]!r}")
@@ -162,4 +168,6 @@ def launch_argv(launch: Launch) -> list[str]:
         argv.append(CANONICAL["enable_ep"])
     if launch.dist_init_addr:
         argv += [CANONICAL["dist_init_addr"], EXAMPLE_ADDR]
+    if launch.prefill:
+        argv += [CANONICAL["prefill"], "prefill"]
     return [*argv, CANONICAL["dtype"], DTYPE_SPELLING[launch.dtype]]

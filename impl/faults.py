@@ -72,6 +72,9 @@ FAULTS: dict[str, str] = {
     "launch_dcp_divides_tp_unchecked": "verify config drops the rule DCP divides attention tp",
     "launch_nodes_tile_world_unchecked": "verify config drops the rule nnodes divides the world",
     "launch_pp_without_attention_dp_unchecked": "verify config drops the rule dp > 1 needs pp 1",
+    "launch_pp_needs_prefill_role_unchecked": "verify config drops the rule pp > 1 needs --disaggregation-mode "
+    "prefill",
+    "launch_pp_within_layers_unchecked": "verify config drops the rule pp <= the model's layers",
     "launch_kv_cache_dtype_unchecked": "verify config drops the rule --kv-cache-dtype is in the contract",
     "launch_cache_contract_unchecked": "verify config skips the cache contract at the launch's point",
     "launch_fix_ignores_flag_count": "verify config's fix search drops its first objective, the flags changed",

@@ -55,6 +55,7 @@ class Launch:
     nnodes: int | None = None
     enable_ep: bool = False
     dist_init_addr: bool = False  # given, as host:port
+    prefill: bool = False  # --disaggregation-mode prefill
     dtype: str | None = "bf16"  # the contract's name; None for a dtype the contract does not cover
 
 
@@ -73,6 +74,7 @@ class Resolved:
     dcp: Any
     nnodes: Any
     dist_init_addr: Any
+    prefill: Any
     dtype: Any  # index into DTYPE_CODES
 
 
@@ -126,7 +128,7 @@ class Flag:
         return ite(self.given, self.value, default)
 
 
-def resolve(f: Mapping[str, Flag], enable_ep: Any, dist: Any, dtype: Any) -> Resolved:
+def resolve(f: Mapping[str, Flag], enable_ep: Any, dist: Any, dtype: Any, prefill: Any) -> Resolved:
     """tokenspeed 0.1.1's defaulting of the parallel sizes (ServerArgs.resolve_parallelism)."""
     pp = f["pp"].value
     world = f["world"].or_else(pp * f["tp"].or_else(1) * f["dp"].or_else(1))
@@ -137,7 +139,7 @@ def resolve(f: Mapping[str, Flag], enable_ep: Any, dist: Any, dtype: Any) -> Res
     return Resolved(
         world=world, stage=stage, pp=pp, tp=tp, dp=dp, dense_tp=f["dense_tp"].or_else(tp), ep=ep,
         moe_tp=f["moe_tp"].or_else(div(stage, ep)), dcp=f["dcp"].value, nnodes=f["nnodes"].or_else(1),
-        dist_init_addr=dist, dtype=dtype,
+        dist_init_addr=dist, prefill=prefill, dtype=dtype,
     )
 
 
@@ -147,7 +149,7 @@ def concrete_flags(launch: Launch) -> dict[str, Flag]:
 
 def resolve_launch(launch: Launch) -> Resolved:
     return resolve(concrete_flags(launch), launch.enable_ep, launch.dist_init_addr,
-                   DTYPE_CODES.index(launch.dtype))
+                   DTYPE_CODES.index(launch.dtype), launch.prefill)
 
 
 @dataclass(frozen=True)
@@ -247,6 +249,19 @@ RULES: tuple[Rule, ...] = (
          "ServerArgs (raises at start)",
          lambda r, m, a: implies(r.dp > 1, r.pp == 1),
          lambda r, m: f"pp {r.pp} with attention dp {r.dp}"),
+    Rule("pp_needs_prefill_role", ("--pipeline-parallel-size", "--disaggregation-mode"),
+         "pipeline parallelism is a prefill-node chunk-pipeline feature: a stage needs the prefill role's "
+         "guarantees (no decode token feedback)",
+         "tokenspeed server_args.py resolve_disaggregation",
+         "ServerArgs.resolve_disaggregation (raises at start)",
+         lambda r, m, a: implies(r.pp > 1, r.prefill),
+         lambda r, m: f"pp {r.pp} without --disaggregation-mode prefill"),
+    Rule("pp_within_layers", ("--pipeline-parallel-size",),
+         "each pipeline stage runs a window of the model's layers; past one stage per layer a stage has none",
+         "tokenspeed pp_stage.py pp_stage_windows (the even split)",
+         "no (the even split hands a stage an empty window)",
+         lambda r, m, a: r.pp <= m.num_layers,
+         lambda r, m: f"pp {r.pp} stages for {m.num_layers} layers"),
     Rule("kv_cache_dtype", ("--kv-cache-dtype",),
          "the cache contract covers fp8 (e4m3) and bf16 latent pages; mxfp8 needs an MHA backend",
          "tokenspeed server_args.py --kv-cache-dtype help; kvproof.spec.catalog CACHE_DTYPES",
@@ -319,9 +334,9 @@ def smallest_fix(launch: Launch, model: ModelGeometry, cases: tuple[Assumptions,
         opt.set("timeout", timeout_ms)
     given = {n: z3.Bool(f"given_{n}") for n in SIZE_FLAGS}
     value = {n: z3.Int(f"value_{n}") for n in SIZE_FLAGS}
-    enable_ep, dist, dtype = z3.Bool("enable_ep"), z3.Bool("dist"), z3.Int("dtype")
+    enable_ep, dist, dtype, prefill = z3.Bool("enable_ep"), z3.Bool("dist"), z3.Int("dtype"), z3.Bool("prefill")
     flags = {n: Flag(given[n], value[n]) for n in SIZE_FLAGS}
-    r = resolve(flags, enable_ep, dist, dtype)
+    r = resolve(flags, enable_ep, dist, dtype, prefill)
     before = resolve_launch(launch)
     sizes = candidate_sizes(launch, model)
     changes = []
@@ -336,7 +351,7 @@ def smallest_fix(launch: Launch, model: ModelGeometry, cases: tuple[Assumptions,
             changes.append(given[n])
         else:
             changes.append(z3.Or(z3.Not(given[n]), value[n] != orig))
-    changes += [enable_ep != launch.enable_ep, dist != launch.dist_init_addr,
+    changes += [enable_ep != launch.enable_ep, dist != launch.dist_init_addr, prefill != launch.prefill,
                 dtype != DTYPE_CODES.index(launch.dtype)]
     opt.add(dtype >= 0, dtype < len(DTYPE_CODES), r.world <= max(SEARCH_MAX, before.world))
     for case in cases:
@@ -359,6 +374,7 @@ def smallest_fix(launch: Launch, model: ModelGeometry, cases: tuple[Assumptions,
     m = opt.model()
     new: dict[str, Any] = {n: m.eval(value[n]).as_long() if z3.is_true(m.eval(given[n])) else None for n in SIZE_FLAGS}
     fixed = replace(launch, **new, enable_ep=z3.is_true(m.eval(enable_ep)),
-                    dist_init_addr=z3.is_true(m.eval(dist)), dtype=DTYPE_CODES[m.eval(dtype).as_long()])
+                    dist_init_addr=z3.is_true(m.eval(dist)), prefill=z3.is_true(m.eval(prefill)),
+                    dtype=DTYPE_CODES[m.eval(dtype).as_long()])
     changed = tuple(f.name for f in fields(Launch) if getattr(fixed, f.name) != getattr(launch, f.name))
     return Fix(fixed, changed)

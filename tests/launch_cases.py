@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 ADDR = ("--dist-init-addr", "10.0.0.1:4000")
+PREFILL = ("--disaggregation-mode", "prefill")
 TILED = ("--assume", "merge_state_head_tiled=yes")
 # rule -> (verify config options, a launch that breaks that rule and no other)
 BREAKS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -17,7 +18,9 @@ BREAKS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "dcp_divides_tp": (TILED, ("--tp", "8", "--decode-context-parallel-size", "3")),
     "nodes_tile_world": (TILED, ("--tp", "8", "--nnodes", "3", *ADDR)),
     "pp_without_attention_dp": (TILED, ("--pipeline-parallel-size", "2", "--tp", "4", "--data-parallel-size", "2",
-                                        *ADDR)),
+                                        *ADDR, *PREFILL)),
+    "pp_needs_prefill_role": (TILED, ("--pipeline-parallel-size", "2", "--tp", "4")),
+    "pp_within_layers": (TILED, ("--pipeline-parallel-size", "96", "--tp", "1", *PREFILL)),
     "kv_cache_dtype": (TILED, ("--tp", "8", "--kv-cache-dtype", "mxfp8")),
     "cache_contract": ((*TILED, "--policy", "pinned12"), ("--tp", "4", "--kv-cache-dtype", "fp8")),
 }

@@ -207,7 +207,8 @@ def launches(draw, size=ANY_SIZE) -> Launch:
     maybe = st.none() | size
     return Launch(tp=draw(maybe), dp=draw(maybe), pp=draw(size), world=draw(maybe), dense_tp=draw(maybe),
                   ep=draw(size), moe_tp=draw(maybe), dcp=draw(size), nnodes=draw(maybe), enable_ep=draw(st.booleans()),
-                  dist_init_addr=draw(st.booleans()), dtype=draw(st.sampled_from(["fp8", "bf16", None])))
+                  dist_init_addr=draw(st.booleans()), prefill=draw(st.booleans()),
+                  dtype=draw(st.sampled_from(["fp8", "bf16", None])))
 
 
 @given(launches())
