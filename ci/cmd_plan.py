@@ -21,6 +21,7 @@ from kvproof.impl.recipe import DRAFT_DTYPE, DRAFT_LIMIT, MAX_PADDING, POLICIES,
 from kvproof.spec.catalog import BUILTIN_MODELS, CACHE_DTYPES, load_model
 from kvproof.spec.check import check_plan
 from kvproof.spec.contract import checked_bound
+from kvproof.spec.synth import synthesize
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -184,6 +185,18 @@ def render(rp: RecipePlan, bound: Fraction | None, missed: list[dict], over: lis
     return "\n".join(lines)
 
 
+def within_bound(rp: RecipePlan, bound: Fraction | None) -> str:
+    """Where a draft plan pads over the bound you accept: the packing `verify synth` finds within
+    it, or that there is none, so the finding says what would fix it."""
+    syn = synthesize(rp.model, rp.tp, rp.dtype, rp.drafts, rp.draft_dtype, bound)
+    where = f"verify synth --tp {rp.tp} --dtype {rp.dtype} --drafts {rp.drafts} --draft-dtype {rp.draft_dtype}"
+    if syn.packing is None or syn.worst_padding is None:
+        return f"no packing keeps the padding within {bound_text(bound)} ({where})"
+    packing = "/".join(str(syn.packing[g]) for g in ("full_attention", "linear_attention_0") if g in syn.packing)
+    return (f"within {bound_text(bound)}: K_mla/K_lin {packing}, worst padding {float(syn.worst_padding):.3f}, "
+            f"parent {syn.parent_bytes:,} B ({where})")
+
+
 def emit(rp: RecipePlan, parents: int, path: str, bound: Fraction | None) -> None:
     """A rejected plan is emitted too, bound as an engine without the boot check would bind it,
     so that `verify check` can show why it is wrong."""
@@ -204,6 +217,7 @@ def run(args: argparse.Namespace) -> int:
     if args.emit_plan:
         emit(rp, args.parents, args.emit_plan, bound)
     missed, over = spec_findings(rp, bound)
-    text = render(rp, bound, missed, over)
-    print(json.dumps(summary(rp, bound, missed, over), indent=1) if args.json else text)
+    within = within_bound(rp, bound) if over else None
+    text = render(rp, bound, missed, over) + (f"\n  {within}" if within else "")
+    print(json.dumps(summary(rp, bound, missed, over) | {"within_bound": within}, indent=1) if args.json else text)
     return 0 if rp.plan.accepted and not missed and not over else 1

@@ -99,6 +99,9 @@ def test_plan_reports_padding_over_the_accepted_bound(capsys):
     assert out["drafts"] == 5 and out["draft_dtype"] == "bf16" and out["max_padding"] == 0.25
     assert sorted(v["message"].split()[1] for v in out["over_bound"]) == [f"linear_attention_{i}" for i in range(3)]
     assert "0.607 > bound 0.250" in out["over_bound"][0]["message"] and out["missed_by_packer"] == []
+    assert out["within_bound"].startswith("no packing keeps the padding within 0.250 (verify synth")
+    code, out = _run(capsys, "plan", "--tp", "32", "--dtype", "bf16", "--drafts", "1")
+    assert code == 1 and "K_mla/K_lin 3/2, worst padding 0.181" in out["within_bound"]  # synth's packing
     assert _run(capsys, "plan", "--drafts", "5", "--max-padding", "inf")[0] == 0
     assert _run(capsys, "plan", "--drafts", "5", "--max-padding", "0.61")[0] == 0
     assert _run(capsys, "plan", "--drafts", "1")[0] == 0  # 0.229 at fp8 tp 8
