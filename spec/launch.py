@@ -13,6 +13,7 @@ is not a rule here, because it is decided by a proof, not by a formula over the 
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
@@ -260,7 +261,7 @@ RULES: tuple[Rule, ...] = (
          "each pipeline stage runs a window of the model's layers; past one stage per layer a stage has none",
          "tokenspeed pp_stage.py pp_stage_windows (the even split)",
          "no (the even split hands a stage an empty window)",
-         lambda r, m, a: r.pp <= m.num_layers,
+         lambda r, m, a: any_(r.stage < 1, r.pp <= m.num_layers),  # a stage of no ranks is world_product's
          lambda r, m: f"pp {r.pp} stages for {m.num_layers} layers"),
     Rule("kv_cache_dtype", ("--kv-cache-dtype",),
          "the cache contract covers fp8 (e4m3) and bf16 latent pages; mxfp8 needs an MHA backend",
@@ -329,12 +330,16 @@ def smallest_fix(launch: Launch, model: ModelGeometry, cases: tuple[Assumptions,
     timeout_ms = None if deadline is None else int((deadline - time.monotonic()) * 1000)
     if timeout_ms is not None and timeout_ms < 1:
         raise OutOfTime
-    opt = z3.Optimize()
+    # A fresh context per search: in a long-lived process the shared one carried state from earlier
+    # searches, which changed the answers among ties and let calls overrun their timeout.
+    ctx = z3.Context()
+    opt = z3.Optimize(ctx=ctx)
     if timeout_ms is not None:
         opt.set("timeout", timeout_ms)
-    given = {n: z3.Bool(f"given_{n}") for n in SIZE_FLAGS}
-    value = {n: z3.Int(f"value_{n}") for n in SIZE_FLAGS}
-    enable_ep, dist, dtype, prefill = z3.Bool("enable_ep"), z3.Bool("dist"), z3.Int("dtype"), z3.Bool("prefill")
+    given = {n: z3.Bool(f"given_{n}", ctx) for n in SIZE_FLAGS}
+    value = {n: z3.Int(f"value_{n}", ctx) for n in SIZE_FLAGS}
+    enable_ep, dist, prefill = z3.Bool("enable_ep", ctx), z3.Bool("dist", ctx), z3.Bool("prefill", ctx)
+    dtype = z3.Int("dtype", ctx)
     flags = {n: Flag(given[n], value[n]) for n in SIZE_FLAGS}
     r = resolve(flags, enable_ep, dist, dtype, prefill)
     before = resolve_launch(launch)
@@ -366,7 +371,16 @@ def smallest_fix(launch: Launch, model: ModelGeometry, cases: tuple[Assumptions,
     )
     for goal in goals[0 if count_flags else 1:]:
         opt.minimize(goal)
-    answer = opt.check()
+    # z3's own timeout is not always honoured inside Optimize (one call ran 6 s past 0.3 s in a
+    # fuzz): a timer interrupts the context as well.
+    timer = None if timeout_ms is None else threading.Timer(timeout_ms / 1000, opt.ctx.interrupt)
+    if timer is not None:
+        timer.start()
+    try:
+        answer = opt.check()
+    finally:
+        if timer is not None:
+            timer.cancel()
     if answer == z3.unknown:
         raise OutOfTime
     if answer != z3.sat:
