@@ -1,8 +1,9 @@
 """Check an engine launch (its own flags, after --) against the launch rules and the cache contract.
 
 Answers OK, or one line per violated rule with the numbers, the reason, and the smallest change
-that fixes it (fewest flags changed, then the smallest change of the resolved sizes), found by
-z3 over the flag space: the change keeps every rule that held holding. With --engine tokenspeed
+that fixes it (fewest flags changed, then the smallest change of the resolved sizes, ties to the
+fewest flags given), found by z3 over the flag space within --time-limit: the change keeps every
+rule that held holding. With --engine tokenspeed
 it also runs the engine's own parallel resolution on the launch and reports every violated rule
 that tokenspeed enforces nowhere (its `engine_enforces` says "no") as a finding.
 """
