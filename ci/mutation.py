@@ -1,0 +1,167 @@
+"""`make mutation`: mutation testing of impl/ and spec/ with mutmut, scored per file.
+
+A mutant that survives is a behaviour no test pins (issue 13, part 5). mutmut (pinned in
+ci/mutation-requirements.txt, configured in pyproject's [tool.mutmut]) runs the selected tests
+once, records which tests call each function, and runs only those against that function's
+mutants; this script picks the modules and the sample, bounds the wall time, and scores each
+file from mutmut's results in mutants/ (kept between runs; never committed).
+
+    python ci/mutation.py [impl/capacity.py ...] [--sample 1..10] [--budget-min 60] [--json]
+    python ci/mutation.py --report-only [...]     # score what an earlier run left in mutants/
+
+--sample N keeps the mutants whose number ends in 1..N (about N/10 of each function's mutants;
+mutant 1 of every function always), so a run fits its budget on 2 cores. When the budget runs
+out mutmut is stopped and what it did not reach is reported as unchecked, never as killed.
+Exit: 0 every checked mutant killed or a known equivalent, 1 other survivors, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import NoReturn
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("impl", "spec")
+SKIPPED = ("impl/faults.py",)  # the switchboard of `verify mutants`: seeded bugs, not behaviour
+
+# Survivors read and judged equivalent: no input can tell them from the original.
+EQUIVALENT: dict[str, str] = {}
+
+# mutmut's exit codes per mutant (mutmut/stats.py), folded into what a score needs.
+_STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 34: "skipped",
+           36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout", 37: "killed",
+           None: "unchecked"}
+
+
+@dataclass(frozen=True)
+class FileScore:
+    """One module's mutants in the sample: killed (or timed out) over all that were checked."""
+
+    module: str
+    mutants: int
+    killed: int
+    timeout: int
+    survived: list[str]
+    no_tests: list[str]
+    unchecked: int
+
+    @property
+    def checked(self) -> int:
+        return self.killed + self.timeout + len(self.survived) + len(self.no_tests)
+
+    @property
+    def score(self) -> float | None:
+        return (self.killed + self.timeout) / self.checked if self.checked else None
+
+
+def modules(names: list[str]) -> list[str]:
+    """The modules to mutate: the ones named, or all of impl/ and spec/ but SKIPPED."""
+    every = sorted(f"{p}/{f.name}" for p in PACKAGES for f in (ROOT / p).glob("*.py")
+                   if f.name != "__init__.py" and f"{p}/{f.name}" not in SKIPPED)
+    unknown = [n for n in names if n not in every]
+    if unknown:
+        raise SystemExit(f"error: unknown module {unknown[0]}; choose from {', '.join(every)}")
+    return names or every
+
+
+def patterns(mods: list[str], sample: int) -> list[str]:
+    """mutmut name globs: kvproof.impl.packer.* for a module, narrowed to numbers ending 1..N."""
+    tail = "*" if sample == 10 else f"*__mutmut_*[1-{sample}]"
+    return [f"kvproof.{m[:-3].replace('/', '.')}.{tail}" for m in mods]
+
+
+def in_sample(name: str, sample: int) -> bool:
+    return sample == 10 or name[-1] in "123456789"[:sample]
+
+
+def score(module: str, sample: int, results: Path = ROOT / "mutants") -> FileScore:
+    meta = results / "kvproof" / f"{module}.meta"
+    if not meta.exists():
+        raise SystemExit(f"error: no mutmut results for {module}; run without --report-only first")
+    codes = json.loads(meta.read_text())["exit_code_by_key"]
+    picked = {k: _STATUS.get(v, "suspicious") for k, v in codes.items() if in_sample(k, sample)}
+    count = Counter(picked.values())
+    return FileScore(module, len(picked), count["killed"], count["timeout"],
+                     sorted(k for k, s in picked.items() if s in ("survived", "suspicious", "skipped")),
+                     sorted(k for k, s in picked.items() if s == "no tests"), count["unchecked"])
+
+
+def run_mutmut(mods: list[str], sample: int, budget_s: float, children: int) -> bool:
+    """Run mutmut over the sample; stop it (as Ctrl-C does, keeping results) past the budget."""
+    cmd = [sys.executable, "-m", "mutmut", "run", "--max-children", str(children), *patterns(mods, sample)]
+    env = os.environ | {"HYPOTHESIS_PROFILE": "mutants"}  # a kill, not a minimal example: no shrinking
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
+    try:
+        proc.wait(timeout=budget_s)
+        return True
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        print(f"budget of {budget_s / 60:.0f} min spent: mutmut stopped", file=sys.stderr)
+        return False
+
+
+def table(scores: list[FileScore]) -> str:
+    lines = ["| file | mutants in sample | killed | timeout | survived | no tests | unchecked | score |",
+             "|---|---|---|---|---|---|---|---|"]
+    for s in scores:
+        pct = "-" if s.score is None else f"{100 * s.score:.1f}%"
+        lines.append(f"| {s.module} | {s.mutants} | {s.killed} | {s.timeout} | {len(s.survived)} | "
+                     f"{len(s.no_tests)} | {s.unchecked} | {pct} |")
+    return "\n".join(lines)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise SystemExit(f"error: {message}")  # one line, not argparse's usage block
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = _Parser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("modules", nargs="*", help="e.g. impl/capacity.py (default: all of impl/ and spec/)")
+    ap.add_argument("--sample", type=int, default=10, choices=range(1, 11), metavar="1..10")
+    ap.add_argument("--budget-min", type=float, default=60.0)
+    ap.add_argument("--max-children", type=int, default=2)
+    ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--json", action="store_true")
+    try:
+        args = ap.parse_args(argv)
+        mods = modules(args.modules)
+        if args.budget_min <= 0 or args.max_children <= 0:
+            raise SystemExit("error: --budget-min and --max-children must be positive")
+        if not args.report_only:
+            try:
+                import mutmut  # noqa: F401
+            except ImportError:
+                raise SystemExit("error: mutmut is missing; pip install -r ci/mutation-requirements.txt") from None
+            run_mutmut(mods, args.sample, 60 * args.budget_min, args.max_children)
+        scores = [score(m, args.sample) for m in mods]
+    except SystemExit as stop:
+        if isinstance(stop.code, str):
+            print(stop.code, file=sys.stderr)
+            return 2
+        return 2 if stop.code else 0
+    unexplained = [n for s in scores for n in s.survived + s.no_tests if n not in EQUIVALENT]
+    if args.json:
+        print(json.dumps({"sample": args.sample, "files": [asdict(s) | {"score": s.score} for s in scores],
+                          "unexplained_survivors": unexplained}, indent=2))
+    else:
+        print(table(scores))
+        for name in unexplained:
+            print(f"survivor: {name}  (python -m mutmut show {name})")
+    return 1 if unexplained else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
