@@ -95,20 +95,25 @@ def score(module: str, sample: int, results: Path = ROOT / "mutants") -> FileSco
 
 
 def run_mutmut(mods: list[str], sample: int, budget_s: float, children: int) -> bool:
-    """Run mutmut over the sample; stop it (as Ctrl-C does, keeping results) past the budget."""
+    """Run mutmut over the sample; past the budget stop it and its workers (results so far stay).
+
+    mutmut saves each mutant's result as it lands, so only the mutants in flight are lost. It
+    runs in a session of its own so that its forked workers go with it.
+    """
     cmd = [sys.executable, "-m", "mutmut", "run", "--max-children", str(children), *patterns(mods, sample)]
     env = os.environ | {"HYPOTHESIS_PROFILE": "mutants"}  # a kill, not a minimal example: no shrinking
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True)
     try:
         proc.wait(timeout=budget_s)
         return True
     except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGINT)
+        os.killpg(proc.pid, signal.SIGTERM)
         try:
-            proc.wait(timeout=120)
+            proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            proc.kill()
-        print(f"budget of {budget_s / 60:.0f} min spent: mutmut stopped", file=sys.stderr)
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        print(f"budget of {budget_s / 60:g} min spent: mutmut stopped", file=sys.stderr)
         return False
 
 

@@ -97,12 +97,17 @@ def test_a_policy_admitting_no_packing_or_two_is_a_config_error():
     assert choose(policy_named("ceil"), layout, lambda _: True)["full_attention"] == 12
 
 
+def test_an_unknown_policy_is_named_with_the_three_there_are():
+    with pytest.raises(ConfigError, match=r"^unknown policy 'nope'; choose one of search, ceil, pinned12$"):
+        policy_named("nope")
+
+
 def test_capacity_refuses_no_requests_and_negative_counts():
     plan = plan_model(load_model("kimi-k3"), 8, "fp8").plan
-    with pytest.raises(ValueError, match="^requests must be positive$"):
+    with pytest.raises(ValueError, match=r"^requests must be positive$"):
         max_tokens(plan, 10, 0)
     for tokens, requests in ((-1, 1), (1, -1)):
-        with pytest.raises(ValueError, match="^tokens and requests must be non-negative$"):
+        with pytest.raises(ValueError, match=r"^tokens and requests must be non-negative$"):
             parents_needed(plan, tokens, requests)
     # One request, 10 parents, three state groups of K = 1: 10 - 3 x 2 = 4 parents x 12 pages x 128.
     assert max_tokens(plan, 10, 1) == 4 * 12 * 128
