@@ -18,6 +18,7 @@ Exit: 0 every checked mutant killed or a known equivalent, 1 other survivors, 2 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -86,7 +87,10 @@ def score(module: str, sample: int, results: Path = ROOT / "mutants") -> FileSco
     meta = results / "kvproof" / f"{module}.meta"
     if not meta.exists():
         raise SystemExit(f"error: no mutmut results for {module}; run without --report-only first")
-    codes = json.loads(meta.read_text())["exit_code_by_key"]
+    try:
+        codes = json.loads(meta.read_text())["exit_code_by_key"]
+    except (ValueError, KeyError):
+        raise SystemExit(f"error: {meta} is cut off (a budget stop while mutmut wrote it); run again") from None
     picked = {k: _STATUS.get(v, "suspicious") for k, v in codes.items() if in_sample(k, sample)}
     count = Counter(picked.values())
     return FileScore(module, len(picked), count["killed"], count["timeout"],
@@ -95,25 +99,25 @@ def score(module: str, sample: int, results: Path = ROOT / "mutants") -> FileSco
 
 
 def run_mutmut(mods: list[str], sample: int, budget_s: float, children: int) -> bool:
-    """Run mutmut over the sample; past the budget stop it and its workers (results so far stay).
+    """Run mutmut over the sample; past the budget kill it and its workers (results so far stay).
 
-    mutmut saves each mutant's result as it lands, so only the mutants in flight are lost. It
-    runs in a session of its own so that its forked workers go with it.
+    mutmut saves each mutant's result as it lands. At the budget its main process dies first:
+    a worker stopped by a signal exits 0, and mutmut would record that mutant as a survivor.
+    It runs in a session of its own so that its forked workers can be found and killed with it.
     """
-    cmd = [sys.executable, "-m", "mutmut", "run", "--max-children", str(children), *patterns(mods, sample)]
+    mutmut = Path(sys.executable).parent / "mutmut"  # its script: `python -m mutmut` re-imports itself
+    cmd = [str(mutmut), "run", "--max-children", str(children), *patterns(mods, sample)]
     env = os.environ | {"HYPOTHESIS_PROFILE": "mutants"}  # a kill, not a minimal example: no shrinking
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True)
     try:
         proc.wait(timeout=budget_s)
         return True
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        with contextlib.suppress(ProcessLookupError):  # no worker was running
             os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        print(f"budget of {budget_s / 60:g} min spent: mutmut stopped", file=sys.stderr)
+        print(f"budget of {budget_s / 60:g} min spent: mutmut stopped; the rest is unchecked", file=sys.stderr)
         return False
 
 
