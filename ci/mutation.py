@@ -12,7 +12,8 @@ file from mutmut's results in mutants/ (kept between runs; never committed).
 --sample N keeps the mutants whose number ends in 1..N (about N/10 of each function's mutants;
 mutant 1 of every function always), so a run fits its budget on 2 cores. When the budget runs
 out mutmut is stopped and what it did not reach is reported as unchecked, never as killed.
-Exit: 0 every checked mutant killed or a known equivalent, 1 other survivors, 2 bad input.
+Exit: 0 every checked mutant killed or a known equivalent, 1 other survivors, 2 bad input or a
+mutmut run that failed before scoring (its clean test run, say).
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ def score(module: str, sample: int, results: Path = ROOT / "mutants") -> FileSco
                      sorted(k for k, s in picked.items() if s == "no tests"), count["unchecked"])
 
 
-def run_mutmut(mods: list[str], sample: int, budget_s: float, children: int) -> bool:
+def run_mutmut(mods: list[str], sample: int, budget_s: float, children: int) -> None:
     """Run mutmut over the sample; past the budget kill it and its workers (results so far stay).
 
     mutmut saves each mutant's result as it lands. At the budget its main process dies first:
@@ -110,15 +111,16 @@ def run_mutmut(mods: list[str], sample: int, budget_s: float, children: int) -> 
     env = os.environ | {"HYPOTHESIS_PROFILE": "mutants"}  # a kill, not a minimal example: no shrinking
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True)
     try:
-        proc.wait(timeout=budget_s)
-        return True
+        code = proc.wait(timeout=budget_s)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
         with contextlib.suppress(ProcessLookupError):  # no worker was running
             os.killpg(proc.pid, signal.SIGKILL)
         print(f"budget of {budget_s / 60:g} min spent: mutmut stopped; the rest is unchecked", file=sys.stderr)
-        return False
+        return
+    if code:  # its clean run failed, or it could not map tests to functions: no score means anything
+        raise SystemExit(f"error: mutmut exited {code} before scoring (its output above says why)")
 
 
 def table(scores: list[FileScore]) -> str:
