@@ -29,6 +29,7 @@ from kvproof.spec.contract import recipe_layout
 from kvproof.spec.encoding import concrete_facts, in_bounds, padding_bound_of, page_id_limit, symbolic_facts
 from kvproof.spec.policy import Policy, choose, policy_named
 from kvproof.spec.prover import plan_point
+from kvproof.spec.schema import validate
 
 TOK = GroupSpec("tok", (FieldSpec("t.k", "p0", (4, 4), "bfloat16", exact_stride=True),))  # 32 B
 
@@ -291,3 +292,44 @@ def test_fp8_int32_and_int64_fields_are_sized_and_aligned_by_their_element():
     # 28 + 8 B runs past the 32-byte page: into the next page, out of the slab (N = 1: the last
     # page, 1, ends at 64 + 4) and out of its parent, and page 0's d out of the null parent.
     assert moved(d=28) == ["no_overlap", "in_bounds", "in_bounds", "null_page"]
+
+
+# ---------------------------------------------------------------- the schema's messages, whole
+
+_DTYPES = "uint8, int8, float8_e4m3fn, float8_e5m2, float8_e8m0fnu, bfloat16, float16, float32, int32, int64, float64"
+_MESSAGES = [  # (change to the TOK plan document, the whole message worked out from spec/schema.py)
+    (lambda d: [], "plan must be an object"),
+    (lambda d: d | {"num_parents": "2"}, "plan key 'num_parents' has the wrong type str; expected integer"),
+    (lambda d: d | {"max_padding": "x"}, "plan key 'max_padding' has the wrong type str; expected number or null"),
+    (lambda d: {k: v for k, v in d.items() if k != "alignment"}, "plan is missing key 'alignment'"),
+    (lambda d: d | {"groups": [{"id": "tok", "page_count": 3}]}, "plan is missing key 'groups[0].packing'"),
+    (lambda d: d | {"colour": 1}, "plan key 'colour' is not part of the plan schema (plan.schema.json)"),
+    # A 50-character key is cut to 37 characters and '...'.
+    (lambda d: d | {"planes": [d["planes"][0] | {"x" * 50: 1}]},
+     f"plan key 'planes[0].{'x' * 37}...' is not part of the plan schema (plan.schema.json)"),
+    (lambda d: d | {"alignment": 0}, "plan key 'alignment' must be positive, got 0"),
+    (lambda d: d | {"max_padding": -1}, "plan key 'max_padding' must be >= 0, got -1"),
+    # 2^64 + 1 has 65 bits: past 64 bits a value is told by its size, not its digits.
+    (lambda d: d | {"num_parents": 2**64 + 1},
+     "plan key 'num_parents' must be at most 18,446,744,073,709,551,616, got an integer of 65 bits"),
+    (lambda d: d | {"groups": []}, "plan key 'groups' is empty: a plan needs at least one"),
+    (lambda d: d | {"fields": [d["fields"][0] | {"shape": [1] * 9}]},
+     "plan key 'fields[0].shape' lists 9 items; a plan allows at most 8"),
+    (lambda d: d | {"groups": [{"id": "", "packing": 1, "page_count": 3}]},
+     "plan key 'groups[0].id' must be a string of at least 1 characters"),
+    (lambda d: d | {"groups": [{"id": "g" * 257, "packing": 1, "page_count": 3}]},
+     "plan key 'groups[0].id' must be a string of at most 256 characters"),
+    (lambda d: d | {"fields": [d["fields"][0] | {"dtype": "float128"}]},
+     f"plan key 'fields[0].dtype': unknown value 'float128'; known: {_DTYPES}"),
+    # A value whose repr passes 24 characters is cut to its first 20 and '...'.
+    (lambda d: d | {"fields": [d["fields"][0] | {"dtype": "f" * 40}]},
+     f"plan key 'fields[0].dtype': unknown value '{'f' * 19}...; known: {_DTYPES}"),
+]
+
+
+@pytest.mark.parametrize(("change", "message"), _MESSAGES, ids=range(len(_MESSAGES)))
+def test_each_schema_error_reads_exactly_as_written(change, message: str):
+    doc = plan_document(pack([TOK], granularity=4, alignment=16).bind(2))
+    with pytest.raises(ConfigError) as err:
+        validate(change(doc))
+    assert str(err.value) == message
