@@ -215,6 +215,11 @@ def test_an_arena_of_exactly_2_to_the_62_bytes():
     assert full.parent_bytes == 2**62 and full.max_parents == 0
     assert [v.property for v in full.violations] == ["in_bounds"]
     assert "leaves no room for two parents" in full.violations[0].message
+    # One byte less, 2^62 - 1 = (2^31 - 1)(2^31 + 1): two parents are 2^63 - 2 B and fit; N = 1 only.
+    edge = pack([GroupSpec("h", (FieldSpec("h.x", "p", (2**31 - 1, 2**31 + 1), "uint8"),))], granularity=1,
+                alignment=1)
+    assert edge.parent_bytes == 2**62 - 1 and edge.max_parents == 1 and edge.accepted
+    assert edge.bind(1).arena_bytes == 2**63 - 2
 
 
 # ---------------------------------------------------------------- which property reports what
