@@ -41,7 +41,7 @@ gate: $(VENV)/.test $(VENV)/.vllm
 	PATH=$(abspath $(BIN)):$$PATH ci/gate
 
 # Mutation testing of impl/ and spec/ (README, "Mutation testing"); mutmut is not in the test extra.
-MUTATION_ARGS ?= --sample 3 --budget-min 60
+MUTATION_ARGS ?= --sample 1 --budget-min 60
 $(VENV)/.mutation: ci/mutation-requirements.txt $(VENV)/.test
 	$(BIN)/python -m pip install -q -r ci/mutation-requirements.txt
 	touch $@
