@@ -310,9 +310,11 @@ _MESSAGES = [  # (change to the TOK plan document, the whole message worked out 
     (lambda d: {k: v for k, v in d.items() if k != "alignment"}, "plan is missing key 'alignment'"),
     (lambda d: d | {"groups": [{"id": "tok", "page_count": 3}]}, "plan is missing key 'groups[0].packing'"),
     (lambda d: d | {"colour": 1}, "plan key 'colour' is not part of the plan schema (plan.schema.json)"),
-    # A 50-character key is cut to 37 characters and '...'.
+    # A key past 40 characters is cut to its first 37 and '...'.
     (lambda d: d | {"planes": [d["planes"][0] | {"x" * 50: 1}]},
      f"plan key 'planes[0].{'x' * 37}...' is not part of the plan schema (plan.schema.json)"),
+    (lambda d: d | {"y" * 40: 1}, f"plan key '{'y' * 40}' is not part of the plan schema (plan.schema.json)"),
+    (lambda d: d | {"z" * 41: 1}, f"plan key '{'z' * 37}...' is not part of the plan schema (plan.schema.json)"),
     (lambda d: d | {"alignment": 0}, "plan key 'alignment' must be positive, got 0"),
     (lambda d: d | {"max_padding": -1}, "plan key 'max_padding' must be >= 0, got -1"),
     # 2^64 + 1 has 65 bits: past 64 bits a value is told by its size, not its digits.

@@ -22,7 +22,7 @@ def test_the_glob_mutmut_gets_picks_the_mutants_the_score_counts():
     assert mutation.patterns(["spec/policy.py"], 10) == ["kvproof.spec.policy.*"]
 
 
-def test_a_file_is_scored_on_its_sample_only(tmp_path: Path):
+def test_a_file_is_scored_on_its_sample_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     codes = {"m.x_f__mutmut_1": 1, "m.x_f__mutmut_2": 0, "m.x_f__mutmut_3": 36, "m.x_f__mutmut_4": 33,
              "m.x_f__mutmut_5": None, "m.x_f__mutmut_11": 1, "m.x_f__mutmut_12": 0}
     meta = tmp_path / "kvproof" / "impl" / "capacity.py.meta"
@@ -32,6 +32,10 @@ def test_a_file_is_scored_on_its_sample_only(tmp_path: Path):
     assert (every.mutants, every.killed, every.timeout, every.unchecked) == (7, 2, 1, 1)
     assert every.survived == ["m.x_f__mutmut_12", "m.x_f__mutmut_2"] and every.no_tests == ["m.x_f__mutmut_4"]
     assert every.score == 3 / 6  # killed 2 + timeout 1 of 6 checked; the unchecked one counts for nothing
+    monkeypatch.setitem(mutation.EQUIVALENT, "m.x_f__mutmut_12", "no input tells it apart")
+    known = mutation.score("impl/capacity.py", 10, tmp_path)
+    assert known.survived == ["m.x_f__mutmut_2"] and known.equivalent == ["m.x_f__mutmut_12"]
+    assert known.score == 3 / 5  # an equivalent mutant is out of the score, not a kill
     ones = mutation.score("impl/capacity.py", 1, tmp_path)  # mutants 1 and 11, both killed
     assert (ones.mutants, ones.killed, ones.score) == (2, 2, 1.0)
 
