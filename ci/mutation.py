@@ -119,6 +119,10 @@ def run_mutmut(mods: list[str], sample: int, budget_s: float, children: int) -> 
     a worker stopped by a signal exits 0, and mutmut would record that mutant as a survivor.
     It runs in a session of its own so that its forked workers can be found and killed with it.
     """
+    # A fresh map of tests to functions each run (a few minutes): mutmut keeps the map of a test id
+    # it has seen, so an edited test, or a parametrized case that moved, would be run against
+    # the functions its old version called.
+    (ROOT / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
     mutmut = Path(sys.executable).parent / "mutmut"  # its script: `python -m mutmut` re-imports itself
     cmd = [str(mutmut), "run", "--max-children", str(children), *patterns(mods, sample)]
     env = os.environ | {"HYPOTHESIS_PROFILE": "mutants"}  # a kill, not a minimal example: no shrinking

@@ -303,44 +303,51 @@ def test_fp8_int32_and_int64_fields_are_sized_and_aligned_by_their_element():
 # ---------------------------------------------------------------- the schema's messages, whole
 
 _DTYPES = "uint8, int8, float8_e4m3fn, float8_e5m2, float8_e8m0fnu, bfloat16, float16, float32, int32, int64, float64"
-_MESSAGES = [  # (change to the TOK plan document, the whole message worked out from spec/schema.py)
-    (lambda d: [], "plan must be an object"),
-    (lambda d: d | {"num_parents": "2"}, "plan key 'num_parents' has the wrong type str; expected integer"),
-    (lambda d: d | {"max_padding": "x"}, "plan key 'max_padding' has the wrong type str; expected number or null"),
-    (lambda d: {k: v for k, v in d.items() if k != "alignment"}, "plan is missing key 'alignment'"),
-    (lambda d: d | {"groups": [{"id": "tok", "page_count": 3}]}, "plan is missing key 'groups[0].packing'"),
-    (lambda d: d | {"colour": 1}, "plan key 'colour' is not part of the plan schema (plan.schema.json)"),
+_MESSAGES = [  # (id, change to the TOK plan document, the whole message worked out from spec/schema.py)
+    ("not_an_object", lambda d: [], "plan must be an object"),
+    ("wrong_type", lambda d: d | {"num_parents": "2"},
+     "plan key 'num_parents' has the wrong type str; expected integer"),
+    ("wrong_type_of_two", lambda d: d | {"max_padding": "x"},
+     "plan key 'max_padding' has the wrong type str; expected number or null"),
+    ("missing", lambda d: {k: v for k, v in d.items() if k != "alignment"}, "plan is missing key 'alignment'"),
+    ("missing_nested", lambda d: d | {"groups": [{"id": "tok", "page_count": 3}]},
+     "plan is missing key 'groups[0].packing'"),
+    ("unknown_key", lambda d: d | {"colour": 1}, "plan key 'colour' is not part of the plan schema (plan.schema.json)"),
     # A key past 40 characters is cut to its first 37 and '...'.
-    (lambda d: d | {"planes": [d["planes"][0] | {"x" * 50: 1}]},
+    ("unknown_key_cut", lambda d: d | {"planes": [d["planes"][0] | {"x" * 50: 1}]},
      f"plan key 'planes[0].{'x' * 37}...' is not part of the plan schema (plan.schema.json)"),
-    (lambda d: d | {"y" * 40: 1}, f"plan key '{'y' * 40}' is not part of the plan schema (plan.schema.json)"),
-    (lambda d: d | {"z" * 41: 1}, f"plan key '{'z' * 37}...' is not part of the plan schema (plan.schema.json)"),
-    (lambda d: d | {"alignment": 0}, "plan key 'alignment' must be positive, got 0"),
-    (lambda d: d | {"max_padding": -1}, "plan key 'max_padding' must be >= 0, got -1"),
+    ("key_of_40", lambda d: d | {"y" * 40: 1},
+     f"plan key '{'y' * 40}' is not part of the plan schema (plan.schema.json)"),
+    ("key_of_41", lambda d: d | {"z" * 41: 1},
+     f"plan key '{'z' * 37}...' is not part of the plan schema (plan.schema.json)"),
+    ("not_positive", lambda d: d | {"alignment": 0}, "plan key 'alignment' must be positive, got 0"),
+    ("below_zero", lambda d: d | {"max_padding": -1}, "plan key 'max_padding' must be >= 0, got -1"),
     # 2^64 + 1 has 65 bits: past 64 bits a value is told by its size, not its digits.
-    (lambda d: d | {"num_parents": 2**64 + 1},
+    ("past_64_bits", lambda d: d | {"num_parents": 2**64 + 1},
      "plan key 'num_parents' must be at most 18,446,744,073,709,551,616, got an integer of 65 bits"),
-    (lambda d: d | {"groups": []}, "plan key 'groups' is empty: a plan needs at least one"),
-    (lambda d: d | {"fields": [d["fields"][0] | {"shape": [1] * 9}]},
+    ("empty_list", lambda d: d | {"groups": []}, "plan key 'groups' is empty: a plan needs at least one"),
+    ("too_many_items", lambda d: d | {"fields": [d["fields"][0] | {"shape": [1] * 9}]},
      "plan key 'fields[0].shape' lists 9 items; a plan allows at most 8"),
-    (lambda d: d | {"groups": [{"id": "", "packing": 1, "page_count": 3}]},
+    ("empty_id", lambda d: d | {"groups": [{"id": "", "packing": 1, "page_count": 3}]},
      "plan key 'groups[0].id' must be a string of at least 1 characters"),
-    (lambda d: d | {"groups": [{"id": "g" * 257, "packing": 1, "page_count": 3}]},
+    ("long_id", lambda d: d | {"groups": [{"id": "g" * 257, "packing": 1, "page_count": 3}]},
      "plan key 'groups[0].id' must be a string of at most 256 characters"),
-    (lambda d: d | {"fields": [d["fields"][0] | {"dtype": "float128"}]},
+    ("unknown_dtype", lambda d: d | {"fields": [d["fields"][0] | {"dtype": "float128"}]},
      f"plan key 'fields[0].dtype': unknown value 'float128'; known: {_DTYPES}"),
     # A value whose repr passes 24 characters is cut to its first 20 and '...'.
-    (lambda d: d | {"fields": [d["fields"][0] | {"dtype": "f" * 40}]},
+    ("unknown_dtype_cut", lambda d: d | {"fields": [d["fields"][0] | {"dtype": "f" * 40}]},
      f"plan key 'fields[0].dtype': unknown value '{'f' * 19}...; known: {_DTYPES}"),
     # The cut is at 24: a 24-character repr (two quotes and 22 letters) is shown whole, 25 are cut.
-    (lambda d: d | {"fields": [d["fields"][0] | {"dtype": "d" * 22}]},
+    ("repr_of_24", lambda d: d | {"fields": [d["fields"][0] | {"dtype": "d" * 22}]},
      f"plan key 'fields[0].dtype': unknown value '{'d' * 22}'; known: {_DTYPES}"),
-    (lambda d: d | {"fields": [d["fields"][0] | {"dtype": "e" * 23}]},
+    ("repr_of_25", lambda d: d | {"fields": [d["fields"][0] | {"dtype": "e" * 23}]},
      f"plan key 'fields[0].dtype': unknown value '{'e' * 19}...; known: {_DTYPES}"),
 ]
 
 
-@pytest.mark.parametrize(("change", "message"), _MESSAGES, ids=range(len(_MESSAGES)))
+# Named ids, not positions: mutmut maps a test id to the functions it calls, and an inserted case
+# would hand every later position another case's map.
+@pytest.mark.parametrize(("change", "message"), [c[1:] for c in _MESSAGES], ids=[c[0] for c in _MESSAGES])
 def test_each_schema_error_reads_exactly_as_written(change, message: str):
     doc = plan_document(pack([TOK], granularity=4, alignment=16).bind(2))
     with pytest.raises(ConfigError) as err:
