@@ -45,6 +45,7 @@ EQUIVALENT: dict[str, str] = {
                                                  "additionalProperties false lists its properties",
     "kvproof.spec.schema.x__message__mutmut_43": "same default, dropped: never used for the same reason",
     **{f"kvproof.spec.schema.x__message__mutmut_{n}": _MIN_ITEMS for n in (78, 79, 80, 85, 87, 88, 90, 91, 92)},
+    "kvproof.spec.policy.x__k_lin__mutmut_11": "fill == state: both disjuncts then give K_lin = 1",
     "kvproof.spec.schema.x__show__mutmut_2": ">= 64 vs > 64 bits: every bound is +-2^64 or small, so no "
                                              "64-bit value is ever out of range",
 }
