@@ -50,3 +50,20 @@ def test_bad_input_is_one_line_and_exit_2(argv: list[str], says: str, capsys: py
     assert mutation.main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and says in err
+
+
+def test_files_mutmut_does_not_mutate_are_refreshed_in_its_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    for rel, text in {"spec/plan.schema.json": "new", "spec/contract.py": "new", "impl/faults.py": "new",
+                      "spec/__init__.py": ""}.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    copy = tmp_path / "mutants" / "kvproof"
+    for rel in ("spec/plan.schema.json", "spec/contract.py", "impl/faults.py"):
+        (copy / rel).parent.mkdir(parents=True, exist_ok=True)
+        (copy / rel).write_text("old")
+    monkeypatch.setattr(mutation, "ROOT", tmp_path)
+    mutation.sync_unmutated()
+    assert (copy / "spec/plan.schema.json").read_text() == "new"  # data: refreshed
+    assert (copy / "impl/faults.py").read_text() == "new"  # not mutated: refreshed
+    assert (copy / "spec/__init__.py").read_text() == ""  # missing: copied
+    assert (copy / "spec/contract.py").read_text() == "old"  # mutmut's own: left to mutmut
