@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: prove test lint gate clean
+.PHONY: prove test lint gate mutation clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,5 +40,14 @@ lint: $(VENV)/.test
 gate: $(VENV)/.test $(VENV)/.vllm
 	PATH=$(abspath $(BIN)):$$PATH ci/gate
 
+# Mutation testing of impl/ and spec/ (README, "Mutation testing"); mutmut is not in the test extra.
+MUTATION_ARGS ?= --sample 1 --budget-min 60
+$(VENV)/.mutation: ci/mutation-requirements.txt $(VENV)/.test
+	$(BIN)/python -m pip install -q -r ci/mutation-requirements.txt
+	touch $@
+
+mutation: $(VENV)/.mutation
+	nice $(BIN)/python ci/mutation.py $(MUTATION_ARGS)
+
 clean:
-	rm -rf $(VENV) .hypothesis .mypy_cache reports
+	rm -rf $(VENV) .hypothesis .mypy_cache reports mutants

@@ -1,0 +1,219 @@
+"""`make mutation`: mutation testing of impl/ and spec/ with mutmut, scored per file.
+
+A mutant that survives is a behaviour no test pins (issue 13, part 5). mutmut (pinned in
+ci/mutation-requirements.txt, configured in pyproject's [tool.mutmut]) runs the selected tests
+once, records which tests call each function, and runs only those against that function's
+mutants; this script picks the modules and the sample, bounds the wall time, and scores each
+file from mutmut's results in mutants/ (kept between runs; never committed).
+
+    python ci/mutation.py [impl/capacity.py ...] [--sample 1..10] [--budget-min 60] [--json]
+    python ci/mutation.py --report-only [...]     # score what an earlier run left in mutants/
+
+--sample N keeps the mutants whose number ends in 1..N (about N/10 of each function's mutants;
+mutant 1 of every function always), so a run fits its budget on 2 cores. When the budget runs
+out mutmut is stopped and what it did not reach is reported as unchecked, never as killed.
+Exit: 0 every checked mutant killed or a known equivalent, 1 other survivors, 2 bad input or a
+mutmut run that failed before scoring (its clean test run, say).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import NoReturn
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("impl", "spec")
+SKIPPED = ("impl/faults.py",)  # the switchboard of `verify mutants`: seeded bugs, not behaviour
+
+# Survivors read and judged equivalent: no input can tell them from the original (with the
+# plan schema as it is; a schema change can make one live again, and then it is a survivor).
+_MIN_ITEMS = "every minItems in the plan schema is 1, answered by the 'is empty' line before this one"
+EQUIVALENT: dict[str, str] = {
+    "kvproof.spec.schema.x__inline__mutmut_21": "< vs <= differs only for a $ref sharing all three notes "
+                                                "with its definition; the schema has none",
+    "kvproof.spec.schema.x__message__mutmut_41": "default of .get('properties'): every object with "
+                                                 "additionalProperties false lists its properties",
+    "kvproof.spec.schema.x__message__mutmut_43": "same default, dropped: never used for the same reason",
+    **{f"kvproof.spec.schema.x__message__mutmut_{n}": _MIN_ITEMS for n in (78, 79, 80, 85, 87, 88, 90, 91, 92)},
+    "kvproof.spec.policy.x__k_lin__mutmut_11": "fill == state: both disjuncts then give K_lin = 1",
+    "kvproof.spec.schema.x__show__mutmut_2": ">= 64 vs > 64 bits: every bound is +-2^64 or small, so no "
+                                             "64-bit value is ever out of range",
+}
+
+# mutmut's exit codes per mutant (mutmut/stats.py), folded into what a score needs.
+_STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 34: "skipped",
+           36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout", 37: "killed",
+           None: "unchecked"}
+
+
+@dataclass(frozen=True)
+class FileScore:
+    """One module's mutants in the sample: killed (or timed out) over those checked that are not
+    known equivalents (a mutant no test can kill says nothing about the tests)."""
+
+    module: str
+    mutants: int
+    killed: int
+    timeout: int
+    survived: list[str]
+    no_tests: list[str]
+    equivalent: list[str]
+    unchecked: int
+
+    @property
+    def score(self) -> float | None:
+        live = self.killed + self.timeout + len(self.survived) + len(self.no_tests)
+        return (self.killed + self.timeout) / live if live else None
+
+
+def modules(names: list[str]) -> list[str]:
+    """The modules to mutate: the ones named, or all of impl/ and spec/ but SKIPPED."""
+    every = sorted(f"{p}/{f.name}" for p in PACKAGES for f in (ROOT / p).glob("*.py")
+                   if f.name != "__init__.py" and f"{p}/{f.name}" not in SKIPPED)
+    unknown = [n for n in names if n not in every]
+    if unknown:
+        raise SystemExit(f"error: unknown module {unknown[0]}; choose from {', '.join(every)}")
+    return names or every
+
+
+def patterns(mods: list[str], sample: int) -> list[str]:
+    """mutmut name globs: kvproof.impl.packer.* for a module, narrowed to numbers ending 1..N."""
+    tail = "*" if sample == 10 else f"*__mutmut_*[1-{sample}]"
+    return [f"kvproof.{m[:-3].replace('/', '.')}.{tail}" for m in mods]
+
+
+def in_sample(name: str, sample: int) -> bool:
+    return sample == 10 or name[-1] in "123456789"[:sample]
+
+
+def score(module: str, sample: int, results: Path = ROOT / "mutants") -> FileScore:
+    meta = results / "kvproof" / f"{module}.meta"
+    if not meta.exists():
+        raise SystemExit(f"error: no mutmut results for {module}; run without --report-only first")
+    try:
+        codes = json.loads(meta.read_text())["exit_code_by_key"]
+    except (ValueError, KeyError):
+        raise SystemExit(f"error: {meta} is cut off (a budget stop while mutmut wrote it); run again") from None
+    picked = {k: _STATUS.get(v, "suspicious") for k, v in codes.items() if in_sample(k, sample)}
+    count = Counter(picked.values())
+    alive = sorted(k for k, s in picked.items() if s in ("survived", "suspicious", "skipped", "no tests"))
+    return FileScore(module, len(picked), count["killed"], count["timeout"],
+                     [k for k in alive if picked[k] != "no tests" and k not in EQUIVALENT],
+                     [k for k in alive if picked[k] == "no tests" and k not in EQUIVALENT],
+                     [k for k in alive if k in EQUIVALENT], count["unchecked"])
+
+
+def sync_unmutated() -> None:
+    """Refresh mutants/ with every file of impl/ and spec/ that mutmut does not mutate.
+
+    mutmut copies the packages into mutants/ once and from then on rewrites only the modules it
+    mutates; a data file (spec/plan.schema.json) or an unmutated module (impl/faults.py) changed
+    since would be tested as it was.
+    """
+    copy = ROOT / "mutants" / "kvproof"
+    if not copy.is_dir():
+        return  # the first run: mutmut copies everything itself
+    for package in PACKAGES:
+        for source in (ROOT / package).rglob("*"):
+            rel = source.relative_to(ROOT)
+            mutated = source.suffix == ".py" and source.name != "__init__.py" and rel.as_posix() not in SKIPPED
+            if source.is_dir() or mutated or "__pycache__" in rel.parts:
+                continue
+            target = copy / rel
+            if not target.exists() or target.read_bytes() != source.read_bytes():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, target)
+
+
+def run_mutmut(mods: list[str], sample: int, budget_s: float, children: int) -> None:
+    """Run mutmut over the sample; past the budget kill it and its workers (results so far stay).
+
+    mutmut saves each mutant's result as it lands. At the budget its main process dies first:
+    a worker stopped by a signal exits 0, and mutmut would record that mutant as a survivor.
+    It runs in a session of its own so that its forked workers can be found and killed with it.
+    """
+    # A fresh map of tests to functions each run (a few minutes): mutmut keeps the map of a test id
+    # it has seen, so an edited test, or a parametrized case that moved, would be run against
+    # the functions its old version called.
+    (ROOT / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
+    sync_unmutated()
+    mutmut = Path(sys.executable).parent / "mutmut"  # its script: `python -m mutmut` re-imports itself
+    cmd = [str(mutmut), "run", "--max-children", str(children), *patterns(mods, sample)]
+    env = os.environ | {"HYPOTHESIS_PROFILE": "mutants"}  # a kill, not a minimal example: no shrinking
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True)
+    try:
+        code = proc.wait(timeout=budget_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        with contextlib.suppress(ProcessLookupError):  # no worker was running
+            os.killpg(proc.pid, signal.SIGKILL)
+        print(f"budget of {budget_s / 60:g} min spent: mutmut stopped; the rest is unchecked", file=sys.stderr)
+        return
+    if code:  # its clean run failed, or it could not map tests to functions: no score means anything
+        raise SystemExit(f"error: mutmut exited {code} before scoring (its output above says why)")
+
+
+def table(scores: list[FileScore]) -> str:
+    lines = ["| file | mutants in sample | killed | timeout | survived | no tests | equivalent | unchecked | score |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for s in scores:
+        pct = "-" if s.score is None else f"{100 * s.score:.1f}%"
+        lines.append(f"| {s.module} | {s.mutants} | {s.killed} | {s.timeout} | {len(s.survived)} | "
+                     f"{len(s.no_tests)} | {len(s.equivalent)} | {s.unchecked} | {pct} |")
+    return "\n".join(lines)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise SystemExit(f"error: {message}")  # one line, not argparse's usage block
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = _Parser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("modules", nargs="*", help="e.g. impl/capacity.py (default: all of impl/ and spec/)")
+    ap.add_argument("--sample", type=int, default=10, choices=range(1, 11), metavar="1..10")
+    ap.add_argument("--budget-min", type=float, default=60.0)
+    ap.add_argument("--max-children", type=int, default=2)
+    ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--json", action="store_true")
+    try:
+        args = ap.parse_args(argv)
+        mods = modules(args.modules)
+        if args.budget_min <= 0 or args.max_children <= 0:
+            raise SystemExit("error: --budget-min and --max-children must be positive")
+        if not args.report_only:
+            try:
+                import mutmut  # noqa: F401
+            except ImportError:
+                raise SystemExit("error: mutmut is missing; pip install -r ci/mutation-requirements.txt") from None
+            run_mutmut(mods, args.sample, 60 * args.budget_min, args.max_children)
+        scores = [score(m, args.sample) for m in mods]
+    except SystemExit as stop:
+        if isinstance(stop.code, str):
+            print(stop.code, file=sys.stderr)
+            return 2
+        return 2 if stop.code else 0
+    unexplained = [n for s in scores for n in s.survived + s.no_tests]
+    if args.json:
+        print(json.dumps({"sample": args.sample, "files": [asdict(s) | {"score": s.score} for s in scores],
+                          "unexplained_survivors": unexplained}, indent=2))
+    else:
+        print(table(scores))
+        for name in unexplained:
+            print(f"survivor: {name}  (python -m mutmut show {name})")
+    return 1 if unexplained else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,368 @@
+"""Edges a mutation run found untested (issue 13, part 5), each pinned with numbers worked by hand.
+
+Error paths must raise one clear error, boundaries must sit on the right side, the dtype tables
+must size real fields, and each extreme plan must be blamed on the property that owns it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+import z3
+
+from kvproof.ci.cli import main
+from kvproof.impl.allocator import Allocator, AllocatorError
+from kvproof.impl.arena import Arena
+from kvproof.impl.capacity import max_tokens, parents_needed, usable_parents
+from kvproof.impl.export import plan_document
+from kvproof.impl.packer import FieldSpec, GroupSpec, PlanError, derive_packings, pack
+from kvproof.impl.recipe import plan_model
+from kvproof.spec import properties as P
+from kvproof.spec.catalog import ConfigError, load_model, parse_config
+from kvproof.spec.check import check_plan
+from kvproof.spec.contract import recipe_layout
+from kvproof.spec.encoding import concrete_facts, in_bounds, padding_bound_of, page_id_limit, symbolic_facts
+from kvproof.spec.policy import Policy, choose, policy_named
+from kvproof.spec.prover import plan_point
+from kvproof.spec.schema import validate
+
+TOK = GroupSpec("tok", (FieldSpec("t.k", "p0", (4, 4), "bfloat16", exact_stride=True),))  # 32 B
+
+
+def _one_byte_group() -> list[GroupSpec]:
+    return [GroupSpec("g", (FieldSpec("g.x", "p", (1,), "uint8"),))]
+
+
+# ---------------------------------------------------------------- error paths
+
+
+def test_a_pinned_packing_for_an_unknown_group_is_refused():
+    with pytest.raises(PlanError, match="pinned packing for unknown group nope"):
+        pack([TOK], granularity=4, packings={"tok": 1, "nope": 3})
+    with pytest.raises(PlanError, match="pinned packings must be positive"):
+        pack([TOK], granularity=4, packings={"tok": 0})
+
+
+def test_max_padding_below_zero_is_refused_and_zero_is_a_bound():
+    with pytest.raises(PlanError, match="max_padding must be >= 0"):
+        pack([TOK], granularity=4, max_padding=Fraction(-1, 10))
+    # tok alone: plane 32 B, parent align_up(32, 16) = 32 B = one page, padding 0 <= 0.
+    plan = pack([TOK], granularity=4, alignment=16, max_padding=Fraction(0))
+    assert plan.accepted and plan.parent_bytes == 32 and plan.max_padding == 0
+    with pytest.raises(PlanError, match="alignment and granularity must be positive"):
+        pack([TOK], granularity=4, alignment=0)
+    with pytest.raises(ConfigError, match=r"must be a finite number >= 0, got -0\.1"):
+        padding_bound_of(-0.1)
+    assert padding_bound_of(0) == 0 and padding_bound_of(None) is None
+
+
+def test_a_plan_without_num_parents_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    doc = plan_document(pack([TOK], granularity=4, alignment=16).bind(2))
+    del doc["num_parents"]
+    with pytest.raises(ConfigError, match="plan is missing key 'num_parents'"):
+        concrete_facts(doc)
+    with pytest.raises(ConfigError, match="plan is missing key 'num_parents'"):
+        concrete_facts(doc, validated=True)  # the semantic reader names it too, schema or not
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(doc))
+    capsys.readouterr()
+    assert main(["check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "num_parents" in err and "Traceback" not in err
+
+
+def test_a_hybrid_config_with_no_full_attention_layer_is_refused():
+    raw = {"num_hidden_layers": 2, "num_attention_heads": 4, "kv_lora_rank": 8, "qk_rope_head_dim": 8,
+           "linear_attn_config": {"kda_layers": [1, 2], "full_attn_layers": [], "num_heads": 4, "head_dim": 8,
+                                  "short_conv_kernel_size": 4}}
+    with pytest.raises(ConfigError, match=r"'linear_attn_config\.full_attn_layers' is empty"):
+        parse_config(raw, "no-mla")
+
+
+def test_a_policy_admitting_no_packing_or_two_is_a_config_error():
+    layout = recipe_layout(load_model("kimi-k3"), 8, "fp8")  # state 27,648 + 786,432 B; page 128 x 576 B
+    never = Policy("never", lambda k, state, page: k < 0)
+    with pytest.raises(ConfigError, match=r"policy never admits no packing \(state 814,080 B, page 73,728 B\)"):
+        choose(never, layout, lambda _: True)
+    with pytest.raises(ConfigError, match="policy search admits no packing"):
+        choose(replace(never, smallest_accepted=True), layout, lambda _: True)
+    two = Policy("two", lambda k, state, page: z3.Or(k == 12, k == 13))
+    with pytest.raises(ConfigError, match=r"admits both K_mla=1[23] and K_mla=1[23]"):
+        choose(two, layout, lambda _: True)
+    # The solver is left as it was: the real policy still answers (K_lin = 12 x 73,728 // 814,080 = 1).
+    assert choose(policy_named("ceil"), layout, lambda _: True)["full_attention"] == 12
+
+
+def test_an_unknown_policy_is_named_with_the_three_there_are():
+    with pytest.raises(ConfigError, match=r"^unknown policy 'nope'; choose one of search, ceil, pinned12$"):
+        policy_named("nope")
+
+
+def test_capacity_refuses_no_requests_and_negative_counts():
+    plan = plan_model(load_model("kimi-k3"), 8, "fp8").plan
+    with pytest.raises(ValueError, match=r"^requests must be positive$"):
+        max_tokens(plan, 10, 0)
+    for tokens, requests in ((-1, 1), (1, -1)):
+        with pytest.raises(ValueError, match=r"^tokens and requests must be non-negative$"):
+            parents_needed(plan, tokens, requests)
+    # One request, 10 parents, three state groups of K = 1: 10 - 3 x 2 = 4 parents x 12 pages x 128.
+    assert max_tokens(plan, 10, 1) == 4 * 12 * 128
+    assert max_tokens(plan, 5, 1) == -1  # 6 state pages alone need 6 parents
+
+
+def _small_arena() -> Arena:
+    synthetic = parse_config({
+        "num_hidden_layers": 2, "num_attention_heads": 2, "kv_lora_rank": 8, "qk_rope_head_dim": 8,
+        "linear_attn_config": {"kda_layers": [1], "full_attn_layers": [2], "num_heads": 2, "head_dim": 4,
+                               "short_conv_kernel_size": 4},
+    }, "tiny")
+    return Arena(plan_model(synthetic, 1, "fp8").plan.bind(1))
+
+
+def test_a_negative_page_is_refused_not_read_from_the_end():
+    arena = _small_arena()
+    last = arena.binding.page_count("full_attention") - 1
+    rows = np.arange(128 * 16, dtype=np.uint8).reshape(128, 16)
+    arena.write_latent(2, last, 0, rows)
+    for page in (-1, last + 1):
+        with pytest.raises(IndexError, match=f"page {page} outside 0..{last}"):
+            arena.read_latent(2, page)
+        with pytest.raises(IndexError):
+            arena.write_latent(2, page, 0, rows)
+    assert (arena.read_latent(2, last) == rows).all()
+
+
+# ---------------------------------------------------------------- boundaries
+
+
+def _kimi_linear_466():
+    """Kimi-Linear with kv_lora_rank 466: fp8 tp 32 has state == page == 67,840 B.
+
+    page  = 128 tokens x (466 + 64) x 1 B = 67,840 B;
+    state = conv 3 x 1 head x 128 x 3 x 2 B = 2,304 B, then recurrent 1 x 128 x 128 x 4 B = 65,536 B
+            at offset 2,304 (a multiple of 4): 67,840 B.
+    """
+    return replace(load_model("kimi-linear-48b-a3b"), name="kimi-linear-466", kv_lora_rank=466)
+
+
+def test_search_takes_k_mla_1_when_state_equals_page_in_spec_and_impl():
+    model = _kimi_linear_466()
+    layout = recipe_layout(model, 32, "fp8")
+    assert layout.state == layout.page == 67_840
+    # K_mla = 1 (state <= 1 x page), K_lin = max(1, 67,840 // 67,840) = 1; 7 planes of 67,840 B
+    # (a multiple of lcm(256, 16, 4) = 256: 265 x 256), parent 474,880 B; the 6-layer state group
+    # pads 474,880 / (6 x 67,840) - 1 = 1/6 <= 1/4, so the plan boots.
+    want = {"full_attention": 1, "linear_attention_0": 1, "linear_attention_1": 1, "linear_attention_2": 1}
+    for policy in ("search", "ceil"):
+        impl = plan_model(model, 32, "fp8", policy).plan
+        assert impl.packing == want and impl.parent_bytes == 474_880 and impl.accepted, policy
+        assert impl.group("linear_attention_2").padding == Fraction(1, 6)
+        spec = plan_point(model, 32, "fp8", policy_named(policy))
+        assert {g["id"]: g["packing"] for g in spec.plan["groups"]} == want, policy
+        assert spec.plan["parent_bytes"] == 474_880 and spec.accepted
+
+
+def test_a_budget_below_two_parents_yields_none_and_a_huge_one_stops_at_max_parents():
+    plan = plan_model(load_model("kimi-k3"), 8, "fp8").plan  # K_mla 12: page ids allow 2^31 - 1 // 12
+    assert usable_parents(plan, 0) == 0
+    assert usable_parents(plan, plan.parent_bytes - 1) == 0
+    assert usable_parents(plan, 2 * plan.parent_bytes) == 1
+    assert plan.max_parents == 178_956_970
+    assert usable_parents(plan, 2**62) == 178_956_970
+
+
+def test_allocating_zero_pages_of_a_group_takes_no_parent():
+    a = Allocator({"a": 2, "b": 3}, 2)
+    assert a.parents_needed({"a": 0, "b": 1}) == 1
+    assert a.allocate({"a": 0, "b": 1}) == {"a": [], "b": [1]}
+    assert a.owned_parents("a") == frozenset() and a.owned_parents("b") == {1}
+    assert a.free_parents() == (2,) and a.free_slots("a") == 0 and a.free_slots("b") == 2
+    with pytest.raises(AllocatorError, match=">= 0"):
+        a.allocate({"a": -1})
+
+
+def test_a_plan_that_allows_exactly_one_parent_binds_it():
+    # K = 2^31 - 1 one-byte pages: plane = parent = 2^31 - 1 B; page ids 1..K fit int32 for N = 1 only.
+    k = 2**31 - 1
+    plan = pack(_one_byte_group(), granularity=1, packings={"g": k}, alignment=1)
+    assert plan.parent_bytes == k and plan.max_parents == 1 and plan.accepted
+    binding = plan.bind(1)
+    assert binding.page_count("g") == 2**31 and binding.arena_bytes == 2 * k
+    with pytest.raises(PlanError, match=r"num_parents=2 outside 1\.\.1"):
+        plan.bind(2)
+    facts = symbolic_facts(plan_document(binding) | {
+        "planes": [{"id": "p", "bytes": k, "offset": 0}], "groups": [{"id": "g", "packing": k}]})
+    assert facts.parents == (1, 1) and page_id_limit(facts) == [] and in_bounds(facts) == []
+    # One more page per parent and not even N = 1 fits: page_id_limit, not in_bounds, says so.
+    over = pack(_one_byte_group(), granularity=1, packings={"g": k + 1}, alignment=1)
+    assert over.max_parents == 0
+    assert [v.property for v in over.violations] == ["page_id_limit"]
+
+
+def test_an_arena_of_exactly_2_to_the_62_bytes():
+    # One 2^61-byte field: parent 2^61, (2^63 - 1) // 2^61 - 1 = 2 parents; N = 1 is 2^62 bytes.
+    half = pack([GroupSpec("h", (FieldSpec("h.x", "p", (2**31, 2**30), "uint8"),))], granularity=1)
+    assert half.parent_bytes == 2**61 and half.accepted and half.max_parents == 2
+    assert half.bind(1).arena_bytes == 2**62 and half.bind(2).arena_bytes == 3 * 2**61
+    # A 2^62-byte parent: two parents are 2^63 > 2^63 - 1. Blame in_bounds alone, though no
+    # parent count is left for page ids either ((2^63 - 1) // 2^62 - 1 = 0).
+    full = pack([GroupSpec("h", (FieldSpec("h.x", "p", (2**31, 2**31), "uint8"),))], granularity=1)
+    assert full.parent_bytes == 2**62 and full.max_parents == 0
+    assert [v.property for v in full.violations] == ["in_bounds"]
+    assert "leaves no room for two parents" in full.violations[0].message
+    # One byte less, 2^62 - 1 = (2^31 - 1)(2^31 + 1): two parents are 2^63 - 2 B and fit; N = 1 only.
+    edge = pack([GroupSpec("h", (FieldSpec("h.x", "p", (2**31 - 1, 2**31 + 1), "uint8"),))], granularity=1,
+                alignment=1)
+    assert edge.parent_bytes == 2**62 - 1 and edge.max_parents == 1 and edge.accepted
+    assert edge.bind(1).arena_bytes == 2**63 - 2
+
+
+# ---------------------------------------------------------------- which property reports what
+
+
+def _symbolic(parent: int, packing: int, plane: int) -> dict:
+    return {"parent_bytes": parent, "alignment": 1, "max_padding": None,
+            "planes": [{"id": "p", "bytes": plane, "offset": 0}], "groups": [{"id": "g", "packing": packing}],
+            "fields": [{"id": "f", "group": "g", "plane": "p", "shape": [plane // packing], "dtype": "uint8",
+                        "offset": 0, "stride": plane // packing, "exact_stride": False}]}
+
+
+def test_a_parent_too_large_for_two_is_in_bounds_not_page_id_limit():
+    facts = symbolic_facts(_symbolic(2**62, 1, 2**62))
+    assert facts.parents == (1, 0)
+    assert [v.property for v in in_bounds(facts)] == ["in_bounds"] and page_id_limit(facts) == []
+    # One byte less per parent: 2 x (2^62 - 1) = 2^63 - 2 fits, and N = 1 is the only count.
+    fits = symbolic_facts(_symbolic(2**62 - 1, 1, 2**62 - 1))
+    assert fits.parents == (1, 1) and in_bounds(fits) == [] and page_id_limit(fits) == []
+
+
+def test_a_packing_past_int32_is_page_id_limit_even_with_no_parent_count_to_try():
+    # K = 2^31: 2^31 - 1 // 2^31 = 0 parents, so N ranges over nothing; the property must not pass
+    # vacuously.
+    facts = symbolic_facts(_symbolic(2**31, 2**31, 2**31))
+    assert facts.parents == (1, 0)
+    (v,) = page_id_limit(facts)
+    assert v.message == "packing 2147483648 leaves no parent count N >= 1 whose page ids fit int32"
+    assert in_bounds(facts) == []
+    # K = 2^31 - 1 allows N = 1, the largest page id is exactly 2^31 - 1.
+    assert page_id_limit(symbolic_facts(_symbolic(2**31 - 1, 2**31 - 1, 2**31 - 1))) == []
+
+
+def test_the_arena_may_reach_but_not_pass_2_to_the_63_minus_1():
+    doc = plan_document(pack([TOK], granularity=4, alignment=16).bind(2))
+    assert check_plan(doc | {"arena_bytes": P.BYTES_MAX}) == []
+    (v,) = check_plan(doc | {"arena_bytes": P.BYTES_MAX + 1})
+    assert v["property"] == "in_bounds" and "exceeds 2^63 - 1" in v["message"]
+
+
+# ---------------------------------------------------------------- a branch and the dtype tables
+
+
+def test_exact_groups_sharing_a_plane_meet_on_a_common_multiple():
+    # a 100 B, b 150 B, c 1,000 B: K starts at 1000 // bytes = 10, 6, 1; a and b share a plane, so
+    # both fill align_up(max(10 x 100, 6 x 150), lcm(100, 150) = 300) = 1,200 B: K = 12 and 8.
+    assert derive_packings({"a": 100, "b": 150, "c": 1000}, [("a", "b")]) == {"a": 12, "b": 8, "c": 1}
+    # A chain a-b-c of 2, 3 and 5 B settles only on the third pass (len(k) passes), all at 30 B:
+    # pass 1 -> 3, 5, 3 (6 B, 15 B); pass 2 -> 9, 10, 6 (18 B, 30 B); pass 3 -> 15, 10, 6.
+    assert derive_packings({"a": 2, "b": 3, "c": 5}, [("a", "b"), ("b", "c")]) == {"a": 15, "b": 10, "c": 6}
+
+
+def test_fp8_int32_and_int64_fields_are_sized_and_aligned_by_their_element():
+    # In id order: a 5 x float8_e4m3fn at 0..5; b 1 x int64 at align_up(5, 8) = 8..16;
+    # c 1 x float8_e4m3fn at 16..17; d 2 x int32 at align_up(17, 4) = 20..28.
+    # Plane: align_up(28, lcm(8, 1, 8, 4)) = 32 B; payload 5 + 8 + 1 + 8 = 22 B, padding 32 / 22 - 1 = 5/11.
+    group = GroupSpec("m", (
+        FieldSpec("d", "p", (2,), "int32"), FieldSpec("b", "p", (1,), "int64"),
+        FieldSpec("a", "p", (5,), "float8_e4m3fn"), FieldSpec("c", "p", (1,), "float8_e4m3fn"),
+    ))
+    plan = pack([group], granularity=1, alignment=8, max_padding=Fraction(1, 2))
+    assert {f.id: (f.offset, f.payload_bytes) for f in plan.fields} == {
+        "a": (0, 5), "b": (8, 8), "c": (16, 1), "d": (20, 8)}
+    assert plan.plane("p").bytes == 32 and plan.group("m").padding == Fraction(5, 11) and plan.accepted
+    doc = plan_document(plan.bind(1))
+    assert check_plan(doc) == []
+
+    def moved(properties: tuple[str, ...] = tuple(P.PROPERTIES), **offsets: int) -> list[str]:
+        fields = [f | {"offset": offsets.get(f["id"], f["offset"])} for f in doc["fields"]]
+        return [v["property"] for v in check_plan(doc | {"fields": fields}, properties)]
+
+    assert moved(b=12, c=28) == ["field_alignment"]  # 12..20 is free, but 12 is not a multiple of int64's 8
+    assert moved(("no_overlap", "in_bounds"), b=12, c=28) == []  # only the properties asked for are checked
+    assert moved(d=18) == ["field_alignment"]  # 18 is not a multiple of int32's 4
+    assert moved(a=4) == ["no_overlap"]  # 5 one-byte values from 4 run into b at 8
+    # 28 + 8 B runs past the 32-byte page: into the next page, out of the slab (N = 1: the last
+    # page, 1, ends at 64 + 4) and out of its parent, and page 0's d out of the null parent.
+    assert moved(d=28) == ["no_overlap", "in_bounds", "in_bounds", "null_page"]
+
+
+# ---------------------------------------------------------------- the schema's messages, whole
+
+_DTYPES = "uint8, int8, float8_e4m3fn, float8_e5m2, float8_e8m0fnu, bfloat16, float16, float32, int32, int64, float64"
+_MESSAGES = [  # (id, change to the TOK plan document, the whole message worked out from spec/schema.py)
+    ("not_an_object", lambda d: [], "plan must be an object"),
+    ("wrong_type", lambda d: d | {"num_parents": "2"},
+     "plan key 'num_parents' has the wrong type str; expected integer"),
+    ("wrong_type_of_two", lambda d: d | {"max_padding": "x"},
+     "plan key 'max_padding' has the wrong type str; expected number or null"),
+    ("missing", lambda d: {k: v for k, v in d.items() if k != "alignment"}, "plan is missing key 'alignment'"),
+    ("missing_nested", lambda d: d | {"groups": [{"id": "tok", "page_count": 3}]},
+     "plan is missing key 'groups[0].packing'"),
+    ("unknown_key", lambda d: d | {"colour": 1}, "plan key 'colour' is not part of the plan schema (plan.schema.json)"),
+    # A key past 40 characters is cut to its first 37 and '...'.
+    ("unknown_key_cut", lambda d: d | {"planes": [d["planes"][0] | {"x" * 50: 1}]},
+     f"plan key 'planes[0].{'x' * 37}...' is not part of the plan schema (plan.schema.json)"),
+    ("key_of_40", lambda d: d | {"y" * 40: 1},
+     f"plan key '{'y' * 40}' is not part of the plan schema (plan.schema.json)"),
+    ("key_of_41", lambda d: d | {"z" * 41: 1},
+     f"plan key '{'z' * 37}...' is not part of the plan schema (plan.schema.json)"),
+    ("not_positive", lambda d: d | {"alignment": 0}, "plan key 'alignment' must be positive, got 0"),
+    ("below_zero", lambda d: d | {"max_padding": -1}, "plan key 'max_padding' must be >= 0, got -1"),
+    # 2^64 + 1 has 65 bits: past 64 bits a value is told by its size, not its digits.
+    ("past_64_bits", lambda d: d | {"num_parents": 2**64 + 1},
+     "plan key 'num_parents' must be at most 18,446,744,073,709,551,616, got an integer of 65 bits"),
+    ("empty_list", lambda d: d | {"groups": []}, "plan key 'groups' is empty: a plan needs at least one"),
+    ("too_many_items", lambda d: d | {"fields": [d["fields"][0] | {"shape": [1] * 9}]},
+     "plan key 'fields[0].shape' lists 9 items; a plan allows at most 8"),
+    ("empty_id", lambda d: d | {"groups": [{"id": "", "packing": 1, "page_count": 3}]},
+     "plan key 'groups[0].id' must be a string of at least 1 characters"),
+    ("long_id", lambda d: d | {"groups": [{"id": "g" * 257, "packing": 1, "page_count": 3}]},
+     "plan key 'groups[0].id' must be a string of at most 256 characters"),
+    ("unknown_dtype", lambda d: d | {"fields": [d["fields"][0] | {"dtype": "float128"}]},
+     f"plan key 'fields[0].dtype': unknown value 'float128'; known: {_DTYPES}"),
+    # A value whose repr passes 24 characters is cut to its first 20 and '...'.
+    ("unknown_dtype_cut", lambda d: d | {"fields": [d["fields"][0] | {"dtype": "f" * 40}]},
+     f"plan key 'fields[0].dtype': unknown value '{'f' * 19}...; known: {_DTYPES}"),
+    # The cut is at 24: a 24-character repr (two quotes and 22 letters) is shown whole, 25 are cut.
+    ("repr_of_24", lambda d: d | {"fields": [d["fields"][0] | {"dtype": "d" * 22}]},
+     f"plan key 'fields[0].dtype': unknown value '{'d' * 22}'; known: {_DTYPES}"),
+    ("repr_of_25", lambda d: d | {"fields": [d["fields"][0] | {"dtype": "e" * 23}]},
+     f"plan key 'fields[0].dtype': unknown value '{'e' * 19}...; known: {_DTYPES}"),
+]
+
+
+# Named ids, not positions: mutmut maps a test id to the functions it calls, and an inserted case
+# would hand every later position another case's map.
+@pytest.mark.parametrize(("change", "message"), [c[1:] for c in _MESSAGES], ids=[c[0] for c in _MESSAGES])
+def test_each_schema_error_reads_exactly_as_written(change, message: str):
+    doc = plan_document(pack([TOK], granularity=4, alignment=16).bind(2))
+    with pytest.raises(ConfigError) as err:
+        validate(change(doc))
+    assert str(err.value) == message
+
+
+def test_the_validator_gets_the_schema_with_every_local_ref_written_out():
+    # jsonschema resolving a $ref on every visit made one 72-field plan take 0.7 s (spec/schema.py).
+    from kvproof.spec import schema as S
+
+    assert "$ref" in json.dumps(S.schema())
+    assert "$ref" not in json.dumps(S._validator().schema)
+    # A $ref with a sibling constraint the definition also sets is left for jsonschema to resolve.
+    defs = {"n": {"type": "integer", "description": "a count"}}
+    assert S._inline({"$ref": "#/$defs/n", "description": "parents"}, defs) == {"type": "integer",
+                                                                                 "description": "parents"}
+    assert S._inline({"$ref": "#/$defs/n", "type": "string"}, defs) == {"$ref": "#/$defs/n", "type": "string"}
