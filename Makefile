@@ -33,7 +33,7 @@ prove: $(VENV)/.core
 test: $(VENV)/.test $(VENV)/.vllm
 	$(BIN)/pytest -n auto -p no:cacheprovider $(PYTEST_ARGS)
 
-lint: $(VENV)/.test
+lint: $(VENV)/.test $(VENV)/.vllm
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
