@@ -12,14 +12,14 @@ MTP draft yet.
 
 from __future__ import annotations
 
-import dataclasses
 import types
 from math import gcd
 from typing import Any
 
 from kvproof.engines.tokenspeed.configs import HFConfig, Strict
-from kvproof.engines.tokenspeed.inputs import CAPACITY, MATH, divisors, recipe, server_args
+from kvproof.engines.tokenspeed.inputs import CAPACITY, MATH, divisors
 from kvproof.engines.tokenspeed.loader import ASSUMPTIONS, Unavailable
+from kvproof.engines.tokenspeed.qwen35 import hybrid_recipe
 
 MODELS = ("nemotron-h-56b-base-8k.json", "nemotron-3-super-120b-a12b-fp8.json")
 MODULES = ("mamba2", "qwen35", "plan", "configs.mha", "configs.linear_attn")
@@ -80,10 +80,5 @@ def build(modules: dict[str, types.ModuleType], configs: dict[str, dict], point:
         "dtype": Unavailable("model_config.dtype", MATH),
         "context_len": Unavailable("model_config.context_len", CAPACITY),
     })
-    sa = server_args(point["tp"], point["dtype"], extra={"speculative_eagle_topk": 1})  # the default: no tree
-    attn = modules["configs.mha"].MHAConfig.generate(sa, mc, False)
-    linear = modules["configs.linear_attn"].Mamba2Config.generate(sa, mc, False)
-    attn = dataclasses.replace(attn, components=(*attn.components, linear))
     # Mamba2Recipe subclasses QwenGDNRecipe, whose module has the release's CacheRecipe.
-    return recipe(modules["mamba2"].Mamba2Recipe, modules["qwen35"].CacheRecipe, server_args=sa, model_config=mc,
-                  attn_config=attn, draft_model_config=None, draft_attn_config=None)
+    return hybrid_recipe(modules, modules["mamba2"].Mamba2Recipe, "Mamba2Config", mc, point)

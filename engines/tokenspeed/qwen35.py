@@ -67,10 +67,17 @@ def build(modules: dict[str, types.ModuleType], configs: dict[str, dict], point:
         "dtype": Unavailable("model_config.dtype", MATH),
         "context_len": Unavailable("model_config.context_len", CAPACITY),
     })
+    module = modules["qwen35"]
+    return hybrid_recipe(modules, module.QwenGDNRecipe, "LinearAttnConfig", mc, point)
+
+
+def hybrid_recipe(modules: dict[str, types.ModuleType], cls: type, linear: str, mc: Strict,
+                  point: dict[str, Any]) -> Any:
+    """A QwenGDNRecipe family (qwen_gdn, mamba2): MHA attention plus the linear component the
+    registry adds (`linear`, a class of configs/linear_attn.py), no draft."""
     sa = server_args(point["tp"], point["dtype"], extra={"speculative_eagle_topk": 1})  # the default: no tree
     attn = modules["configs.mha"].MHAConfig.generate(sa, mc, False)
-    linear = modules["configs.linear_attn"].LinearAttnConfig.generate(sa, mc, False)
-    attn = dataclasses.replace(attn, components=(*attn.components, linear))
-    module = modules["qwen35"]
-    return recipe(module.QwenGDNRecipe, module.CacheRecipe, server_args=sa, model_config=mc, attn_config=attn,
+    component = getattr(modules["configs.linear_attn"], linear).generate(sa, mc, False)
+    attn = dataclasses.replace(attn, components=(*attn.components, component))
+    return recipe(cls, modules["qwen35"].CacheRecipe, server_args=sa, model_config=mc, attn_config=attn,
                   draft_model_config=None, draft_attn_config=None)
