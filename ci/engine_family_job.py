@@ -39,8 +39,7 @@ def decode(text: str) -> dict:
 def runner(text: str) -> sweep.Runner:
     """One Runner per worker process: the engine's modules load once, not once per chunk."""
     job = decode(text)
-    path = job["engine_path"]
-    source = loader.path_source(path) if path else loader.installed_source()
+    source = loader.source_of(job["engine_path"])
     family = Family.around(load_model("kimi-k3"), {p: parse_range(p, t) for p, t in job["vary"].items()},
                            tuple(job["dtypes"]))
     return sweep.Runner(mutants.mutated(source), family)

@@ -76,7 +76,7 @@ def distributed(args: argparse.Namespace, family: Family) -> EngineSweep:
     from kvproof.engines.tokenspeed import loader, mutants, sweep
 
     try:
-        source = loader.path_source(args.engine_path) if args.engine_path else loader.installed_source()
+        source = loader.source_of(args.engine_path)
     except loader.SourceError as err:
         raise UsageError(str(err)) from None
     size = family.size()

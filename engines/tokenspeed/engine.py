@@ -65,7 +65,7 @@ def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Seq
            assume: Sequence[str] | None = None, unbounded: Fraction | None = None) -> EngineRun:
     """`verify engine tokenspeed`: the installed release, or the package at --engine-path."""
     try:
-        source = loader.path_source(engine_path) if engine_path else loader.installed_source()
+        source = loader.source_of(engine_path)
         only = {"tp": tps, "dtype": dtypes, "drafts": drafts, "model": models, "assume": _assumed(assume)}
         return run(source, recipes, only, engine_path, unbounded)
     except loader.SourceError as err:

@@ -297,6 +297,11 @@ class SourceError(ValueError):
     """No tokenspeed where the user pointed. One line, naming the fix."""
 
 
+def source_of(engine_path: str | None) -> Source:
+    """--engine-path DIR when given, else the installed distribution."""
+    return path_source(engine_path) if engine_path else installed_source()
+
+
 def installed_source() -> Source:
     try:
         dist = metadata.distribution("tokenspeed")

@@ -156,7 +156,7 @@ def chunk(family: Family, index: int, count: int) -> Iterator[Member]:
 def verify(engine_path: str | None, family: Family, examples: int) -> EngineSweep:
     """`verify sweep --engine tokenspeed`: the installed release, or the package at --engine-path."""
     try:
-        source = loader.path_source(engine_path) if engine_path else loader.installed_source()
+        source = loader.source_of(engine_path)
         return sweep(mutants.mutated(source), family, examples)
     except loader.SourceError as err:
         raise EngineError(str(err)) from None
