@@ -56,6 +56,8 @@ FAULTS: dict[str, str] = {
     "page (the walk-by-payload bug of LMCache#5166, in the planner)",
     "vllm_kernel_gets_raised_block": "vLLM hands the attention kernel the whole raised hybrid block instead of a "
     "kernel block it supports (vllm#25811: past FlashInfer's tokens-per-page limit on GB200)",
+    "vllm_flashinfer_mla_gets_raised_block": "vLLM hands FlashInfer's MLA decode on sm_100 the whole raised hybrid "
+    "block (vllm#25811's bug at the backend it hit: past FlashInfer's 64-token pages)",
     "vllm_spec_padding_unwidened": "vLLM pads the state page to the attention page as if no token were "
     "speculated, while the layers' state keeps the speculative conv rows (vllm#57721)",
     "lmcache_walks_by_payload": "the catalog records LMCache as walking state pages by their payload, not the "

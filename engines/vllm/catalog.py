@@ -38,6 +38,16 @@ TRITON_UNIFIED = Kernel("triton_unified_attention", 1, None, "vllm-project/vllm@
                         "the one assertion (:302, BLOCK_SIZE % TILE_SIZE) is met by clamping the tile (:1021)")
 FLASHMLA_DECODE = Kernel("flashmla_dense_decode", 64, 64, "deepseek-ai/FlashMLA@9241ae3 csrc/api/dense_decode.h:67: "
                          "TORCH_CHECK(page_block_size == 64)")
+# vllm/v1/attention/backends/mla/flashinfer_mla.py:432: trtllm_batch_decode_with_kv_cache_mla, FlashInfer's
+# backend="auto" (the wheel vLLM 0.33.0 pins, flashinfer-python==0.7.2.post1). Auto runs trtllm-gen or
+# CuTeDSL, whichever accepts the call (and autotunes between them when both do): trtllm-gen takes pages of 32
+# or 64 tokens and no 64 < heads < 128 (Kimi-K3 at tp 1), CuTeDSL pages that divide its 128-token tile. The
+# limit recorded is the pages both take, 32 or 64: within it the page runs whichever auto picks.
+FLASHINFER_MLA_DECODE = Kernel("flashinfer_mla_decode", 32, 64, "flashinfer-ai/flashinfer@v0.7.2.post1 "
+                               "flashinfer/mla/_core.py:4409: trtllm-gen requires block_size in (32, 64); "
+                               "flashinfer/cute_dsl/attention/mla_config.py:171 (tile 128, wrappers/batch_mla.py:78): "
+                               "CuTeDSL requires 128 % page_size == 0 and page_size > 1; auto picks among those that "
+                               "accept, mla/_core.py:4730")
 TRITON_MLA_DECODE = Kernel("triton_decode_attention", 1, None, "vllm-project/vllm@v0.33.0 vllm/v1/attention/ops/"
                            "triton_decode_attention.py:132: a token's page is offs_n // PAGE_SIZE, any PAGE_SIZE")
 
@@ -76,20 +86,35 @@ class Backend:
     why: str  # the cited reason the CUDA platform selects it there
     kernels: tuple[Kernel, ...] = ()  # the kernels that read its pages there
 
-    def load(self) -> type:
-        module, cls = self.path.split(":")
-        return getattr(importlib.import_module(module), cls)
+    def load(self) -> Any:
+        """The class, imported under kvproof's platform answering for this GPU (planner.load_backend)."""
+        from kvproof.engines.vllm.planner import load_backend
+
+        return load_backend(self.path, self.capability)
 
 
-# The CUDA platform's priority lists (vllm 0.33.0, vllm/platforms/cuda.py `_get_backend_priorities`).
+# The CUDA platform's priority lists (vllm 0.33.0, vllm/platforms/cuda.py `_get_backend_priorities`): the
+# platform takes the first whose validate_configuration accepts the layer (cuda.py:398-415, :468-472).
+# sm_90, MLA: FLASH_ATTN_MLA, FLASHMLA, FLASHINFER_MLA, TRITON_MLA (:150-153); FLASH_ATTN_MLA declares
+# auto/float16/bfloat16 KV caches only (flashattn_mla.py:42), so at fp8 FLASHMLA is the first that accepts.
+# sm_100, MLA: FLASHINFER_MLA first (:123); it declares auto and fp8 (flashinfer_mla.py:196-202) and asks
+# qk_nope_head_dim in (64, 128, 192) (:233-243): both MLA models have 128, so TOKENSPEED_MLA (:127) and
+# CUTLASS_MLA (:128) behind it are never reached for them.
 FLASH_ATTN = Backend("FLASH_ATTN", "vllm.v1.attention.backends.flash_attn:FlashAttentionBackend", "sm_90", (9, 0),
                      "first non-MLA choice below sm_100 (vllm/platforms/cuda.py:176)", (FA3,))
 TRITON_ATTN = Backend("TRITON_ATTN", "vllm.v1.attention.backends.triton_attn:TritonAttentionBackend", "sm_90", (9, 0),
-                      "the platform's fallback when FlashAttention declines (vllm/platforms/cuda.py:178)",
-                      (TRITON_UNIFIED,))
+                      "third non-MLA choice below sm_100, when FLASH_ATTN and FLASHINFER both decline "
+                      "(vllm/platforms/cuda.py:178; FLASHINFER, :177, is not modelled)", (TRITON_UNIFIED,))
+FLASH_ATTN_MLA = Backend("FLASH_ATTN_MLA", "vllm.v1.attention.backends.mla.flashattn_mla:FlashAttnMLABackend", "sm_90",
+                         (9, 0), "first MLA choice below sm_100 (vllm/platforms/cuda.py:150), at the KV-cache dtypes "
+                         "it declares", (FA3,))
 FLASHMLA = Backend("FLASHMLA", "vllm.v1.attention.backends.mla.flashmla:FlashMLABackend", "sm_90", (9, 0),
-                   "second MLA choice below sm_100, after FLASH_ATTN_MLA (vllm/platforms/cuda.py:151)",
+                   "second MLA choice below sm_100, after FLASH_ATTN_MLA (vllm/platforms/cuda.py:151); the first "
+                   "that accepts an fp8 KV cache",
                    (FLASHMLA_DECODE,))
+FLASHINFER_MLA = Backend("FLASHINFER_MLA", "vllm.v1.attention.backends.mla.flashinfer_mla:FlashInferMLABackend",
+                         "sm_100", (10, 0), "first MLA choice on sm_100 (vllm/platforms/cuda.py:123)",
+                         (FLASHINFER_MLA_DECODE,))
 TRITON_MLA = Backend("TRITON_MLA", "vllm.v1.attention.backends.mla.triton_mla:TritonMLABackend", "sm_90", (9, 0),
                      "the MLA fallback below sm_100 (vllm/platforms/cuda.py:153)", (TRITON_MLA_DECODE,))
 
@@ -238,39 +263,45 @@ def _nemotron_h_layers(hf: Any) -> list[tuple[str, str]]:
     return [(f"backbone.layers.{i}.mixer", kinds[c]) for i, c in enumerate(hf.hybrid_override_pattern) if c in kinds]
 
 
+NOT_FLASHINFER = ("FLASHINFER (sm_90's second non-MLA choice, sm_100's first) is not planned: its kernel block "
+                  "sizes ask whether FlashInfer's trtllm-gen kernels are available (vllm/utils/flashinfer.py:647: the "
+                  "flashinfer-cubin package, else a request to NVIDIA's artifactory), which no CPU can answer for "
+                  "the deployment")
+MLA_BACKENDS = (FLASH_ATTN_MLA, FLASHMLA, TRITON_MLA, FLASHINFER_MLA)
+MLA_LIMITS = ("FLASH_ATTN_MLA and FLASHINFER_MLA plan with guarded stand-ins for the GPU entry points their modules "
+              "bind (engines/vllm/stand_ins.py); FlashInfer's presence checks see it absent, as on this CPU")
+
 MODELS: dict[str, Model] = {
     "qwen3-next-80b-a3b": Model(
         "qwen3-next-80b-a3b", "vllm/models/qwen3-next-80b-a3b.json", (FLASH_ATTN, TRITON_ATTN),
         "vllm.model_executor.layers.mamba.gdn.qwen_gdn_linear_attn:QwenGatedDeltaNetAttention",
         "GDN_ATTN",  # GatedDeltaNetAttention.mamba_type, gdn/base.py:51
         _qwen3_next_layers, (False, True),
-        "sm_100's FLASHINFER needs the flashinfer package",
+        NOT_FLASHINFER,
         draft="mtp", draft_layers=_qwen3_next_mtp_layers, speculative=(0, 1, 2, 3),
         readers=(CAUSAL_CONV1D, GATED_DELTA_RULE, LMCACHE), state_init=_qwen_gdn_state),
     "kimi-linear-48b-a3b": Model(
-        "kimi-linear-48b-a3b", "vllm/models/kimi-linear-48b-a3b.json", (FLASHMLA, TRITON_MLA),
+        "kimi-linear-48b-a3b", "vllm/models/kimi-linear-48b-a3b.json", MLA_BACKENDS,
         "vllm.model_executor.layers.mamba.gdn.kimi_gdn_linear_attn:KimiGatedDeltaNetAttention",
         "GDN_ATTN",  # GatedDeltaNetAttention.mamba_type, gdn/base.py:51
         _kimi_linear_layers, (False, True),
-        "FLASH_ATTN_MLA (sm_90's first choice) and sm_100's FLASHINFER_MLA cannot be imported without their "
-        "GPU packages",
+        MLA_LIMITS,
         # KimiGatedDeltaNetAttention's conv and recurrent kernels (kimi_gdn_linear_attn.py:40, :489)
         readers=(CAUSAL_CONV1D, GATED_DELTA_RULE, LMCACHE)),
     "nemotron-h-56b-base-8k": Model(
         "nemotron-h-56b-base-8k", "tokenspeed/models/nemotron-h-56b-base-8k.json", (FLASH_ATTN, TRITON_ATTN),
         "vllm.model_executor.layers.mamba.mamba_mixer2:MambaMixer2", "MAMBA2",  # mamba_mixer2.py:1159
         _nemotron_h_layers, (False, True),
-        "sm_100's FLASHINFER needs the flashinfer package",
+        NOT_FLASHINFER,
         # MambaMixer2.get_kv_cache_spec (mamba_mixer2.py:1108): the state is exportable mid-prefill.
         (("num_prefill_checkpoint_blocks", 1), ("prefill_checkpoint_alignment", 1)),
         readers=(CAUSAL_CONV1D, SELECTIVE_STATE_UPDATE, LMCACHE)),
     "kimi-k3": Model(
-        "kimi-k3", "tokenspeed/models/kimi-k3.json", (FLASHMLA, TRITON_MLA),
+        "kimi-k3", "tokenspeed/models/kimi-k3.json", MLA_BACKENDS,
         "vllm.models.kimi_k3.nvidia.kda:KimiK3DeltaAttention",
         "GDN_ATTN",  # GatedDeltaNetAttention.mamba_type, gdn/base.py:51 (KimiK3DeltaAttention keeps it)
         _kimi_k3_layers, (False, True),
-        "FLASH_ATTN_MLA (sm_90's first choice) and sm_100's FLASHINFER_MLA cannot be imported without their "
-        "GPU packages; K3's MTP draft (KimiK3MTP) and its vision tower are not planned",
+        MLA_LIMITS + "; K3's MTP draft (KimiK3MTP) and its vision tower are not planned",
         # KimiK3DeltaAttention's conv update and recurrent KDA kernel (kimi_k3/nvidia/kda.py:1029, :1275)
         readers=(CAUSAL_CONV1D, FUSED_RECURRENT_KDA, LMCACHE), state_init=_kimi_k3_kda_state,
         # 96 MLA heads and 96 KDA heads: vLLM shards both at every power of two up to 32 (kda.py:613-616)

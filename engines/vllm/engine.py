@@ -47,14 +47,17 @@ def version() -> str:
 
 
 def points(model: catalog.Model) -> list[dict[str, Any]]:
-    """Every point of the model's domain; `spec` (speculative tokens) only where it has a draft."""
+    """Every point of the model's domain; `spec` (speculative tokens) only where it has a draft, and
+    a backend only at the KV-cache dtypes its class declares (vLLM's validate_configuration rejects
+    any other, so the platform selects the next backend there: FLASH_ATTN_MLA has no fp8)."""
     hf = json.loads(model.config_text())
     specs: tuple[int | None, ...] = model.speculative or (None,)
     shapes = [(tp, 1) for tp in model.tps(hf)] + [(1, pp) for pp in PIPELINE]  # pipeline stages at tp 1
+    declared = {b.name: b.load().supported_kv_cache_dtypes for b in model.backends}
     return [{"tp": tp, "dtype": dtype, "mamba_dtype": mamba, "prefix": "on" if prefix else "off",
              "backend": backend.name, **({} if spec is None else {"spec": spec}), "pp": pp}
             for backend in model.backends for prefix in model.prefix_caching for spec in specs for dtype in DTYPES
-            for mamba in MAMBA_DTYPES for tp, pp in shapes if pp == 1 or not spec]
+            for mamba in MAMBA_DTYPES for tp, pp in shapes if (pp == 1 or not spec) and dtype in declared[backend.name]]
 
 
 def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Sequence[str] | None,

@@ -63,6 +63,9 @@ PATCHES: dict[str, tuple[str, str, Callable[[Callable[..., Any]], Callable[..., 
     "vllm_state_slab_by_payload": ("vllm.v1.core.kv_cache_planning", "compute_layout_strides",
                                    _payload_layer_stride),
     "vllm_kernel_gets_raised_block": ("vllm.v1.worker.utils", "select_common_block_size", _manager_block_to_kernel),
+    # the same replacement, killed only at FLASHINFER_MLA@sm_100 (ci/mutants.py): FlashInfer's own page limit
+    "vllm_flashinfer_mla_gets_raised_block": ("vllm.v1.worker.utils", "select_common_block_size",
+                                              _manager_block_to_kernel),
     "vllm_spec_padding_unwidened": ("vllm.platforms.interface", "Platform._align_hybrid_block_size",
                                     _padding_unwidened),
 }

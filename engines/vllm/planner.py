@@ -13,13 +13,14 @@ capability (the point's `gpu`). Everything else it would need raises `StubUsed`.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import math
 import os
 import re
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,21 +72,37 @@ def _vllm() -> dict[str, Any]:
     return {key: importlib.import_module(name) for key, name in names.items()}
 
 
-def cuda_assumed(v: dict[str, Any], backends: list[type], capability: tuple[int, int]) -> Any:
-    """A Platform that answers as the CUDA platform would on the point's GPU with the point's
-    backend, and runs the interface's own block-size logic. Its hooks are the only answers kvproof
-    gives; a platform hook it does not override and that vLLM's interface leaves abstract raises."""
+_ASSUMED: dict[Any, Any] = {}  # vllm's Platform class -> the one CudaAssumed instance of this process
+
+
+def cuda_assumed(v: dict[str, Any]) -> Any:
+    """The one Platform of this process that answers as the CUDA platform would on the point's GPU
+    with the point's backend, and runs the interface's own block-size logic. It is one instance for
+    every point because vLLM modules bind `current_platform` when first imported (kda.py, the
+    backends): each answers the point being planned (`point_answers`), so one process plans sm_90
+    and sm_100 points alike; asked outside a point it raises StubUsed. Its hooks are the only
+    answers kvproof gives; a hook it does not override and vLLM's interface leaves abstract raises."""
     interface = v["interface"]
     base: Any = interface.Platform
+    if base in _ASSUMED:
+        return _ASSUMED[base]
 
     class CudaAssumed(base):
         _enum = interface.PlatformEnum.CUDA
         device_name = "cuda"
         device_type = "cuda"
+        _point: tuple[tuple[int, int], list[type]] | None = None  # (capability, backends found)
+
+        @classmethod
+        def _answers(cls) -> tuple[tuple[int, int], list[type]]:
+            if cls._point is None:
+                raise StubUsed("vLLM asked kvproof's CUDA platform for the GPU outside planning a point; it "
+                               "answers only for the point being planned")
+            return cls._point
 
         @classmethod
         def _find_non_ssm_backends(cls, vllm_config: Any) -> list[type]:
-            return list(backends)  # the point's backend: vLLM finds it on built layers
+            return list(cls._answers()[1])  # the point's backend: vLLM finds it on built layers
 
         @classmethod
         def support_hybrid_kv_cache(cls) -> bool:
@@ -93,9 +110,41 @@ def cuda_assumed(v: dict[str, Any], backends: list[type], capability: tuple[int,
 
         @classmethod
         def get_device_capability(cls, device_id: int = 0) -> Any:
-            return interface.DeviceCapability(*capability)
+            return interface.DeviceCapability(*cls._answers()[0])
 
-    return CudaAssumed
+    _ASSUMED[base] = CudaAssumed()
+    return _ASSUMED[base]
+
+
+@contextlib.contextmanager
+def point_answers(platform: Any, capability: tuple[int, int], backends: list[type]) -> Iterator[None]:
+    """The platform installed as vLLM's current_platform, answering for one point."""
+    platforms: Any = importlib.import_module("vllm.platforms")
+    previous = platforms._current_platform
+    type(platform)._point = (capability, backends)
+    platforms._current_platform = platform
+    try:
+        yield
+    finally:
+        type(platform)._point = None
+        platforms._current_platform = previous
+
+
+def load_backend(path: str, capability: tuple[int, int]) -> Any:
+    """A backend class, its module imported (if first here) with kvproof's platform as
+    current_platform, answering for `capability`, and with the guarded stand-ins of
+    stand_ins.py for the GPU packages it binds; a module bound to another platform raises."""
+    from kvproof.engines.vllm import stand_ins
+
+    module_name, cls = path.split(":")
+    platform = cuda_assumed(_vllm())
+    with point_answers(platform, capability, []), stand_ins.installed():
+        module = importlib.import_module(module_name)
+    bound = vars(module).get("current_platform", platform)
+    if bound is not platform:
+        raise StubUsed(f"{module_name} was imported before planning under {type(bound).__name__}, so its answers "
+                       "are not the point's; plan in a process that has not imported it")
+    return getattr(module, cls)
 
 
 class _LayerShells(dict):
@@ -141,13 +190,11 @@ def _rank_layers(v: dict[str, Any], layers: list[tuple[str, str]], hf: Any,
 
 
 def _plan(v: dict[str, Any], point: Point, folder: str, patches: Callable[[dict[str, Any]], Any] | None) -> Planned:
-    config, platforms = v["config"], v["platforms"]
+    config = v["config"]
     backend = point.backend.load()
     found = [backend]
-    platform = cuda_assumed(v, found, point.backend.capability)
-    previous = platforms._current_platform
-    platforms._current_platform = platform()
-    try:
+    platform = cuda_assumed(v)
+    with point_answers(platform, point.backend.capability, found):
         model_config = config.ModelConfig(model=folder, skip_tokenizer_init=True, dtype="auto")
         span, layers = _rank_layers(v, point.model.layers(model_config.hf_text_config), model_config.hf_text_config,
                                     point)
@@ -197,8 +244,6 @@ def _plan(v: dict[str, Any], point: Point, folder: str, patches: Callable[[dict[
         documents = {n: document(cfg, layout, n, kernels, readers) for n, cfg in configs.items()}
         return Planned(cache_config.block_size, documents, cache_config.mamba_page_size_padded, kernel_tokens,
                        span, attends)
-    finally:
-        platforms._current_platform = previous
 
 
 class _nothing:

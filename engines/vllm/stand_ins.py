@@ -1,0 +1,85 @@
+"""Guarded stand-ins that let a vLLM attention backend's module import on a CPU.
+
+Some backends' modules bind names of GPU packages when imported, though planning reads none of
+them (it reads the class's own block sizes, spec and layouts). For the import only, kvproof puts
+in place what they bind, and each name handed out is a guard: calling it, instantiating it or
+reading an attribute of it raises StubUsed naming it, so a plan can never rest on one.
+
+- `flashinfer`, `flashinfer.decode`, `flashinfer.prefill`, `flashinfer.utils`: FlashInfer is not
+  installed (vLLM 0.33.0 pins flashinfer-python 0.7.2.post1, a 426 MB CUDA package);
+  `vllm.v1.attention.backends.mla.flashinfer_mla` imports its MLA decode entry points
+  (`flashinfer_mla.py:8-12`). The stand-ins are removed from sys.modules once the backend has
+  imported, so vLLM's own presence checks (`vllm.utils.flashinfer.has_flashinfer`, find_spec)
+  still see this machine: no FlashInfer.
+- `vllm.v1.attention.backends.fa_utils.{flash_attn_varlen_func, get_scheduler_metadata}`:
+  fa_utils binds these from the compiled `vllm.vllm_flash_attn` only when first imported under a
+  CUDA platform (`fa_utils.py:22-28`); vLLM imports it on this machine's CPU platform, so
+  `vllm.v1.attention.backends.mla.flashattn_mla` (`:29-34`) finds neither. They are set on fa_utils
+  for the import and deleted after; flashattn_mla keeps the guards.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+FLASHINFER = ("flashinfer", "flashinfer.decode", "flashinfer.prefill", "flashinfer.utils")
+FA_UTILS = "vllm.v1.attention.backends.fa_utils"
+FA_ENTRY_POINTS = ("flash_attn_varlen_func", "get_scheduler_metadata")
+
+
+def _stub_used(message: str) -> Exception:
+    from kvproof.engines.vllm.planner import StubUsed
+
+    return StubUsed(message)
+
+
+class _Guarded(type):
+    """A stand-in name: a class (so a backend may subclass it or write `A | B` at import), and
+    any use of it raises."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        raise _stub_used(f"planning called {cls.__qualname__}, kvproof's stand-in for a GPU package's entry point "
+                         "(engines/vllm/stand_ins.py); the plan may not depend on it")
+
+    def __getattr__(cls, name: str) -> Any:
+        raise _stub_used(f"planning read {cls.__qualname__}.{name}, kvproof's stand-in for a GPU package "
+                         "(engines/vllm/stand_ins.py); the plan may not depend on it")
+
+
+def guard(name: str) -> type:
+    return _Guarded(name.rsplit(".", 1)[-1], (), {"__qualname__": name, "__module__": "kvproof.stand_in"})
+
+
+class _StandInModule(types.ModuleType):
+    """A package that hands out a guard for every name imported from it."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return guard(f"{self.__name__}.{name}")
+
+
+@contextmanager
+def installed() -> Iterator[None]:
+    """The stand-ins in place for importing a backend module, and gone afterwards."""
+    added = [name for name in FLASHINFER if name not in sys.modules]
+    for name in added:
+        module = _StandInModule(name)
+        module.__path__ = []  # a package, so its submodules import from sys.modules
+        sys.modules[name] = module
+    fa_utils = importlib.import_module(FA_UTILS)
+    entries = [name for name in FA_ENTRY_POINTS if not hasattr(fa_utils, name)]
+    for name in entries:
+        setattr(fa_utils, name, guard(f"{FA_UTILS}.{name}"))
+    try:
+        yield
+    finally:
+        for name in entries:
+            delattr(fa_utils, name)
+        for name in added:
+            del sys.modules[name]
