@@ -104,7 +104,8 @@ def test_kimi_k3_domain_shards_its_96_heads_up_to_tp_32() -> None:
     """tp sizes come from the checkpoint's text_config (96 MLA and 96 KDA heads)."""
     hf = json.loads(K3.config_text())
     assert K3.tps(hf) == (1, 2, 4, 8, 16, 32)
-    assert len(engine.points(K3)) == 2 * 2 * 2 * 2 * (6 + len(engine.PIPELINE))  # backend, prefix, dtypes
+    # (backend, kv dtype): FLASHMLA, TRITON_MLA, FLASHINFER_MLA at both, FLASH_ATTN_MLA at auto; x prefix, state dtype
+    assert len(engine.points(K3)) == 7 * 2 * 2 * (6 + len(engine.PIPELINE))
 
 
 def test_kimi_k3_kda_layers_export_flashkda_checkpoints_by_vllms_own_choice(monkeypatch) -> None:
@@ -130,8 +131,9 @@ def test_kimi_k3_on_a_platform_bound_at_import_that_is_not_the_points_raises(mon
     backend would be that GPU's, so planning refuses by name instead."""
     planner.plan(point(K3))  # imports vllm.models.kimi_k3 under the point's platform
     from vllm.models.kimi_k3.nvidia import kda
+    from vllm.platforms.cpu import CpuPlatform
 
-    monkeypatch.setattr(kda, "current_platform", planner.cuda_assumed(planner._vllm(), [], (10, 0))())
+    monkeypatch.setattr(kda, "current_platform", CpuPlatform())
     with pytest.raises(planner.StubUsed, match="kimi_k3 was first imported under a platform with capability"):
         planner.plan(point(K3))
 
@@ -252,8 +254,8 @@ def test_a_pipeline_stage_without_attention_skips_the_alignment(monkeypatch) -> 
     assert found.findings[0].message.startswith("pipeline stages plan different block sizes (16 tokens at rank 0 "
                                                 "(no attention layer among layers 0-2); 1920 tokens at rank 1, 2,")
     assert found.replay.endswith("prefix=on pp=8")
-    original = planner.cuda_assumed
-    monkeypatch.setattr(planner, "cuda_assumed", lambda v, backends, cap: original(v, list(backends), cap))
+    original = planner.point_answers
+    monkeypatch.setattr(planner, "point_answers", lambda platform, cap, found: original(platform, cap, list(found)))
     (fixed,) = engine.run(["kimi-linear-48b-a3b"], only).recipes[0].points
     assert fixed.verdict == "ok"
 
@@ -296,6 +298,67 @@ def test_a_raised_block_handed_to_flashmla_is_flagged() -> None:
     bad = by_backend["FLASHMLA@sm_90"]
     assert {f.property for f in bad.findings} == {"kernel_page"}
     assert "handed pages of 1,920 tokens, past its limit of 64" in bad.findings[0].message
+    assert by_backend["FLASH_ATTN_MLA@sm_90"].verdict == "ok"  # FA3 takes any page
+    blackwell = by_backend["FLASHINFER_MLA@sm_100"]  # the GPU vllm#25811 was reported on
+    assert {f.property for f in blackwell.findings} == {"kernel_page"}
+    assert "flashinfer_mla_decode" in blackwell.findings[0].message
+    assert "handed pages of 1,920 tokens, past its limit of 64" in blackwell.findings[0].message
+
+
+def test_sm_100_flashinfer_mla_block_and_kernel_page_worked_by_hand() -> None:
+    """FLASHINFER_MLA@sm_100 (first MLA choice there, cuda.py:123), bf16 cache and state, no prefix caching.
+    MLA keeps one 576-value latent per token: A1 = (512 + 64) x 2 = 1,152 B, and the block is a multiple
+    of 128 tokens. Kimi-Linear at tp 1: M = 3 x 12,288 x 2 (conv, bf16) + 32 x 128 x 128 x 4 (recurrent,
+    float32) = 2,170,880 B, B = 128 x ceil(2,170,880 / 147,456) = 1,920, P = 1,920 x 1,152 = 2,211,840 B.
+    Kimi-K3 at tp 2 (48 heads, within trtllm-gen's limit): M = 3 x 18,432 x 2 + 48 x 128 x 128 x 4 =
+    3,256,320 B, B = 128 x 23 = 2,944, P = 3,391,488 B. FlashInferMLABackend declares kernel blocks
+    32 and 64 (flashinfer_mla.py:204), so the model runner hands FlashInfer 64-token pages (30 and 46
+    of them), within the 32 or 64 its MLA decode takes."""
+    for model, tp, block, page in ((KIMI, 1, 1920, 2_211_840), (K3, 2, 2944, 3_391_488)):
+        planned = planner.plan(planner.Point(model, tp, "auto", "auto", False, catalog.FLASHINFER_MLA))
+        assert (planned.block_size, planned.mamba_padded, planned.kernel_tokens) == (block, page, 64)
+        kv = next(f for f in planned.documents[1]["fields"] if f["id"].endswith(".kv"))
+        assert (kv["shape"], kv["stride"]) == ([block, 576], page)
+        assert kv["kernels"] == [{"name": "flashinfer_mla_decode", "tokens": 64, "block": 32, "max_tokens": 64}]
+
+
+def test_sm_90_and_sm_100_plan_in_one_process_each_with_its_own_answers() -> None:
+    """vLLM modules bind current_platform when first imported (kda.py among them); kvproof's one
+    platform answers for the point being planned, so K3's KDA layers resolve their prefill backend
+    on each point's GPU (FlashKDA on both, kda.py:363) and sm_90 plans the same after sm_100."""
+    from vllm.models.kimi_k3.nvidia import kda
+
+    first = planner.plan(point(K3, tp=2))
+    blackwell = planner.plan(planner.Point(K3, 2, "auto", "auto", True, catalog.FLASHINFER_MLA))
+    again = planner.plan(point(K3, tp=2))
+    assert kda.current_platform is planner.cuda_assumed(planner._vllm())
+    assert first.documents == again.documents and blackwell.block_size == first.block_size == 2944
+    with pytest.raises(planner.StubUsed, match="outside planning a point"):
+        kda.current_platform.get_device_capability()
+
+
+def test_flash_attn_mla_is_planned_only_at_the_kv_dtypes_its_class_declares() -> None:
+    """FlashAttnMLABackend declares auto, float16 and bfloat16 (flashattn_mla.py:42): at fp8 vLLM's
+    validate_configuration rejects it and the platform selects FLASHMLA, so no fp8 point assumes it.
+    Its FA3 kernel takes any page, so it is handed the whole block."""
+    backends = {(p["backend"], p["dtype"]) for p in engine.points(KIMI)}
+    assert ("FLASH_ATTN_MLA", "auto") in backends and ("FLASH_ATTN_MLA", "fp8") not in backends
+    assert ("FLASHINFER_MLA", "fp8") in backends
+    assert planner.plan(planner.Point(KIMI, 1, "auto", "auto", False, catalog.FLASH_ATTN_MLA)).kernel_tokens == 1920
+
+
+def test_a_stand_in_raises_by_name_when_used_and_flashinfer_stays_absent() -> None:
+    """The guarded stand-ins let the backends' modules import; a call or attribute read raises
+    StubUsed naming the stand-in, and they are gone from sys.modules once the import is done."""
+    from vllm.utils.flashinfer import has_flashinfer
+
+    flashattn_mla = sys.modules[catalog.FLASH_ATTN_MLA.load().__module__]
+    flashinfer_mla = sys.modules[catalog.FLASHINFER_MLA.load().__module__]
+    with pytest.raises(planner.StubUsed, match=r"fa_utils\.flash_attn_varlen_func"):
+        flashattn_mla.flash_attn_varlen_func()
+    with pytest.raises(planner.StubUsed, match=r"flashinfer\.decode\.trtllm_batch_decode_with_kv_cache_mla\.shape"):
+        flashinfer_mla.trtllm_batch_decode_with_kv_cache_mla.shape  # noqa: B018
+    assert "flashinfer" not in sys.modules and not has_flashinfer()
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -267,7 +267,7 @@ NOT_FLASHINFER = ("FLASHINFER (sm_90's second non-MLA choice, sm_100's first) is
                   "sizes ask whether FlashInfer's trtllm-gen kernels are available (vllm/utils/flashinfer.py:647: the "
                   "flashinfer-cubin package, else a request to NVIDIA's artifactory), which no CPU can answer for "
                   "the deployment")
-MLA_BACKENDS = (FLASH_ATTN_MLA, FLASHMLA, TRITON_MLA, FLASHINFER_MLA)
+MLA_BACKENDS = (FLASHMLA, TRITON_MLA, FLASH_ATTN_MLA, FLASHINFER_MLA)  # sm_90 as before, then the new
 MLA_LIMITS = ("FLASH_ATTN_MLA and FLASHINFER_MLA plan with guarded stand-ins for the GPU entry points their modules "
               "bind (engines/vllm/stand_ins.py); FlashInfer's presence checks see it absent, as on this CPU")
 

@@ -46,18 +46,25 @@ def version() -> str:
                           "engines/vllm-requirements.txt)") from None
 
 
-def points(model: catalog.Model) -> list[dict[str, Any]]:
-    """Every point of the model's domain; `spec` (speculative tokens) only where it has a draft, and
-    a backend only at the KV-cache dtypes its class declares (vLLM's validate_configuration rejects
-    any other, so the platform selects the next backend there: FLASH_ATTN_MLA has no fp8)."""
+def points(model: catalog.Model, only: dict[str, Sequence[Any] | None] | None = None) -> list[dict[str, Any]]:
+    """Every point of the model's domain within the narrowing `only`; `spec` (speculative tokens)
+    only where it has a draft, and a backend only at the KV-cache dtypes its class declares (vLLM's
+    validate_configuration rejects any other, so the platform selects the next backend there:
+    FLASH_ATTN_MLA has no fp8). Only the backends of points left by the narrowing are imported."""
+    chosen = [p for p in _grid(model) if all(not want or p.get(axis) in want for axis, want in (only or {}).items())]
+    backends = {b.name: b for b in model.backends}
+    declared = {name: backends[name].load().supported_kv_cache_dtypes for name in {p["backend"] for p in chosen}}
+    return [p for p in chosen if p["dtype"] in declared[p["backend"]]]
+
+
+def _grid(model: catalog.Model) -> list[dict[str, Any]]:
     hf = json.loads(model.config_text())
     specs: tuple[int | None, ...] = model.speculative or (None,)
     shapes = [(tp, 1) for tp in model.tps(hf)] + [(1, pp) for pp in PIPELINE]  # pipeline stages at tp 1
-    declared = {b.name: b.load().supported_kv_cache_dtypes for b in model.backends}
     return [{"tp": tp, "dtype": dtype, "mamba_dtype": mamba, "prefix": "on" if prefix else "off",
              "backend": backend.name, **({} if spec is None else {"spec": spec}), "pp": pp}
             for backend in model.backends for prefix in model.prefix_caching for spec in specs for dtype in DTYPES
-            for mamba in MAMBA_DTYPES for tp, pp in shapes if (pp == 1 or not spec) and dtype in declared[backend.name]]
+            for mamba in MAMBA_DTYPES for tp, pp in shapes if pp == 1 or not spec]
 
 
 def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Sequence[str] | None,
@@ -99,11 +106,10 @@ def run(recipes: Sequence[str] | None = None, only: dict[str, Sequence[Any] | No
     results = []
     for name in recipes or catalog.MODELS:
         model = catalog.MODELS[name]
-        chosen = [p for p in points(model)
-                  if all(not want or p.get(axis) in want for axis, want in (only or {}).items())]
+        chosen = points(model, only)
         results.append(RecipeResult(name, tuple(cross_tp(_plan_all(model, chosen, unbounded))), None, model.limits))
     if not any(r.points for r in results):
-        example = points(catalog.MODELS[(recipes or list(catalog.MODELS))[0]])[:3]
+        example = _grid(catalog.MODELS[(recipes or list(catalog.MODELS))[0]])[:3]
         raise EngineError("no point matches the narrowing; points look like: " + "; ".join(map(_describe, example)))
     source = f"vllm {release} ({where}, planned on CPU)"
     if mutants.active():
