@@ -404,3 +404,30 @@ def test_every_backend_names_the_vllm_line_that_selects_it() -> None:
 def test_unknown_recipe_is_an_engine_error_before_any_planning() -> None:
     with pytest.raises(EngineError, match="it has: qwen3-next-80b-a3b, kimi-linear-48b-a3b, nemotron-h"):
         engine.run(["nope"])
+
+
+@pytest.mark.parametrize("model", [KIMI, K3], ids=lambda m: m.recipe)
+def test_vllms_own_validation_selects_flashinfer_mla_first_on_sm_100(model, tmp_path) -> None:
+    """vLLM's own BackendClass.validate_configuration (backend.py:279), run under the sm_100 platform
+    with the model's config current (its supports_combination reads qk_nope_head_dim): FLASHINFER_MLA,
+    first on sm_100's MLA list (cuda.py:123), accepts both models at auto and fp8, so the platform
+    selects it there. FLASH_ATTN_MLA rejects fp8 by its declared kv dtypes."""
+    from vllm.config import ModelConfig, VllmConfig, set_current_vllm_config
+    from vllm.platforms.interface import DeviceCapability
+    from vllm.v1.attention.selector import AttentionSelectorConfig
+
+    (tmp_path / "config.json").write_text(model.config_text(), encoding="utf-8")
+    v = planner._vllm()
+    flashinfer_mla, flash_attn_mla = catalog.FLASHINFER_MLA.load(), catalog.FLASH_ATTN_MLA.load()
+    with planner.point_answers(planner.cuda_assumed(v), (10, 0), [flashinfer_mla]):
+        model_config = ModelConfig(model=str(tmp_path), skip_tokenizer_init=True, dtype="auto")
+        with set_current_vllm_config(VllmConfig(model_config=model_config)):
+            def reasons(backend: type, kv: str, capability: tuple[int, int]) -> list[str]:
+                selector = AttentionSelectorConfig(head_size=model_config.get_head_size(), dtype=model_config.dtype,
+                                                   kv_cache_dtype=kv, block_size=None, use_mla=True)
+                return backend.validate_configuration(  # type: ignore[attr-defined]
+                    device_capability=DeviceCapability(*capability), **selector._asdict())
+
+            assert model_config.get_head_size() == 576
+            assert reasons(flashinfer_mla, "auto", (10, 0)) == reasons(flashinfer_mla, "fp8", (10, 0)) == []
+            assert "kv_cache_dtype not supported" in reasons(flash_attn_mla, "fp8", (9, 0))

@@ -97,8 +97,8 @@ class Backend:
 # platform takes the first whose validate_configuration accepts the layer (cuda.py:398-415, :468-472).
 # sm_90, MLA: FLASH_ATTN_MLA, FLASHMLA, FLASHINFER_MLA, TRITON_MLA (:150-153); FLASH_ATTN_MLA declares
 # auto/float16/bfloat16 KV caches only (flashattn_mla.py:42), so at fp8 FLASHMLA is the first that accepts.
-# sm_100, MLA: FLASHINFER_MLA first (:123); it declares auto and fp8 (flashinfer_mla.py:196-202) and asks
-# qk_nope_head_dim in (64, 128, 192) (:233-243): both MLA models have 128, so TOKENSPEED_MLA (:127) and
+# sm_100, MLA: FLASHINFER_MLA first (:123); it declares auto and fp8 (flashinfer_mla.py:195) and asks
+# qk_nope_head_dim in (64, 128, 192) (:245): both MLA models have 128, so TOKENSPEED_MLA (:127) and
 # CUTLASS_MLA (:128) behind it are never reached for them.
 FLASH_ATTN = Backend("FLASH_ATTN", "vllm.v1.attention.backends.flash_attn:FlashAttentionBackend", "sm_90", (9, 0),
                      "first non-MLA choice below sm_100 (vllm/platforms/cuda.py:176)", (FA3,))
