@@ -4,8 +4,9 @@ A model is a published config.json (models/, SOURCES.md says where each came fro
 of vLLM's model class that decide which layers keep attention pages and which keep state pages.
 A backend is an assumption: vLLM picks it on built layers on a GPU (CudaPlatform.get_attn_backend_cls
 walks `_get_backend_priorities`, vllm/platforms/cuda.py:84-180), so each point says which one it
-assumed and why. A backend whose class cannot be imported without its GPU package is listed in the
-model's limits, never silently dropped.
+assumed and why. A backend whose module binds a GPU package when imported is imported with guarded
+stand-ins for it (stand_ins.py); one that cannot be planned honestly on a CPU is listed in the
+model's limits with the reason, never silently dropped.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ What runs is vLLM's: `ModelConfig` reads the published config.json from a folder
 answers that need a GPU or built layers, each loudly (see `CudaAssumed` and `_LayerShells`):
 which attention backend the CUDA platform selected (the point's `backend` assumption), that
 the platform supports the hybrid KV-cache manager (vllm/platforms/cuda.py:683), and the device
-capability (the point's `gpu`). Everything else it would need raises `StubUsed`.
+capability (the point's `gpu`). Everything else it would need raises `StubUsed`, the guarded
+stand-ins that let two backends' modules import on a CPU included (stand_ins.py).
 """
 
 from __future__ import annotations
