@@ -95,6 +95,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("vllm_kernel_gets_raised_block", (VLLM_TP1,), expect="kernel_page"),
     Mutant("vllm_flashinfer_mla_gets_raised_block", (VLLM_TP1 + " backend=FLASHINFER_MLA",), expect="kernel_page"),
     Mutant("vllm_spec_padding_unwidened", (VLLM_TP1,), expect="boots"),
+    Mutant("vllm_split_page_padded", (VLLM_TP1,), expect="exact_stride"),
     Mutant("lmcache_walks_by_payload", (VLLM_TP1,), expect="consumer_stride"),
     *(Mutant(fault, (f"{CONFIG}test_each_rule_fails_and_its_fix_passes[{rule}]",))
       for rule, fault in UNCHECKED.items()),

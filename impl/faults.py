@@ -60,6 +60,8 @@ FAULTS: dict[str, str] = {
     "block (vllm#25811's bug at the backend it hit: past FlashInfer's 64-token pages)",
     "vllm_spec_padding_unwidened": "vLLM pads the state page to the attention page as if no token were "
     "speculated, while the layers' state keeps the speculative conv rows (vllm#57721)",
+    "vllm_split_page_padded": "vLLM reserves two pages' bytes per layer-outer block, so a block split into "
+    "kernel pages (FlashMLA's 64 tokens) is no longer one dense page",
     "lmcache_walks_by_payload": "the catalog records LMCache as walking state pages by their payload, not the "
     "padded page (LMCache#5166): one flipped reader entry",
     "launch_dense_tp_unchecked": "verify config drops the rule dense tp == attention tp under attention DP",

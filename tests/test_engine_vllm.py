@@ -55,10 +55,10 @@ def test_vllm_raises_the_block_so_one_attention_page_holds_a_state_page() -> Non
     planned = planner.plan(point())
     assert planned.block_size == 544
     doc = planned.documents[1]
-    attention = [f for f in doc["fields"] if f["exact_stride"]]
-    states = [f for f in doc["fields"] if not f["exact_stride"]]
+    attention = [f for f in doc["fields"] if f["id"].endswith(".kv")]
+    states = [f for f in doc["fields"] if not f["id"].endswith(".kv")]
     assert {f["stride"] for f in doc["fields"]} == {1_114_112} == {p["bytes"] for p in doc["planes"]}
-    assert {tuple(f["shape"]) for f in attention} == {(544, 1024)}  # payload = stride: the exact stride
+    assert {tuple(f["shape"]) for f in attention} == {(544, 1024)}  # payload 544 x 2,048 B = the stride
     assert {(tuple(f["shape"]), f["offset"]) for f in states} == {((3, 8192), 0), ((32, 128, 128), 49_152)}
     assert planned.mamba_padded == 1_114_112  # the state page padded up to the attention page
 
@@ -92,20 +92,34 @@ def test_kimi_k3_block_and_page_worked_by_hand_from_its_config() -> None:
     doc = planned.documents[1]
     assert {f["stride"] for f in doc["fields"]} == {6_635_520} == {p["bytes"] for p in doc["planes"]}
     assert doc["parent_bytes"] == 24 * 6_635_520 and len(doc["planes"]) == 24
-    attention = {(tuple(f["shape"]), f["dtype"]) for f in doc["fields"] if f["exact_stride"]}
-    states = {(tuple(f["shape"]), f["dtype"], f["offset"]) for f in doc["fields"] if not f["exact_stride"]}
+    attention = {(tuple(f["shape"]), f["dtype"]) for f in doc["fields"] if f["id"].endswith(".kv")}
+    states = {(tuple(f["shape"]), f["dtype"], f["offset"]) for f in doc["fields"] if not f["id"].endswith(".kv")}
     assert attention == {((5760, 576), "bfloat16")}
     assert states == {((3, 36_864), "bfloat16", 0), ((96, 128, 128), "float32", 221_184)}
+    # FlashMLA takes the 5,760-token block as 90 pages of 64: split, so its 24 MLA fields need P exactly
     assert sum(1 for f in doc["fields"] if f["exact_stride"]) == 24
     assert planner.plan(point(K3, tp=2)).block_size == 2944
 
 
-def test_kimi_k3_domain_shards_its_96_heads_up_to_tp_32() -> None:
-    """tp sizes come from the checkpoint's text_config (96 MLA and 96 KDA heads)."""
-    hf = json.loads(K3.config_text())
-    assert K3.tps(hf) == (1, 2, 4, 8, 16, 32)
-    # (backend, kv dtype): FLASHMLA, TRITON_MLA, FLASHINFER_MLA at both, FLASH_ATTN_MLA at auto; x prefix, state dtype
-    assert len(engine.points(K3)) == 7 * 2 * 2 * (6 + len(engine.PIPELINE))
+def test_the_tp_domain_is_every_divisor_vllm_accepts() -> None:
+    """tp sizes come from each checkpoint's language model: every divisor of the head counts vLLM
+    divides by tp, not only powers of two. Kimi-K3 (96 MLA heads, 96 KDA heads) at tp 3, bf16: the
+    KDA state is conv (3, 36,864 / 3 = 12,288) bf16 = 73,728 B plus recurrent (32, 128, 128) float32
+    = 2,097,152 B, M = 2,170,880 B; A1 stays 1,152 B (one latent head), so B = 128 x ceil(2,170,880 /
+    147,456) = 128 x 15 = 1,920 tokens and P = 1,920 x 1,152 = 2,211,840 B. A tp outside the domain
+    is one vLLM's own config check refuses (96 heads at tp 5)."""
+    tps = {name: m.tps(json.loads(m.config_text())) for name, m in catalog.MODELS.items()}
+    assert tps == {"qwen3-next-80b-a3b": (1, 2, 4, 8, 16), "kimi-linear-48b-a3b": (1, 2, 4, 8, 16, 32),
+                   "nemotron-h-56b-base-8k": (1, 2, 4, 8),  # Mamba2's 8 groups (mamba_mixer2.py:320)
+                   "kimi-k3": (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 96)}
+    # (backend, kv dtype): FLASHMLA, TRITON_MLA, FLASHINFER_MLA at both, FLASH_ATTN_MLA at auto; x prefix, state
+    # dtype; times tp at pp 1 and 2 (12 each) and at pp 4 and 8 (tp <= 8: 6 each)
+    assert len(engine.points(K3)) == 7 * 2 * 2 * (12 + 12 + 6 + 6)
+    planned = planner.plan(point(K3, tp=3))
+    assert (planned.block_size, planned.mamba_padded) == (1920, 2_211_840)
+    assert {tuple(f["shape"]) for f in planned.documents[1]["fields"]} == {(1920, 576), (3, 12_288), (32, 128, 128)}
+    with pytest.raises(ValueError, match=r"attention heads \(96\) must be divisible by tensor parallel size \(5\)"):
+        planner.plan(point(K3, tp=5))
 
 
 def test_kimi_k3_kda_layers_export_flashkda_checkpoints_by_vllms_own_choice(monkeypatch) -> None:
@@ -254,6 +268,10 @@ def test_a_pipeline_stage_without_attention_skips_the_alignment(monkeypatch) -> 
     assert found.findings[0].message.startswith("pipeline stages plan different block sizes (16 tokens at rank 0 "
                                                 "(no attention layer among layers 0-2); 1920 tokens at rank 1, 2,")
     assert found.replay.endswith("prefix=on pp=8")
+    # and at tp 4 (pipeline stages are planned at every tp): stages 1-7 align to 512, stage 0 keeps 16
+    (at_tp4,) = engine.run(["kimi-linear-48b-a3b"], {**only, "tp": [4]}).recipes[0].points
+    assert "(16 tokens at rank 0 (no attention layer among layers 0-2); 512 tokens at rank 1," in \
+        at_tp4.findings[0].message
     original = planner.point_answers
     monkeypatch.setattr(planner, "point_answers", lambda platform, cap, found: original(platform, cap, list(found)))
     (fixed,) = engine.run(["kimi-linear-48b-a3b"], only).recipes[0].points
@@ -361,11 +379,40 @@ def test_a_stand_in_raises_by_name_when_used_and_flashinfer_stays_absent() -> No
     assert "flashinfer" not in sys.modules and not has_flashinfer()
 
 
+def test_an_attention_page_needs_an_exact_stride_only_where_vllm_splits_it() -> None:
+    """Every kernel here steps pages by its tensor's stride(0), so a padded page is read right; vLLM
+    addresses split kernel pages at a payload-sized step inside the block, so there the page must be
+    dense. Kimi-Linear at tp 1, bf16: FlashMLA takes the 1,920-token block as 64-token pages (split:
+    exact), Triton MLA the whole block (not split); Qwen3-Next's FlashAttention takes its 544 (not
+    split). State fields never need it: their readers step by the page."""
+    def exact(model: catalog.Model, backend: catalog.Backend) -> set[tuple[str, bool]]:
+        doc = planner.plan(planner.Point(model, 1, "auto", "auto", False, backend)).documents[1]
+        return {(f["id"].rsplit(".", 1)[-1][:5], f["exact_stride"]) for f in doc["fields"]}
+
+    assert exact(KIMI, catalog.FLASHMLA) == {("kv", True), ("state", False)}
+    assert exact(KIMI, catalog.TRITON_MLA) == {("kv", False), ("state", False)}
+    assert exact(QWEN, catalog.FLASH_ATTN) == {("kv", False), ("state", False)}
+
+
+def test_a_padded_page_split_into_kernel_pages_is_flagged() -> None:
+    """vllm_split_page_padded: every layer-outer block reserves two pages. Kimi-Linear at tp 1, bf16:
+    P = 1,920 x 1,152 = 2,211,840 B becomes a stride of 4,423,680 B. FlashMLA's split 64-token pages
+    then miss the block (exact_stride); Triton MLA steps by the stride and reads every page right."""
+    only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["off"], "pp": [1]}
+    with faults.inject("vllm_split_page_padded"):
+        run = engine.run(["kimi-linear-48b-a3b"], only)
+    by_backend = {p.point["backend"]: p for p in run.recipes[0].points}
+    assert by_backend["TRITON_MLA@sm_90"].verdict == "ok"
+    bad = by_backend["FLASHMLA@sm_90"].findings
+    assert {f.property for f in bad} == {"exact_stride"} and len(bad) == 7  # Kimi-Linear's 7 MLA layers
+    assert "needs stride 2,211,840 B (its payload) but gets 4,423,680 B" in bad[0].message
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--recipe", "llama"], "plans no vllm model 'llama'"),
     (["--assume", "backend=FLASHINFER"], "vllm takes backend="),
     (["--engine-path", "/tmp"], "no vllm/__init__.py there"),
-    (["--tp", "3"], "no point matches the narrowing"),
+    (["--tp", "5"], "no point matches the narrowing"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message) -> None:
     proc = subprocess.run([sys.executable, "-m", "kvproof.ci.cli", "engine", "vllm", *args], capture_output=True,

@@ -73,9 +73,14 @@ SELECTIVE_STATE_UPDATE = Reader("selective_state_update", "page", V033 + "vllm/m
                                 "mamba_ssm.py:353, :660: state_batch_idx * state.stride(0)")
 FUSED_RECURRENT_KDA = Reader("fused_recurrent_kda", "page", V033 + "vllm/models/kimi_k3/nvidia/ops/third_party/kda/"
                              "fused_recurrent.py:210, :416: state_index * initial_state.stride(0)")
-# A connector a deployment may attach; its entry is from a pull request's description (LMCache/LMCache#4772:
-# "preserve its physical dim-0 stride"), not from its code, which the index does not hold.
-LMCACHE = Reader("lmcache", "page", "LMCache/LMCache#4772 (padded caches keep their physical dim-0 stride)")
+# A connector a deployment may attach. From its code: a cache view whose dim 0 (the block) is padded is
+# registered as it is and its stride travels with it (contiguity.py), and the transfer steps blocks by
+# that stride(0) (resolve_block_stride_and_log_layout, gpu_connector/utils.py @02b35f8). The code that
+# turns vLLM's per-layer [conv, ssm] state views into those tensors was not found in the index, so the
+# state-page path rests on these generic functions and on LMCache/LMCache#4772's description.
+LMCACHE = Reader("lmcache", "page", "LMCache/LMCache@5b58154 lmcache/v1/gpu_connector/kv_format/contiguity.py:36-46: "
+                 "a dim-0-padded view keeps its stride and (shape, stride) travel verbatim; block step = "
+                 "stride(0); LMCache#4772")
 
 
 @dataclass(frozen=True)
@@ -138,7 +143,6 @@ class Model:
     # What the state layer's constructor sets that planning reads, computed by vLLM's own functions
     # from the config and the point's platform: (attributes of each layer, spec fields once aligned)
     state_init: Callable[[Any, bool], dict[str, Any]] | None = None
-    tp_sizes: tuple[int, ...] = (1, 2, 4, 8)  # the tp sizes tried; those that divide every sharded head count plan
 
     def state_readers(self) -> tuple[Reader, ...]:
         """The readers, with LMCache's entry flipped to walking by payload while the seeded
@@ -161,8 +165,19 @@ class Model:
         return self.state_backend_enum(registry).get_class()
 
     def tps(self, hf: dict) -> tuple[int, ...]:
-        """Tensor-parallel sizes that divide every head count vLLM shards (attention heads, and the
-        linear-attention heads the state shape divides by tp), of the language model's config."""
+        """Every tensor-parallel size vLLM builds the model's cache layers at, from the language
+        model's config: each head count vLLM divides by tp must be divisible (attention heads,
+        ModelConfig.verify_with_parallel_config, config/model.py:1559; GDN key and value heads,
+        mamba_utils.py:282-291; KDA heads, kimi_gdn_linear_attn.py:189 and kimi_k3/nvidia/kda.py:613;
+        Mamba2 heads, mamba_mixer2.py:316), Mamba2's groups divide by tp or are 1 (:320), and GQA's
+        KV heads divide by tp or are replicated to it (QKVParallelLinear, layers/linear.py:1066-1070).
+        Nothing else vLLM shards sets a page: MLA keeps one latent head at any tp, and a MoE layer
+        pads its per-rank experts (kimi_k3/nvidia/model.py:423-428).
+
+        No cap besides the heads: they bound the domain already (96 for Kimi-K3, the most), vLLM
+        runs tp across nodes, and a tp that no single NVLink domain holds (K3's 96) is still one a
+        prefill/decode pair may pair with tp 1. Every divisor, not only powers of two: K3's 3, 6,
+        12, 24, 48 and 96 are as valid to vLLM as 2-32."""
         hf = hf.get("text_config", hf)  # a multimodal checkpoint's language model (Kimi-K3)
         heads = [hf["num_attention_heads"]]
         if "linear_num_key_heads" in hf:
@@ -170,8 +185,12 @@ class Model:
         if "linear_attn_config" in hf:
             heads.append(hf["linear_attn_config"]["num_heads"])
         if "mamba_num_heads" in hf:
-            heads += [hf["mamba_num_heads"], hf["n_groups"]]
-        return tuple(tp for tp in self.tp_sizes if all(h % tp == 0 for h in heads))
+            heads.append(hf["mamba_num_heads"])
+        groups = hf.get("n_groups", 1)
+        kv = None if "kv_lora_rank" in hf else hf.get("num_key_value_heads")
+        return tuple(tp for tp in range(1, min(heads) + 1)
+                     if all(h % tp == 0 for h in heads) and (groups % tp == 0 or groups == 1)
+                     and (kv is None or kv % tp == 0 or tp % kv == 0))
 
 
 def _qwen3_next_layers(hf: Any) -> list[tuple[str, str]]:
@@ -304,7 +323,5 @@ MODELS: dict[str, Model] = {
         _kimi_k3_layers, (False, True),
         MLA_LIMITS + "; K3's MTP draft (KimiK3MTP) and its vision tower are not planned",
         # KimiK3DeltaAttention's conv update and recurrent KDA kernel (kimi_k3/nvidia/kda.py:1029, :1275)
-        readers=(CAUSAL_CONV1D, FUSED_RECURRENT_KDA, LMCACHE), state_init=_kimi_k3_kda_state,
-        # 96 MLA heads and 96 KDA heads: vLLM shards both at every power of two up to 32 (kda.py:613-616)
-        tp_sizes=(1, 2, 4, 8, 16, 32)),
+        readers=(CAUSAL_CONV1D, FUSED_RECURRENT_KDA, LMCACHE), state_init=_kimi_k3_kda_state),
 }

@@ -55,6 +55,16 @@ def _padding_unwidened(original: Any) -> Any:
     return classmethod(broken)
 
 
+def _page_doubled(original: Callable[..., Any]) -> Callable[..., Any]:
+    """_get_layer_block_stride reserving two aligned pages per block (a double-buffered page): every
+    layer-outer page gains a tail as long as itself. A kernel that steps by the tensor's stride
+    still reads each page right; where vLLM splits the block into kernel pages, kernel page j of
+    block b no longer lands in block b (vLLM's own create_kv_cache_views refuses that on the GPU)."""
+    def broken(spec: Any) -> int:
+        return 2 * original(spec)
+    return broken
+
+
 # fault name -> (dotted module path, attribute or Class.attribute, replacement factory)
 PATCHES: dict[str, tuple[str, str, Callable[[Callable[..., Any]], Callable[..., Any]]]] = {
     # _align_hybrid_block_size rounds B = q * ceil(M / (q * A1)) down: the attention page ends up
@@ -68,6 +78,8 @@ PATCHES: dict[str, tuple[str, str, Callable[[Callable[..., Any]], Callable[..., 
                                               _manager_block_to_kernel),
     "vllm_spec_padding_unwidened": ("vllm.platforms.interface", "Platform._align_hybrid_block_size",
                                     _padding_unwidened),
+    "vllm_split_page_padded": ("vllm.v1.core.kv_cache_planning", "_get_layer_block_stride",
+                               _page_doubled),
 }
 
 

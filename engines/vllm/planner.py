@@ -289,12 +289,19 @@ def document(kv_config: Any, layout: Any, parents: int, kernels: list[dict] | No
              readers: list[dict] | None = None) -> dict:
     """vLLM's KVCacheConfig as kvproof's plan document.
 
-    Block 0 is vLLM's null block, so num_blocks = N + 1 parents. In a layer-outer layout every
-    KVCacheTensor aliases one allocation: its i-th layer owns [offset + i x layer_stride, ...) and
-    block b of it starts block_stride bytes after block b - 1. Each such layer slot is a plane of
-    block_stride bytes per parent; every group puts one page (packing 1) in each slot it has a layer
-    in. Attention fields walk pages by exact stride; state fields are views sliced out of the page,
-    one state after another, so their stride is the page (P) and not their payload. `kernels` read
+    Block 0 is vLLM's null block, so num_blocks = N + 1 parents. vLLM 0.33.0 allocates one buffer
+    and views it per layer in the resolved layout (create_kv_cache_views, v1/kv_cache_interface.py:
+    418); a hybrid model's mixed page shapes narrow that to a block-compact layout
+    (resolve_kv_cache_layout, v1/attention/backends/utils.py:336-337), LBNHC at every point planned
+    here: [layer, block, token, head, K | V]. So every KVCacheTensor aliases one allocation, its
+    i-th layer owns [offset + i x layer_stride, ...), block b of it starts block_stride bytes after
+    block b - 1, and one layer's page is one contiguous run of payload bytes (each token's heads,
+    each head's K then V), padded at its end to the block stride. (0.33.0 has no separate pass
+    that re-strides a hybrid model's attention caches: the layout is this generic one.) Each such
+    layer slot is a plane of block_stride bytes per parent; every group puts one page (packing 1)
+    in each slot it has a layer in. State fields are views sliced out of the page, one state after
+    another, so their stride is the page (P) and not their payload. An attention field declares an
+    exact stride only where vLLM splits its block into kernel pages (see _fields). `kernels` read
     the attention fields' pages (each handed pages of its `tokens`); `readers` read the state pages.
     """
     if layout.is_block_outermost:
@@ -351,7 +358,24 @@ def _fields(prefix: str, group: str, plane: str, spec: Any, stride: int, kernels
     itemsize = spec.dtype.itemsize
     return [{"id": f"{prefix}.kv", "group": group, "plane": plane,
              "shape": [spec.block_size, per_token // itemsize], "dtype": dtype, "offset": 0,
-             "stride": stride, "exact_stride": True, "tokens": spec.block_size, "kernels": kernels}]
+             "stride": stride, "exact_stride": _split(spec.block_size, kernels), "tokens": spec.block_size,
+             "kernels": kernels}]
+
+
+def _split(block: int, kernels: list[dict]) -> bool:
+    """Whether an attention page's stride must equal its payload: only where vLLM splits the
+    block into smaller kernel pages. Every kernel here steps from page to page by its cache
+    tensor's own stride(0), so a padded page is read right: FlashAttention 3 sets k_batch_stride =
+    k.stride(0) (vllm-project/flash-attention@617264c hopper/flash_api.cpp:155; only the last dim
+    must be contiguous, :794), FlashMLA k_batch_stride = kcache.stride(0) (deepseek-ai/FlashMLA@9241ae3
+    csrc/api/dense_decode.h:147; :49), Triton unified attention physical_block_idx x k.stride(0)
+    (triton_unified_attention.py:1179, :482) and Triton MLA decode the real page stride, "don't
+    assume PAGE_SIZE * token stride" (triton_decode_attention.py:58-64, :252). Splitting is another
+    matter: vLLM views a block as `ratio` kernel pages at block_stride / ratio each, which tile the
+    page only when the block stride is the dense page, so it refuses a padded page there
+    (create_kv_cache_views, v1/kv_cache_interface.py:438-456; compute_layout_strides, :396-399).
+    Kimi's 1,920-token block handed to FlashMLA as 64-token pages is such a split."""
+    return any(k["tokens"] < block for k in kernels)
 
 
 def _prod(shape: Any) -> int:
