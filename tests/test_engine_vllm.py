@@ -113,8 +113,8 @@ def test_the_tp_domain_is_every_divisor_vllm_accepts() -> None:
                    "nemotron-h-56b-base-8k": (1, 2, 4, 8),  # Mamba2's 8 groups (mamba_mixer2.py:320)
                    "kimi-k3": (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 96)}
     # (backend, kv dtype): FLASHMLA, TRITON_MLA, FLASHINFER_MLA at both, FLASH_ATTN_MLA at auto; x prefix, state
-    # dtype; times tp at pp 1 and 2 (12 each) and at pp 4 and 8 (tp <= 8: 6 each)
-    assert len(engine.points(K3)) == 7 * 2 * 2 * (12 + 12 + 6 + 6)
+    # dtype; times tp at pp 1 and 2 (12 each) and pp 4 and 8 at tp 1
+    assert len(engine.points(K3)) == 7 * 2 * 2 * (12 + 12 + 1 + 1)
     planned = planner.plan(point(K3, tp=3))
     assert (planned.block_size, planned.mamba_padded) == (1920, 2_211_840)
     assert {tuple(f["shape"]) for f in planned.documents[1]["fields"]} == {(1920, 576), (3, 12_288), (32, 128, 128)}
@@ -268,10 +268,11 @@ def test_a_pipeline_stage_without_attention_skips_the_alignment(monkeypatch) -> 
     assert found.findings[0].message.startswith("pipeline stages plan different block sizes (16 tokens at rank 0 "
                                                 "(no attention layer among layers 0-2); 1920 tokens at rank 1, 2,")
     assert found.replay.endswith("prefix=on pp=8")
-    # and at tp 4 (pipeline stages are planned at every tp): stages 1-7 align to 512, stage 0 keeps 16
-    (at_tp4,) = engine.run(["kimi-linear-48b-a3b"], {**only, "tp": [4]}).recipes[0].points
-    assert "(16 tokens at rank 0 (no attention layer among layers 0-2); 512 tokens at rank 1," in \
-        at_tp4.findings[0].message
+    # at pp 2 (planned at every tp) both stages hold MLA layers and agree: 1,920 tokens at tp 1, 512
+    # at tp 4, so the pp-2 pair differs across tp (tp_block_size) but no pp-2 point's stages do
+    at_tp1, at_tp4 = engine.run(["kimi-linear-48b-a3b"], {**only, "tp": [1, 4], "pp": [2]}).recipes[0].points
+    assert at_tp1.verdict == "ok" and [f.property for f in at_tp4.findings] == [engine.TP_BLOCK_SIZE]
+    assert "block size 512 tokens at tp=4 but 1920 at tp=1" in at_tp4.findings[0].message
     original = planner.point_answers
     monkeypatch.setattr(planner, "point_answers", lambda platform, cap, found: original(platform, cap, list(found)))
     (fixed,) = engine.run(["kimi-linear-48b-a3b"], only).recipes[0].points
@@ -391,6 +392,8 @@ def test_an_attention_page_needs_an_exact_stride_only_where_vllm_splits_it() -> 
 
     assert exact(KIMI, catalog.FLASHMLA) == {("kv", True), ("state", False)}
     assert exact(KIMI, catalog.TRITON_MLA) == {("kv", False), ("state", False)}
+    assert exact(KIMI, catalog.FLASH_ATTN_MLA) == {("kv", False), ("state", False)}  # FA3 takes the whole block
+    assert exact(KIMI, catalog.FLASHINFER_MLA) == {("kv", True), ("state", False)}  # 64-token pages on sm_100
     assert exact(QWEN, catalog.FLASH_ATTN) == {("kv", False), ("state", False)}
 
 
@@ -402,10 +405,11 @@ def test_a_padded_page_split_into_kernel_pages_is_flagged() -> None:
     with faults.inject("vllm_split_page_padded"):
         run = engine.run(["kimi-linear-48b-a3b"], only)
     by_backend = {p.point["backend"]: p for p in run.recipes[0].points}
-    assert by_backend["TRITON_MLA@sm_90"].verdict == "ok"
-    bad = by_backend["FLASHMLA@sm_90"].findings
-    assert {f.property for f in bad} == {"exact_stride"} and len(bad) == 7  # Kimi-Linear's 7 MLA layers
-    assert "needs stride 2,211,840 B (its payload) but gets 4,423,680 B" in bad[0].message
+    assert by_backend["TRITON_MLA@sm_90"].verdict == by_backend["FLASH_ATTN_MLA@sm_90"].verdict == "ok"
+    for split in ("FLASHMLA@sm_90", "FLASHINFER_MLA@sm_100"):
+        bad = by_backend[split].findings
+        assert {f.property for f in bad} == {"exact_stride"} and len(bad) == 7  # Kimi-Linear's 7 MLA layers
+        assert "needs stride 2,211,840 B (its payload) but gets 4,423,680 B" in bad[0].message
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -364,8 +364,8 @@ def _fields(prefix: str, group: str, plane: str, spec: Any, stride: int, kernels
 
 def _split(block: int, kernels: list[dict]) -> bool:
     """Whether an attention page's stride must equal its payload: only where vLLM splits the
-    block into smaller kernel pages. Every kernel here steps from page to page by its cache
-    tensor's own stride(0), so a padded page is read right: FlashAttention 3 sets k_batch_stride =
+    block into smaller kernel pages. The kernels whose code was read step from page to page by
+    their cache tensor's own stride(0), so a padded page is read right: FlashAttention 3 sets k_batch_stride =
     k.stride(0) (vllm-project/flash-attention@617264c hopper/flash_api.cpp:155; only the last dim
     must be contiguous, :794), FlashMLA k_batch_stride = kcache.stride(0) (deepseek-ai/FlashMLA@9241ae3
     csrc/api/dense_decode.h:147; :49), Triton unified attention physical_block_idx x k.stride(0)
@@ -374,7 +374,9 @@ def _split(block: int, kernels: list[dict]) -> bool:
     matter: vLLM views a block as `ratio` kernel pages at block_stride / ratio each, which tile the
     page only when the block stride is the dense page, so it refuses a padded page there
     (create_kv_cache_views, v1/kv_cache_interface.py:438-456; compute_layout_strides, :396-399).
-    Kimi's 1,920-token block handed to FlashMLA as 64-token pages is such a split."""
+    Kimi's 1,920-token block handed to FlashMLA or FlashInfer's MLA decode as 64-token pages is
+    such a split (FlashInfer's own stride handling was not read: split, it needs the exact stride
+    whatever it does)."""
     return any(k["tokens"] < block for k in kernels)
 
 
