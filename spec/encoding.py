@@ -84,6 +84,7 @@ class KernelFact:
     tokens: int
     block: int
     max_tokens: int | None
+    power_of_two: bool = False
 
 
 @dataclass(frozen=True)
@@ -270,7 +271,8 @@ def _kernels(field: dict, at: str) -> tuple[int | None, tuple[KernelFact, ...]]:
     kernels = field.get("kernels", [])
     if kernels and "tokens" not in field:
         raise ConfigError(f"plan key '{at}kernels' needs '{at}tokens', the tokens per page the kernels split")
-    return field.get("tokens"), tuple(KernelFact(k["name"], k["tokens"], k["block"], k["max_tokens"]) for k in kernels)
+    return field.get("tokens"), tuple(KernelFact(k["name"], k["tokens"], k["block"], k["max_tokens"],
+                                                        k.get("power_of_two", False)) for k in kernels)
 
 
 def concrete_facts(plan: dict, validated: bool = False) -> Facts:
@@ -531,6 +533,8 @@ def kernel_page(facts: Facts) -> list[Violation]:
                 out.append(Violation("kernel_page", f"{where}, not a multiple of its token block {k.block}"))
             if k.max_tokens is not None and not P.within_page_limit(k.tokens, k.max_tokens):
                 out.append(Violation("kernel_page", f"{where}, past its limit of {k.max_tokens:,} tokens per page"))
+            if k.power_of_two and not P.power_of_two_page(k.tokens):
+                out.append(Violation("kernel_page", f"{where}, not a power of two as its source requires"))
             if f.tokens is not None and not P.tiles_page(k.tokens, f.tokens):
                 out.append(Violation("kernel_page", f"{where}, which do not tile the field's {f.tokens:,}-token page"))
     return out

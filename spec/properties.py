@@ -30,7 +30,8 @@ PROPERTIES: dict[str, str] = {
     "page_id_limit": "N * K <= 2^31 - 1 for the largest parent count N the plan allows",
     "null_page": "page 0 of every group lies in parent 0, the null parent that is never handed out",
     "kernel_page": "every kernel that reads a field's pages is handed pages of a multiple of its token block, "
-    "within its tokens-per-page limit, that tile the field's page exactly (limits from the kernels' own sources)",
+    "within its tokens-per-page limit (and a power of two where its source requires one), that tile the field's "
+    "page exactly (limits from the kernels' own sources)",
     "consumer_stride": "every recorded reader of a field's pages that walks them by payload finds page p where the "
     "plan puts it: the page's payload (its fields on the plane) equals the stride",
 }
@@ -77,6 +78,12 @@ def kernel_block_multiple(kernel_tokens: Num, block: Num) -> Any:
 def within_page_limit(kernel_tokens: Num, max_tokens: Num) -> Any:
     """A kernel compiled for pages of at most `max_tokens` tokens (FlashMLA: exactly 64)."""
     return kernel_tokens <= max_tokens
+
+
+def power_of_two_page(kernel_tokens: int) -> bool:
+    """A kernel compiled or keyed by log2 of its page (FlashInfer's trtllm-gen and XQA): a power of two.
+    Concrete only: kernels are declared by engine exports, which the plan checker reads."""
+    return kernel_tokens > 0 and kernel_tokens & (kernel_tokens - 1) == 0
 
 
 def tiles_page(kernel_tokens: Num, page_tokens: Num) -> Any:

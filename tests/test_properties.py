@@ -73,3 +73,12 @@ def test_kernel_pages():
     solver.add(tokens >= 1, P.within_page_limit(tokens, 64), P.kernel_block_multiple(tokens, 64),
                tokens != 64)
     assert solver.check() == z3.unsat  # FlashMLA's one page size
+
+
+def test_power_of_two_kernel_pages():
+    # FlashInfer's XQA decode compiles pages of 16, 32, 64 or 128 tokens (jit/xqa.py:82): block 16, at most
+    # 128 and a power of two is exactly that set; without the power of two 48, 80, 96 and 112 would pass.
+    xqa = [t for t in range(1, 2049) if P.kernel_block_multiple(t, 16) and P.within_page_limit(t, 128)
+           and P.power_of_two_page(t)]
+    assert xqa == [16, 32, 64, 128]
+    assert P.power_of_two_page(1) and not P.power_of_two_page(544) and not P.power_of_two_page(0)
