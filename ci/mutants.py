@@ -94,6 +94,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("vllm_state_slab_by_payload", (VLLM_TP1,), expect="no_overlap"),
     Mutant("vllm_kernel_gets_raised_block", (VLLM_TP1,), expect="kernel_page"),
     Mutant("vllm_flashinfer_mla_gets_raised_block", (VLLM_TP1 + " backend=FLASHINFER_MLA",), expect="kernel_page"),
+    Mutant("vllm_flashinfer_gets_raised_block", (VLLM_TP1 + " backend=FLASHINFER@sm_100 trtllm=on",),
+           expect="kernel_page"),
     Mutant("vllm_spec_padding_unwidened", (VLLM_TP1,), expect="boots"),
     Mutant("vllm_split_page_padded", (VLLM_TP1,), expect="exact_stride"),
     Mutant("lmcache_walks_by_payload", (VLLM_TP1,), expect="consumer_stride"),

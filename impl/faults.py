@@ -58,6 +58,8 @@ FAULTS: dict[str, str] = {
     "kernel block it supports (vllm#25811: past FlashInfer's tokens-per-page limit on GB200)",
     "vllm_flashinfer_mla_gets_raised_block": "vLLM hands FlashInfer's MLA decode on sm_100 the whole raised hybrid "
     "block (vllm#25811's bug at the backend it hit: past FlashInfer's 64-token pages)",
+    "vllm_flashinfer_gets_raised_block": "vLLM hands FlashInfer's trtllm-gen kernels on sm_100 the whole raised "
+    "hybrid block (vllm#25811 as reported: Qwen3-Next on GB200; not a power-of-two page)",
     "vllm_spec_padding_unwidened": "vLLM pads the state page to the attention page as if no token were "
     "speculated, while the layers' state keeps the speculative conv rows (vllm#57721)",
     "vllm_split_page_padded": "vLLM reserves two pages' bytes per layer-outer block, so a block split into "

@@ -5,6 +5,7 @@ input, and the seeded vLLM bugs of kvproof.engines.vllm.mutants."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import subprocess
@@ -24,6 +25,7 @@ BASELINE = Path(__file__).resolve().parent.parent / "ci" / "baselines" / "vllm.j
 QWEN = catalog.MODELS["qwen3-next-80b-a3b"]
 KIMI = catalog.MODELS["kimi-linear-48b-a3b"]
 K3 = catalog.MODELS["kimi-k3"]
+NEMOTRON = catalog.MODELS["nemotron-h-56b-base-8k"]
 
 
 def point(model: catalog.Model = QWEN, tp: int = 1, dtype: str = "auto", mamba: str = "auto",
@@ -34,7 +36,7 @@ def point(model: catalog.Model = QWEN, tp: int = 1, dtype: str = "auto", mamba: 
 @pytest.fixture(scope="module")
 def subset() -> engine.EngineRun:
     """The issue's representative subset: one model at tp 1 and 2, both kv dtypes (and both state
-    dtypes and both backends, since they come at no extra import cost)."""
+    dtypes and every backend, since they come at no extra import cost)."""
     return engine.run(["qwen3-next-80b-a3b"], {"tp": [1, 2], "dtype": ["auto", "fp8"], "spec": [0], "pp": [1],
                                              "prefix": ["off"]})
 
@@ -42,7 +44,8 @@ def subset() -> engine.EngineRun:
 def test_the_subset_plans_every_point_and_every_plan_holds_for_every_n(subset) -> None:
     (recipe,) = subset.recipes
     assert recipe.not_verified is None
-    assert len(recipe.points) == 2 * 2 * 2 * 2  # tp x kv dtype x state dtype x backend
+    # tp x kv dtype x state dtype x (FLASH_ATTN, TRITON_ATTN, FLASHINFER@sm_90 x trtllm, @sm_100 x trtllm x cuda)
+    assert len(recipe.points) == 2 * 2 * 2 * (1 + 1 + 2 + 4)
     bad = [(p.point, [f.message for f in p.findings]) for p in recipe.points if p.verdict != "ok"]
     assert not bad
     assert all(p.parents and p.parents[1] > 1000 for p in recipe.points)  # checked for every N, not a few
@@ -274,7 +277,8 @@ def test_a_pipeline_stage_without_attention_skips_the_alignment(monkeypatch) -> 
     assert at_tp1.verdict == "ok" and [f.property for f in at_tp4.findings] == [engine.TP_BLOCK_SIZE]
     assert "block size 512 tokens at tp=4 but 1920 at tp=1" in at_tp4.findings[0].message
     original = planner.point_answers
-    monkeypatch.setattr(planner, "point_answers", lambda platform, cap, found: original(platform, cap, list(found)))
+    monkeypatch.setattr(planner, "point_answers",
+                        lambda platform, cap, found, *facts: original(platform, cap, list(found), *facts))
     (fixed,) = engine.run(["kimi-linear-48b-a3b"], only).recipes[0].points
     assert fixed.verdict == "ok"
 
@@ -361,8 +365,8 @@ def test_flash_attn_mla_is_planned_only_at_the_kv_dtypes_its_class_declares() ->
     validate_configuration rejects it and the platform selects FLASHMLA, so no fp8 point assumes it.
     Its FA3 kernel takes any page, so it is handed the whole block."""
     backends = {(p["backend"], p["dtype"]) for p in engine.points(KIMI)}
-    assert ("FLASH_ATTN_MLA", "auto") in backends and ("FLASH_ATTN_MLA", "fp8") not in backends
-    assert ("FLASHINFER_MLA", "fp8") in backends
+    assert ("FLASH_ATTN_MLA@sm_90", "auto") in backends and ("FLASH_ATTN_MLA@sm_90", "fp8") not in backends
+    assert ("FLASHINFER_MLA@sm_100", "fp8") in backends
     assert planner.plan(planner.Point(KIMI, 1, "auto", "auto", False, catalog.FLASH_ATTN_MLA)).kernel_tokens == 1920
 
 
@@ -414,7 +418,8 @@ def test_a_padded_page_split_into_kernel_pages_is_flagged() -> None:
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--recipe", "llama"], "plans no vllm model 'llama'"),
-    (["--assume", "backend=FLASHINFER"], "vllm takes backend="),
+    (["--assume", "backend=CUTLASS_MLA"], "vllm takes backend="),
+    (["--assume", "trtllm=maybe"], "trtllm=on|off"),
     (["--engine-path", "/tmp"], "no vllm/__init__.py there"),
     (["--tp", "5"], "no point matches the narrowing"),
 ])
@@ -482,3 +487,133 @@ def test_vllms_own_validation_selects_flashinfer_mla_first_on_sm_100(model, tmp_
             assert model_config.get_head_size() == 576
             assert reasons(flashinfer_mla, "auto", (10, 0)) == reasons(flashinfer_mla, "fp8", (10, 0)) == []
             assert "kv_cache_dtype not supported" in reasons(flash_attn_mla, "fp8", (9, 0))
+
+
+def fi(model: catalog.Model, backend: catalog.Backend = catalog.FLASHINFER_SM100, trtllm: bool | None = True,
+       cuda_runtime: int | None = 13, prefix: bool = False, tp: int = 1, dtype: str = "auto") -> planner.Point:
+    return planner.Point(model, tp, dtype, "auto", prefix, backend, trtllm=trtllm,
+                         cuda_runtime=cuda_runtime if model.cuda_runtime_at else None)
+
+
+def test_sm_100_flashinfer_block_and_kernel_page_worked_by_hand() -> None:
+    """FLASHINFER@sm_100 (first non-MLA choice there, cuda.py:162), bf16, tp 1. Both models keep GQA
+    attention of 2 (Qwen3-Next, head 256) and 8 (Nemotron-H, head 128) KV heads: A1 = 2 x 2 x 256 x 2 =
+    2,048 B and 8 x 2 x 128 x 2 = 4,096 B per token; FlashInfer's smallest kernel block is 16.
+
+    Qwen3-Next, M = 1,097,728 B. With prefix caching on a CUDA 13 runtime the GDN layer prefills with
+    FlashInfer (qwen_gdn_linear_attn.py:250-254), which checkpoints every 64 tokens: B = 64 x ceil(1,097,728
+    / (64 x 2,048)) = 576, P = 1,179,648 B; on CUDA 12 it prefills with Triton, no checkpoints: B = 16 x 34
+    = 544. Nemotron-H: conv (3, 16,384 + 2 x 8 x 256) bf16 = 122,880 B plus SSM (256, 64, 256) float32 =
+    16,777,216 B: M = 16,900,096 B, B = 16 x ceil(16,900,096 / 65,536) = 4,128, P = 16,908,288 B.
+
+    The kernel page is the largest declared size dividing the block (select_common_block_size): 576 -> 64,
+    544 -> 32, 4,128 -> 32 (also with TRTLLM's larger pages on offer: no multiple of 128). FA2 takes any
+    page; trtllm-gen a power of two."""
+    cases = ((fi(QWEN, prefix=True), 576, 1_179_648, 64, 1024), (fi(QWEN, prefix=True, cuda_runtime=12), 544,
+             1_114_112, 32, 1024), (fi(NEMOTRON, trtllm=False), 4128, 16_908_288, 32, 2048))
+    for at, block, page, kernel, per_token in cases:
+        planned = planner.plan(at)
+        assert (planned.block_size, planned.mamba_padded, planned.kernel_tokens) == (block, page, kernel)
+        kv = next(f for f in planned.documents[1]["fields"] if f["id"].endswith(".kv"))
+        assert (kv["shape"], kv["stride"]) == ([block, per_token], page)
+        names = [k["name"] for k in kv["kernels"]]
+        assert names == (["flashinfer_fa2_paged", "trtllm_gen_fmha"] if at.trtllm else ["flashinfer_fa2_paged"])
+        assert {k["tokens"] for k in kv["kernels"]} == {kernel}
+
+
+def test_the_trtllm_assumption_is_what_vllm_asks_and_the_config_is_current(tmp_path) -> None:
+    """FlashInferBackend.get_supported_kernel_block_sizes (flashinfer.py:585) offers pages up to 1,024 only
+    on sm_100 with TRTLLM obtainable and GQA, and only with a vLLM config current (as in vLLM's worker):
+    the point's trtllm answer reaches vLLM's own supports_trtllm_attention through has_nvidia_artifactory
+    (never a network request), and vLLM's function is back in place after the point."""
+    from vllm.config import ModelConfig, VllmConfig, set_current_vllm_config
+    from vllm.utils import flashinfer as vllm_flashinfer
+    from vllm.v1.worker.utils import select_common_block_size
+
+    own, bound = vllm_flashinfer.has_nvidia_artifactory, vllm_flashinfer.current_platform  # bound at its import
+    backend = catalog.FLASHINFER_SM100.load()
+    (tmp_path / "config.json").write_text(QWEN.config_text(), encoding="utf-8")
+
+    def sizes(capability: tuple[int, int], trtllm: bool, current: bool = True) -> tuple[list, int]:
+        with planner.point_answers(planner.cuda_assumed(planner._vllm()), capability, [backend], trtllm):
+            config = VllmConfig(model_config=ModelConfig(model=str(tmp_path), skip_tokenizer_init=True,
+                                                         dtype="auto"))
+            with set_current_vllm_config(config) if current else contextlib.nullcontext():
+                return backend.get_supported_kernel_block_sizes(), select_common_block_size(1024, [backend])
+
+    assert sizes((10, 0), True) == ([16, 32, 64, 128, 256, 512, 1024], 1024)
+    assert sizes((10, 0), False) == ([16, 32, 64], 64)
+    assert sizes((9, 0), True) == ([16, 32, 64], 64)  # XQA decode only on sm_90: no large pages
+    assert sizes((10, 0), True, current=False) == ([16, 32, 64], 64)  # what planning without the config saw
+    assert vllm_flashinfer.has_nvidia_artifactory is own and vllm_flashinfer.current_platform is bound
+
+
+def test_a_point_that_assumes_no_deployment_fact_refuses_to_guess() -> None:
+    """FLASHINFER asks has_nvidia_artifactory, Qwen3-Next's GDN layer the CUDA runtime on sm_100: a point
+    without the assumption raises StubUsed naming the axis, so no answer is ever this machine's."""
+    with pytest.raises(planner.StubUsed, match="give the point a trtllm axis"):
+        planner.plan(fi(NEMOTRON, trtllm=None))
+    with pytest.raises(planner.StubUsed, match="give the point a cuda_runtime axis"):
+        planner.plan(planner.Point(QWEN, 1, "auto", "auto", True, catalog.FLASHINFER_SM100, trtllm=False))
+
+
+def test_flashinfer_points_carry_both_values_of_each_assumption() -> None:
+    """trtllm at every FLASHINFER point, cuda_runtime at Qwen3-Next's sm_100 points only (where vLLM asks)."""
+    for model in (QWEN, NEMOTRON):
+        grid = engine.points(model, {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["on"],
+                                     "pp": [1], "spec": [0] if model.speculative else None})
+        seen = {(p["backend"], p.get("trtllm"), p.get("cuda_runtime")) for p in grid}
+        runtimes = (12, 13) if model is QWEN else (None,)
+        assert seen == {("FLASH_ATTN@sm_90", None, None), ("TRITON_ATTN@sm_90", None, None),
+                        *{("FLASHINFER@sm_90", t, None) for t in ("on", "off")},
+                        *{("FLASHINFER@sm_100", t, c) for t in ("on", "off") for c in runtimes}}
+    point = next(p for p in engine.run(["nemotron-h-56b-base-8k"], {"tp": [1], "dtype": ["auto"],
+                 "mamba_dtype": ["auto"], "prefix": ["off"], "pp": [1], "backend": ["FLASHINFER@sm_100"],
+                 "trtllm": ["on"]}).recipes[0].points)
+    assert point.point["trtllm"] == "on" and point.replay.endswith("pp=1 trtllm=on")
+
+
+@pytest.mark.parametrize("model", [QWEN, NEMOTRON], ids=lambda m: m.recipe)
+def test_vllms_own_validation_accepts_flashinfer_for_both_gqa_models(model, tmp_path) -> None:
+    """vLLM's own validate_configuration (backend.py:279): FLASHINFER accepts both models' head sizes
+    (256, 128) and dtype at auto and fp8 on sm_90 and sm_100, so on sm_100 it is selected first
+    (cuda.py:162) and FLASH_ATTN and TRITON_ATTN behind it are not reached."""
+    from vllm.config import ModelConfig, VllmConfig, set_current_vllm_config
+    from vllm.platforms.interface import DeviceCapability
+    from vllm.v1.attention.selector import AttentionSelectorConfig
+
+    (tmp_path / "config.json").write_text(model.config_text(), encoding="utf-8")
+    backend = catalog.FLASHINFER_SM100.load()
+    for capability in ((9, 0), (10, 0)):
+        for trtllm in (True, False):
+            with planner.point_answers(planner.cuda_assumed(planner._vllm()), capability, [backend], trtllm, 13):
+                model_config = ModelConfig(model=str(tmp_path), skip_tokenizer_init=True, dtype="auto")
+                with set_current_vllm_config(VllmConfig(model_config=model_config)):
+                    for kv in ("auto", "fp8"):
+                        selector = AttentionSelectorConfig(head_size=model_config.get_head_size(),
+                                                           dtype=model_config.dtype, kv_cache_dtype=kv,
+                                                           block_size=None, use_mla=False)
+                        assert backend.validate_configuration(  # type: ignore[attr-defined]
+                            device_capability=DeviceCapability(*capability), **selector._asdict()) == []
+
+
+def test_a_raised_block_handed_to_flashinfers_trtllm_kernels_is_flagged() -> None:
+    """vllm#25811 as reported (Qwen3-Next on GB200) reintroduced: the model runner hands FlashInfer the
+    manager's 544-token block. trtllm-gen takes power-of-two pages only (kernelParams.h:887), FA2 any page,
+    so only the TRTLLM-on point is flagged; on sm_90 XQA's 128-token limit flags it too."""
+    only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["off"], "pp": [1], "spec": [0],
+            "backend": ["FLASHINFER"]}
+    clean = engine.run(["qwen3-next-80b-a3b"], only).recipes[0].points
+    assert {p.verdict for p in clean} == {"ok"} and len(clean) == 2 + 4  # sm_90 x trtllm, sm_100 x trtllm x cuda
+    with faults.inject("vllm_flashinfer_gets_raised_block"):
+        run = engine.run(["qwen3-next-80b-a3b"], only)
+    found = {(p.point["backend"], p.point["trtllm"]): p for p in run.recipes[0].points
+             if p.point.get("cuda_runtime", 13) == 13}
+    assert found[("FLASHINFER@sm_100", "off")].verdict == found[("FLASHINFER@sm_90", "off")].verdict == "ok"
+    blackwell = found[("FLASHINFER@sm_100", "on")].findings
+    assert len(blackwell) == 12 and {f.property for f in blackwell} == {"kernel_page"}  # one per attention layer
+    assert {f.message.split(": kernel ")[1] for f in blackwell} == {
+        "trtllm_gen_fmha is handed pages of 544 tokens, not a power of two as its source requires"}
+    hopper = {f.message.split(": kernel ")[1] for f in found[("FLASHINFER@sm_90", "on")].findings}
+    assert hopper == {"flashinfer_xqa_decode is handed pages of 544 tokens, past its limit of 128 tokens per page",
+                      "flashinfer_xqa_decode is handed pages of 544 tokens, not a power of two as its source requires"}

@@ -29,6 +29,7 @@ class Kernel:
     block: int  # the kernel's pages must be a multiple of this many tokens (1: any)
     max_tokens: int | None  # the most tokens per page it supports; None: no limit in its source
     source: str  # repository, file and line of the check (or of the arithmetic that sets none)
+    power_of_two: bool = False  # its source also requires a power-of-two page
 
 
 # vllm/v1/attention/backends/fa_utils.py:99 (0.33.0): FA3 on capability 9.x when built.
@@ -49,6 +50,30 @@ FLASHINFER_MLA_DECODE = Kernel("flashinfer_mla_decode", 32, 64, "flashinfer-ai/f
                                "flashinfer/cute_dsl/attention/mla_config.py:171 (tile 128, wrappers/batch_mla.py:78): "
                                "CuTeDSL requires 128 % page_size == 0 and page_size > 1; auto picks among those that "
                                "accept, mla/_core.py:4730")
+# FlashInfer's own kernels behind vLLM's FLASHINFER backend (flashinfer-ai/flashinfer@v0.7.2.post1, the wheel
+# vLLM 0.33.0 pins). Native prefill and decode (BatchPrefill/BatchDecodeWithPagedKVCacheWrapper, backend "auto",
+# vllm/v1/attention/backends/flashinfer.py:1451, :1487; decode with tensor cores runs the prefill templates) run
+# FA3 on sm_90 where determine_attention_backend accepts (flashinfer/utils.py:616), FA2 otherwise and on sm_100.
+# With TRTLLM on, vLLM still prefills natively on sm_90 (no TRTLLM prefill there, vllm/utils/flashinfer.py:694)
+# and at an fp8 cache on sm_100 (use_trtllm_attention, :793), so the native kernels are recorded at every point.
+FI = "flashinfer-ai/flashinfer@v0.7.2.post1 "
+FLASHINFER_FA2 = Kernel("flashinfer_fa2_paged", 1, None, FI + "include/flashinfer/page.cuh:39: paged_kv_t keeps "
+                        "page_size as a uint_fastdiv and every token's page is a divmod by it (:415, :525); "
+                        "csrc/batch_prefill.cu, batch_decode.cu:193 take page_size from the cache's shape, unchecked")
+FLASHINFER_FA3 = Kernel("flashinfer_fa3_paged", 1, None, FI + "include/flashinfer/attention/hopper/"
+                        "sparse_mainloop.cuh:297: page_size.divmod per token (a fastdiv, :131); csrc/"
+                        "batch_prefill_sm90.cu:187-243 takes page_size from the cache's shape, unchecked")
+# vLLM's sm_90 decode with TRTLLM on: flashinfer_xqa_batch_decode_with_kv_cache (flashinfer.py:2697), compiled
+# per page size: exactly 16, 32, 64 or 128 tokens (power_of_two with at most 128, multiple of 16).
+FLASHINFER_XQA = Kernel("flashinfer_xqa_decode", 16, 128, FI + "flashinfer/jit/xqa.py:82: page_size not in "
+                        "[16, 32, 64, 128] raises", power_of_two=True)
+# sm_100 with TRTLLM on: trtllm_batch_context_with_kv_cache (flashinfer.py:2543) and trtllm_batch_decode_with_kv_cache
+# (backend "trtllm-gen", :2764), one fmha runner: pages of a power of two (a static kernel below 128 tokens, the
+# dynamic-page kernel from 128), log2 of it below 16 in the kernel key. Which static page sizes exist is in the
+# cubins' metadata, not in the source: not recorded.
+TRTLLM_GEN = Kernel("trtllm_gen_fmha", 1, 1 << 15, FI + "include/flashinfer/trtllm/fmha/kernelParams.h:887: "
+                    "NumTokensPerPage must be power of 2; fmhaKernels.cuh:540-560 (dynamic pages from 128), :281 "
+                    "(log2 < 16)", power_of_two=True)
 TRITON_MLA_DECODE = Kernel("triton_decode_attention", 1, None, "vllm-project/vllm@v0.33.0 vllm/v1/attention/ops/"
                            "triton_decode_attention.py:132: a token's page is offs_n // PAGE_SIZE, any PAGE_SIZE")
 
@@ -91,6 +116,16 @@ class Backend:
     capability: tuple[int, int]
     why: str  # the cited reason the CUDA platform selects it there
     kernels: tuple[Kernel, ...] = ()  # the kernels that read its pages there
+    # FLASHINFER: the kernels that also read them when FlashInfer's TRTLLM kernels are obtainable (the
+    # point's trtllm axis: vLLM's has_nvidia_artifactory, vllm/utils/flashinfer.py:647)
+    trtllm_kernels: tuple[Kernel, ...] | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}@{self.gpu}"
+
+    def kernels_at(self, trtllm: bool | None) -> tuple[Kernel, ...]:
+        return self.kernels + (self.trtllm_kernels or () if trtllm else ())
 
     def load(self) -> Any:
         """The class, imported under kvproof's platform answering for this GPU (planner.load_backend)."""
@@ -110,7 +145,15 @@ FLASH_ATTN = Backend("FLASH_ATTN", "vllm.v1.attention.backends.flash_attn:FlashA
                      "first non-MLA choice below sm_100 (vllm/platforms/cuda.py:176)", (FA3,))
 TRITON_ATTN = Backend("TRITON_ATTN", "vllm.v1.attention.backends.triton_attn:TritonAttentionBackend", "sm_90", (9, 0),
                       "third non-MLA choice below sm_100, when FLASH_ATTN and FLASHINFER both decline "
-                      "(vllm/platforms/cuda.py:178; FLASHINFER, :177, is not modelled)", (TRITON_UNIFIED,))
+                      "(vllm/platforms/cuda.py:178)", (TRITON_UNIFIED,))
+FLASHINFER_PATH = "vllm.v1.attention.backends.flashinfer:FlashInferBackend"
+FLASHINFER_SM90 = Backend("FLASHINFER", FLASHINFER_PATH, "sm_90", (9, 0),
+                          "second non-MLA choice below sm_100 (vllm/platforms/cuda.py:177): when FLASH_ATTN "
+                          "declines, or named by --attention-backend (vllm/engine/arg_utils.py:1114)",
+                          (FLASHINFER_FA2, FLASHINFER_FA3), (FLASHINFER_XQA,))
+FLASHINFER_SM100 = Backend("FLASHINFER", FLASHINFER_PATH, "sm_100", (10, 0),
+                           "first non-MLA choice on sm_100 for causal attention (vllm/platforms/cuda.py:162)",
+                           (FLASHINFER_FA2,), (TRTLLM_GEN,))
 FLASH_ATTN_MLA = Backend("FLASH_ATTN_MLA", "vllm.v1.attention.backends.mla.flashattn_mla:FlashAttnMLABackend", "sm_90",
                          (9, 0), "first MLA choice below sm_100 (vllm/platforms/cuda.py:150), at the KV-cache dtypes "
                          "it declares", (FA3,))
@@ -143,6 +186,9 @@ class Model:
     # What the state layer's constructor sets that planning reads, computed by vLLM's own functions
     # from the config and the point's platform: (attributes of each layer, spec fields once aligned)
     state_init: Callable[[Any, bool], dict[str, Any]] | None = None
+    # the GPUs at which planning asks the CUDA runtime's major version (the state layer's constructor does), so
+    # their points carry it as an assumption (cuda_runtime axis)
+    cuda_runtime_at: tuple[str, ...] = ()
 
     def state_readers(self) -> tuple[Reader, ...]:
         """The readers, with LMCache's entry flipped to walking by payload while the seeded
@@ -283,23 +329,28 @@ def _nemotron_h_layers(hf: Any) -> list[tuple[str, str]]:
     return [(f"backbone.layers.{i}.mixer", kinds[c]) for i, c in enumerate(hf.hybrid_override_pattern) if c in kinds]
 
 
-NOT_FLASHINFER = ("FLASHINFER (sm_90's second non-MLA choice, sm_100's first) is not planned: its kernel block "
-                  "sizes ask whether FlashInfer's trtllm-gen kernels are available (vllm/utils/flashinfer.py:647: the "
-                  "flashinfer-cubin package, else a request to NVIDIA's artifactory), which no CPU can answer for "
-                  "the deployment")
+GQA_BACKENDS = (FLASH_ATTN, TRITON_ATTN, FLASHINFER_SM90, FLASHINFER_SM100)  # sm_90 as before, then FlashInfer
+GQA_LIMITS = ("FLASHINFER plans with guarded stand-ins for the FlashInfer entry points its module binds "
+              "(engines/vllm/stand_ins.py), assuming (trtllm axis) whether FlashInfer's TRTLLM kernels are "
+              "obtainable (vllm/utils/flashinfer.py:647); FLASH_ATTN and TRITON_ATTN on sm_100 (after FLASHINFER, "
+              "vllm/platforms/cuda.py:163-164) are not planned: vLLM's validate_configuration accepts FLASHINFER "
+              "there at both kv dtypes, so they are reached only without FlashInfer installed")
 MLA_BACKENDS = (FLASHMLA, TRITON_MLA, FLASH_ATTN_MLA, FLASHINFER_MLA)  # sm_90 as before, then the new
 MLA_LIMITS = ("FLASH_ATTN_MLA and FLASHINFER_MLA plan with guarded stand-ins for the GPU entry points their modules "
               "bind (engines/vllm/stand_ins.py); FlashInfer's presence checks see it absent, as on this CPU")
 
 MODELS: dict[str, Model] = {
     "qwen3-next-80b-a3b": Model(
-        "qwen3-next-80b-a3b", "vllm/models/qwen3-next-80b-a3b.json", (FLASH_ATTN, TRITON_ATTN),
+        "qwen3-next-80b-a3b", "vllm/models/qwen3-next-80b-a3b.json", GQA_BACKENDS,
         "vllm.model_executor.layers.mamba.gdn.qwen_gdn_linear_attn:QwenGatedDeltaNetAttention",
         "GDN_ATTN",  # GatedDeltaNetAttention.mamba_type, gdn/base.py:51
         _qwen3_next_layers, (False, True),
-        NOT_FLASHINFER,
+        GQA_LIMITS,
         draft="mtp", draft_layers=_qwen3_next_mtp_layers, speculative=(0, 1, 2, 3),
-        readers=(CAUSAL_CONV1D, GATED_DELTA_RULE, LMCACHE), state_init=_qwen_gdn_state),
+        readers=(CAUSAL_CONV1D, GATED_DELTA_RULE, LMCACHE), state_init=_qwen_gdn_state,
+        # the GDN layer's constructor picks FlashInfer's GDN prefill on sm_100 only on a CUDA 13 runtime
+        # (_resolve_gdn_prefill_backend, qwen_gdn_linear_attn.py:250-254)
+        cuda_runtime_at=("sm_100",)),
     "kimi-linear-48b-a3b": Model(
         "kimi-linear-48b-a3b", "vllm/models/kimi-linear-48b-a3b.json", MLA_BACKENDS,
         "vllm.model_executor.layers.mamba.gdn.kimi_gdn_linear_attn:KimiGatedDeltaNetAttention",
@@ -309,10 +360,10 @@ MODELS: dict[str, Model] = {
         # KimiGatedDeltaNetAttention's conv and recurrent kernels (kimi_gdn_linear_attn.py:40, :489)
         readers=(CAUSAL_CONV1D, GATED_DELTA_RULE, LMCACHE)),
     "nemotron-h-56b-base-8k": Model(
-        "nemotron-h-56b-base-8k", "tokenspeed/models/nemotron-h-56b-base-8k.json", (FLASH_ATTN, TRITON_ATTN),
+        "nemotron-h-56b-base-8k", "tokenspeed/models/nemotron-h-56b-base-8k.json", GQA_BACKENDS,
         "vllm.model_executor.layers.mamba.mamba_mixer2:MambaMixer2", "MAMBA2",  # mamba_mixer2.py:1159
         _nemotron_h_layers, (False, True),
-        NOT_FLASHINFER,
+        GQA_LIMITS,
         # MambaMixer2.get_kv_cache_spec (mamba_mixer2.py:1108): the state is exportable mid-prefill.
         (("num_prefill_checkpoint_blocks", 1), ("prefill_checkpoint_alignment", 1)),
         readers=(CAUSAL_CONV1D, SELECTIVE_STATE_UPDATE, LMCACHE)),

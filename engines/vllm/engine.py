@@ -36,6 +36,8 @@ CROSS_POINT = (TP_BLOCK_SIZE, PP_BLOCK_SIZE)  # findings across points: `verify 
 PIPELINE = (2, 4, 8)  # pipeline sizes planned (each stage planned on its own; see _grid)
 DTYPES = ("auto", "fp8")
 MAMBA_DTYPES = ("auto", "float32")
+TRTLLM = ("on", "off")  # FlashInfer's TRTLLM kernels obtainable: flashinfer-cubin installed or NVIDIA's artifactory
+CUDA_RUNTIMES = (12, 13)  # the CUDA runtime's major version: vLLM's check is >= 13 (qwen_gdn_linear_attn.py:253)
 
 
 def version() -> str:
@@ -48,12 +50,21 @@ def version() -> str:
 
 def points(model: catalog.Model, only: dict[str, Sequence[Any] | None] | None = None) -> list[dict[str, Any]]:
     """Every point of the model's domain within the narrowing `only`; `spec` (speculative tokens)
-    only where it has a draft, and a backend only at the KV-cache dtypes its class declares (vLLM's
-    validate_configuration rejects any other, so the platform selects the next backend there:
-    FLASH_ATTN_MLA has no fp8). Only the backends of points left by the narrowing are imported."""
-    chosen = [p for p in _grid(model) if all(not want or p.get(axis) in want for axis, want in (only or {}).items())]
-    backends = {b.name: b for b in model.backends}
-    declared = {name: backends[name].load().supported_kv_cache_dtypes for name in {p["backend"] for p in chosen}}
+    only where it has a draft, `trtllm` only at FLASHINFER points and `cuda_runtime` only at the GPUs
+    where planning asks it (the axes are added where they change vLLM's answer), and a backend only at
+    the KV-cache dtypes its class declares (vLLM's validate_configuration rejects any other, so the
+    platform selects the next backend there: FLASH_ATTN_MLA has no fp8). A backend is narrowed by its
+    name (every GPU) or name@gpu. Only the backends of points left by the narrowing are imported."""
+    def wanted(p: dict[str, Any], axis: str, want: Sequence[Any] | None) -> bool:
+        if not want:
+            return True
+        if axis == "backend":
+            return p["backend"] in want or p["backend"].split("@")[0] in want
+        return p.get(axis) in want
+
+    chosen = [p for p in _grid(model) if all(wanted(p, axis, want) for axis, want in (only or {}).items())]
+    backends = {b.label: b for b in model.backends}
+    declared = {label: backends[label].load().supported_kv_cache_dtypes for label in {p["backend"] for p in chosen}}
     return [p for p in chosen if p["dtype"] in declared[p["backend"]]]
 
 
@@ -68,9 +79,22 @@ def _grid(model: catalog.Model) -> list[dict[str, Any]]:
     shapes = [(tp, pp) for pp in (1, *PIPELINE) for tp in model.tps(hf)
               if pp <= 2 or tp == 1]
     return [{"tp": tp, "dtype": dtype, "mamba_dtype": mamba, "prefix": "on" if prefix else "off",
-             "backend": backend.name, **({} if spec is None else {"spec": spec}), "pp": pp}
-            for backend in model.backends for prefix in model.prefix_caching for spec in specs for dtype in DTYPES
+             "backend": backend.label, **({} if spec is None else {"spec": spec}), "pp": pp, **assumed}
+            for backend in model.backends for assumed in _assumptions(model, backend)
+            for prefix in model.prefix_caching for spec in specs for dtype in DTYPES
             for mamba in MAMBA_DTYPES for tp, pp in shapes if pp == 1 or not spec]
+
+
+def _assumptions(model: catalog.Model, backend: catalog.Backend) -> list[dict[str, Any]]:
+    """The deployment facts a backend's points assume, every value of each: whether FlashInfer's
+    TRTLLM kernels are obtainable (FLASHINFER asks), the CUDA runtime's major version (where the
+    model's state layer asks it)."""
+    out: list[dict[str, Any]] = [{}]
+    if backend.trtllm_kernels is not None:
+        out = [{**a, "trtllm": value} for a in out for value in TRTLLM]
+    if backend.gpu in model.cuda_runtime_at:
+        out = [{**a, "cuda_runtime": major} for a in out for major in CUDA_RUNTIMES]
+    return out
 
 
 def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Sequence[str] | None,
@@ -125,30 +149,32 @@ def run(recipes: Sequence[str] | None = None, only: dict[str, Sequence[Any] | No
 
 def _plan_all(model: catalog.Model, chosen: list[dict[str, Any]],
               unbounded: Fraction | None) -> list[tuple[PointResult, int | None]]:
-    backends = {b.name: b for b in model.backends}
+    backends = {b.label: b for b in model.backends}
     out: list[tuple[PointResult, int | None]] = []
     for p in chosen:
         backend = backends[p["backend"]]
-        point = {**p, "backend": f"{backend.name}@{backend.gpu}"}
         replay = (f"verify engine vllm --recipe {model.recipe} --tp {p['tp']} --dtype {p['dtype']} --assume "
-                  f"backend={backend.name} mamba_dtype={p['mamba_dtype']} prefix={p['prefix']}"
-                  + (f" spec={p['spec']}" if "spec" in p else "") + f" pp={p['pp']}")
+                  f"backend={backend.label} mamba_dtype={p['mamba_dtype']} prefix={p['prefix']}"
+                  + (f" spec={p['spec']}" if "spec" in p else "") + f" pp={p['pp']}"
+                  + "".join(f" {axis}={p[axis]}" for axis in ("trtllm", "cuda_runtime") if axis in p))
         ranks: list[tuple[PointResult, planner.Planned]] = []
         refused = None
         for rank in range(p["pp"]):
             try:
                 planned = planner.plan(planner.Point(model, p["tp"], p["dtype"], p["mamba_dtype"],
-                                                     p["prefix"] == "on", backend, p.get("spec", 0), p["pp"], rank),
+                                                     p["prefix"] == "on", backend, p.get("spec", 0), p["pp"], rank,
+                                                     p["trtllm"] == "on" if "trtllm" in p else None,
+                                                     p.get("cuda_runtime")),
                                        _patches())
             except planner.StubUsed as err:
                 raise EngineError(f"{model.recipe} at {_describe(p)}: {err}; the adapter must model this "
                                   "first") from None
             except (ValueError, NotImplementedError, AssertionError) as err:  # vLLM refused a point it supports
                 where = f"rank {rank}: " if p["pp"] > 1 else ""
-                refused = verdict.from_refusal(model.recipe, point, f"{where}{type(err).__name__}: {_one_line(err)}",
+                refused = verdict.from_refusal(model.recipe, p, f"{where}{type(err).__name__}: {_one_line(err)}",
                                                False, replay)
                 break
-            ranks.append((verdict.planned(model.recipe, point, planned.documents, replay, unbounded), planned))
+            ranks.append((verdict.planned(model.recipe, p, planned.documents, replay, unbounded), planned))
         if refused is not None:
             out.append((refused, None))
         elif p["pp"] == 1:
@@ -213,17 +239,19 @@ def _patches() -> Any:
 def _assumed(assume: Sequence[str] | None) -> dict[str, list[Any]]:
     """--assume NAME=VALUE ...: the backend assumed, and the axes with no flag of their own
     (spec: the speculative tokens of a model's own draft)."""
-    known = {"backend": sorted({b.name for m in catalog.MODELS.values() for b in m.backends}),
+    known = {"backend": sorted({name for m in catalog.MODELS.values() for b in m.backends
+                                for name in (b.name, b.label)}),
              "mamba_dtype": list(MAMBA_DTYPES), "prefix": ["on", "off"],
              "spec": sorted({str(s) for m in catalog.MODELS.values() for s in m.speculative}),
-             "pp": [str(pp) for pp in (1, *PIPELINE)]}
+             "pp": [str(pp) for pp in (1, *PIPELINE)], "trtllm": list(TRTLLM),
+             "cuda_runtime": [str(major) for major in CUDA_RUNTIMES]}
     out: dict[str, list[Any]] = {}
     for pair in assume or ():
         key, _, value = pair.partition("=")
         if value not in known.get(key, ()):
             takes = "; ".join(f"{k}={'|'.join(v)}" for k, v in known.items())
             raise EngineError(f"--assume {pair}: vllm takes {takes}")
-        out.setdefault(key, []).append(int(value) if key in ("spec", "pp") else value)
+        out.setdefault(key, []).append(int(value) if key in ("spec", "pp", "cuda_runtime") else value)
     return out
 
 

@@ -76,6 +76,9 @@ PATCHES: dict[str, tuple[str, str, Callable[[Callable[..., Any]], Callable[..., 
     # the same replacement, killed only at FLASHINFER_MLA@sm_100 (ci/mutants.py): FlashInfer's own page limit
     "vllm_flashinfer_mla_gets_raised_block": ("vllm.v1.worker.utils", "select_common_block_size",
                                               _manager_block_to_kernel),
+    # and at FLASHINFER@sm_100 with TRTLLM on: trtllm-gen's power-of-two pages
+    "vllm_flashinfer_gets_raised_block": ("vllm.v1.worker.utils", "select_common_block_size",
+                                          _manager_block_to_kernel),
     "vllm_spec_padding_unwidened": ("vllm.platforms.interface", "Platform._align_hybrid_block_size",
                                     _padding_unwidened),
     "vllm_split_page_padded": ("vllm.v1.core.kv_cache_planning", "_get_layer_block_stride",

@@ -4,11 +4,13 @@ What runs is vLLM's: `ModelConfig` reads the published config.json from a folder
 `VllmConfig` applies the model's own config hooks, `Platform.update_block_size_for_backend`
 (with `_align_hybrid_block_size`) picks the block size, `customize_attention_spec` and
 `MambaSpec` give the per-layer page sizes, `get_kv_cache_groups` unifies and groups them and
-`get_kv_cache_config_from_groups` emits the `KVCacheTensor`s. kvproof replaces exactly three
-answers that need a GPU or built layers, each loudly (see `CudaAssumed` and `_LayerShells`):
-which attention backend the CUDA platform selected (the point's `backend` assumption), that
-the platform supports the hybrid KV-cache manager (vllm/platforms/cuda.py:683), and the device
-capability (the point's `gpu`). Everything else it would need raises `StubUsed`, the guarded
+`get_kv_cache_config_from_groups` emits the `KVCacheTensor`s, with the vLLM config current as in
+vLLM's worker. kvproof replaces exactly the answers that need a GPU, a deployment or built layers,
+each loudly (see `CudaAssumed`, `point_answers` and `_LayerShells`): which attention backend the
+CUDA platform selected (the point's `backend` assumption), that the platform supports the hybrid
+KV-cache manager (vllm/platforms/cuda.py:683), the device capability (the point's `gpu`), and,
+only at points that assume them, the CUDA runtime's major version and whether FlashInfer's TRTLLM
+kernels are obtainable (vllm/utils/flashinfer.py:647). Everything else it would need raises `StubUsed`, the guarded
 stand-ins that let two backends' modules import on a CPU included (stand_ins.py).
 """
 
@@ -54,6 +56,19 @@ class Point:
     spec: int = 0  # num_speculative_tokens of the model's own draft (its MTP layers)
     pp: int = 1  # --pipeline-parallel-size
     rank: int = 0  # the pipeline stage planned (each stage's worker plans its own layers)
+    trtllm: bool | None = None  # FlashInfer's TRTLLM kernels obtainable (has_nvidia_artifactory); None: not assumed
+    cuda_runtime: int | None = None  # the CUDA runtime's major version (get_cuda_runtime_major); None: not assumed
+
+
+@dataclass(frozen=True)
+class Answers:
+    """What kvproof's platform answers while one point is planned: the point's GPU and backend,
+    and the deployment facts the point assumes (None: it assumes none, and a question raises)."""
+
+    capability: tuple[int, int]
+    backends: list[type]  # the backends vLLM finds on the rank's built layers
+    trtllm: bool | None = None
+    cuda_runtime: int | None = None
 
 
 BIND_AT = (1, 2, 3, 1000)  # parent counts: the plan must be affine in N (checked, not assumed)
@@ -92,10 +107,10 @@ def cuda_assumed(v: dict[str, Any]) -> Any:
         _enum = interface.PlatformEnum.CUDA
         device_name = "cuda"
         device_type = "cuda"
-        _point: tuple[tuple[int, int], list[type]] | None = None  # (capability, backends found)
+        _point: Answers | None = None
 
         @classmethod
-        def _answers(cls) -> tuple[tuple[int, int], list[type]]:
+        def _answers(cls) -> Answers:
             if cls._point is None:
                 raise StubUsed("vLLM asked kvproof's CUDA platform for the GPU outside planning a point; it "
                                "answers only for the point being planned")
@@ -103,7 +118,7 @@ def cuda_assumed(v: dict[str, Any]) -> Any:
 
         @classmethod
         def _find_non_ssm_backends(cls, vllm_config: Any) -> list[type]:
-            return list(cls._answers()[1])  # the point's backend: vLLM finds it on built layers
+            return list(cls._answers().backends)  # the point's backend: vLLM finds it on built layers
 
         @classmethod
         def support_hybrid_kv_cache(cls) -> bool:
@@ -111,24 +126,57 @@ def cuda_assumed(v: dict[str, Any]) -> Any:
 
         @classmethod
         def get_device_capability(cls, device_id: int = 0) -> Any:
-            return interface.DeviceCapability(*cls._answers()[0])
+            return interface.DeviceCapability(*cls._answers().capability)
+
+        @classmethod
+        def get_cuda_runtime_major(cls) -> int:
+            """CudaPlatform's (torch.version.cuda's major, cuda.py:286): the point's assumption."""
+            major = cls._answers().cuda_runtime
+            if major is None:
+                raise StubUsed("vLLM asked the CUDA runtime's major version (get_cuda_runtime_major) at a point "
+                               "that assumes none; give the point a cuda_runtime axis")
+            return major
 
     _ASSUMED[base] = CudaAssumed()
     return _ASSUMED[base]
 
 
 @contextlib.contextmanager
-def point_answers(platform: Any, capability: tuple[int, int], backends: list[type]) -> Iterator[None]:
-    """The platform installed as vLLM's current_platform, answering for one point."""
+def point_answers(platform: Any, capability: tuple[int, int], backends: list[type], trtllm: bool | None = None,
+                  cuda_runtime: int | None = None) -> Iterator[None]:
+    """The platform installed as vLLM's current_platform, answering for one point, and vLLM's
+    has_nvidia_artifactory answering the point's `trtllm` assumption (never a network request).
+
+    vLLM caches supports_trtllm_attention per process (vllm/utils/flashinfer.py:674), where one GPU
+    and one deployment never change; kvproof plans many points in one process, so the cache is
+    emptied on entering and leaving each point. vllm.utils.flashinfer binds current_platform when
+    first imported (:24), which happens before any point, under this machine's CPU platform, so its
+    platform is the point's for the point too."""
     platforms: Any = importlib.import_module("vllm.platforms")
-    previous = platforms._current_platform
-    type(platform)._point = (capability, backends)
+    flashinfer: Any = importlib.import_module("vllm.utils.flashinfer")
+    envs: Any = importlib.import_module("vllm.envs")
+    if trtllm and envs.VLLM_BATCH_INVARIANT:
+        raise StubUsed("VLLM_BATCH_INVARIANT is set in this process, so vLLM turns TRTLLM attention off "
+                       "(vllm/utils/flashinfer.py:683) whatever the point assumes; unset it to plan")
+
+    def has_nvidia_artifactory() -> bool:
+        if trtllm is None:
+            raise StubUsed("vLLM asked whether FlashInfer's TRTLLM kernels are obtainable (has_nvidia_artifactory) "
+                           "at a point that assumes neither; give the point a trtllm axis")
+        return trtllm
+
+    previous, asked, bound = platforms._current_platform, flashinfer.has_nvidia_artifactory, flashinfer.current_platform
+    type(platform)._point = Answers(capability, backends, trtllm, cuda_runtime)
     platforms._current_platform = platform
+    flashinfer.has_nvidia_artifactory, flashinfer.current_platform = has_nvidia_artifactory, platform
+    flashinfer.supports_trtllm_attention.cache_clear()
     try:
         yield
     finally:
         type(platform)._point = None
         platforms._current_platform = previous
+        flashinfer.has_nvidia_artifactory, flashinfer.current_platform = asked, bound
+        flashinfer.supports_trtllm_attention.cache_clear()
 
 
 def load_backend(path: str, capability: tuple[int, int]) -> Any:
@@ -195,7 +243,7 @@ def _plan(v: dict[str, Any], point: Point, folder: str, patches: Callable[[dict[
     backend = point.backend.load()
     found = [backend]
     platform = cuda_assumed(v)
-    with point_answers(platform, point.backend.capability, found):
+    with point_answers(platform, point.backend.capability, found, point.trtllm, point.cuda_runtime):
         model_config = config.ModelConfig(model=folder, skip_tokenizer_init=True, dtype="auto")
         span, layers = _rank_layers(v, point.model.layers(model_config.hf_text_config), model_config.hf_text_config,
                                     point)
@@ -222,7 +270,9 @@ def _plan(v: dict[str, Any], point: Point, folder: str, patches: Callable[[dict[
                 vars(shell).update(point.model.state_init(vllm_config, False))
         vllm_config.compilation_config.static_forward_context = _LayerShells(shells)
         context = patches(v) if patches else _nothing()
-        with context:
+        # vLLM's worker plans with its config current (worker_base.py:350, :358: initialize_from_config,
+        # where the model runner asks select_common_block_size); backends read it (flashinfer.py:590)
+        with context, config.set_current_vllm_config(vllm_config):
             _check_shell_call(lambda: platform.update_block_size_for_backend(vllm_config),
                               f"{point.model.state_layer_class().__name__} layer state")
             specs = _specs(v, vllm_config, model_cls, backend, layers, point)
@@ -239,8 +289,9 @@ def _plan(v: dict[str, Any], point: Point, folder: str, patches: Callable[[dict[
             per_block = v["planning"]._get_kv_cache_bytes_per_block(groups, layout)
             configs = {n: v["planning"].get_kv_cache_config_from_groups(vllm_config, groups, per_block * (n + 1))
                        for n in BIND_AT}
-        kernels = [{"name": k.name, "tokens": kernel_tokens, "block": k.block, "max_tokens": k.max_tokens}
-                   for k in point.backend.kernels] if kernel_tokens else []
+        kernels = [{"name": k.name, "tokens": kernel_tokens, "block": k.block, "max_tokens": k.max_tokens,
+                    **({"power_of_two": True} if k.power_of_two else {})}
+                   for k in point.backend.kernels_at(point.trtllm)] if kernel_tokens else []
         readers = [{"name": r.name, "walks": r.walks} for r in point.model.state_readers()]
         documents = {n: document(cfg, layout, n, kernels, readers) for n, cfg in configs.items()}
         return Planned(cache_config.block_size, documents, cache_config.mamba_page_size_padded, kernel_tokens,

@@ -5,10 +5,11 @@ them (it reads the class's own block sizes, spec and layouts). For the import on
 in place what they bind, and each name handed out is a guard: calling it, instantiating it or
 reading an attribute of it raises StubUsed naming it, so a plan can never rest on one.
 
-- `flashinfer`, `flashinfer.decode`, `flashinfer.utils`: FlashInfer is not
+- `flashinfer`, `flashinfer.decode`, `flashinfer.prefill`, `flashinfer.utils`: FlashInfer is not
   installed (vLLM 0.33.0 pins flashinfer-python 0.7.2.post1, a 426 MB CUDA package);
   `vllm.v1.attention.backends.mla.flashinfer_mla` imports its MLA decode entry points
-  (`flashinfer_mla.py:8-12`). The stand-ins are removed from sys.modules once the backend has
+  (`flashinfer_mla.py:8-12`), `vllm.v1.attention.backends.flashinfer` its wrappers and the
+  trtllm-gen entry points (`flashinfer.py:12-26`). The stand-ins are removed from sys.modules once the backend has
   imported, so vLLM's own presence checks (`vllm.utils.flashinfer.has_flashinfer`, find_spec)
   still see this machine: no FlashInfer.
 - `vllm.v1.attention.backends.fa_utils.{flash_attn_varlen_func, get_scheduler_metadata}`:
@@ -27,7 +28,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-FLASHINFER = ("flashinfer", "flashinfer.decode", "flashinfer.utils")
+FLASHINFER = ("flashinfer", "flashinfer.decode", "flashinfer.prefill", "flashinfer.utils")
 FA_UTILS = "vllm.v1.attention.backends.fa_utils"
 FA_ENTRY_POINTS = ("flash_attn_varlen_func", "get_scheduler_metadata")
 
