@@ -567,6 +567,8 @@ def test_flashinfer_points_carry_both_values_of_each_assumption() -> None:
         assert seen == {("FLASH_ATTN@sm_90", None, None), ("TRITON_ATTN@sm_90", None, None),
                         *{("FLASHINFER@sm_90", t, None) for t in ("on", "off")},
                         *{("FLASHINFER@sm_100", t, c) for t in ("on", "off") for c in runtimes}}
+    stages = {(p["tp"], p["pp"]) for p in engine.points(NEMOTRON, {"backend": ["FLASHINFER"]}) if p["pp"] > 1}
+    assert stages == {(1, 2)}  # its axes multiply its points: pp 2 at tp 1 only (FLASH_ATTN plans every stage)
     point = next(p for p in engine.run(["nemotron-h-56b-base-8k"], {"tp": [1], "dtype": ["auto"],
                  "mamba_dtype": ["auto"], "prefix": ["off"], "pp": [1], "backend": ["FLASHINFER@sm_100"],
                  "trtllm": ["on"]}).recipes[0].points)

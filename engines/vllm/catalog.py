@@ -119,6 +119,9 @@ class Backend:
     # FLASHINFER: the kernels that also read them when FlashInfer's TRTLLM kernels are obtainable (the
     # point's trtllm axis: vLLM's has_nvidia_artifactory, vllm/utils/flashinfer.py:647)
     trtllm_kernels: tuple[Kernel, ...] | None = None
+    # pipeline stages at every shape the domain plans; False: pp 2 at tp 1 only (a backend whose assumption axes
+    # multiply its points; which stage lacks an attention layer depends on pp alone, shown at the other backends)
+    all_stages: bool = True
 
     @property
     def label(self) -> str:
@@ -150,10 +153,10 @@ FLASHINFER_PATH = "vllm.v1.attention.backends.flashinfer:FlashInferBackend"
 FLASHINFER_SM90 = Backend("FLASHINFER", FLASHINFER_PATH, "sm_90", (9, 0),
                           "second non-MLA choice below sm_100 (vllm/platforms/cuda.py:177): when FLASH_ATTN "
                           "declines, or named by --attention-backend (vllm/engine/arg_utils.py:1114)",
-                          (FLASHINFER_FA2, FLASHINFER_FA3), (FLASHINFER_XQA,))
+                          (FLASHINFER_FA2, FLASHINFER_FA3), (FLASHINFER_XQA,), all_stages=False)
 FLASHINFER_SM100 = Backend("FLASHINFER", FLASHINFER_PATH, "sm_100", (10, 0),
                            "first non-MLA choice on sm_100 for causal attention (vllm/platforms/cuda.py:162)",
-                           (FLASHINFER_FA2,), (TRTLLM_GEN,))
+                           (FLASHINFER_FA2,), (TRTLLM_GEN,), all_stages=False)
 FLASH_ATTN_MLA = Backend("FLASH_ATTN_MLA", "vllm.v1.attention.backends.mla.flashattn_mla:FlashAttnMLABackend", "sm_90",
                          (9, 0), "first MLA choice below sm_100 (vllm/platforms/cuda.py:150), at the KV-cache dtypes "
                          "it declares", (FA3,))
@@ -334,7 +337,9 @@ GQA_LIMITS = ("FLASHINFER plans with guarded stand-ins for the FlashInfer entry 
               "(engines/vllm/stand_ins.py), assuming (trtllm axis) whether FlashInfer's TRTLLM kernels are "
               "obtainable (vllm/utils/flashinfer.py:647); FLASH_ATTN and TRITON_ATTN on sm_100 (after FLASHINFER, "
               "vllm/platforms/cuda.py:163-164) are not planned: vLLM's validate_configuration accepts FLASHINFER "
-              "there at both kv dtypes, so they are reached only without FlashInfer installed")
+              "there at both kv dtypes, so they are reached only without FlashInfer installed; FLASHINFER plans "
+              "pipeline stages at tp 1, pp 2 only (its assumption axes multiply its points; FLASH_ATTN's stages "
+              "show which stage lacks an attention layer, which depends on pp alone)")
 MLA_BACKENDS = (FLASHMLA, TRITON_MLA, FLASH_ATTN_MLA, FLASHINFER_MLA)  # sm_90 as before, then the new
 MLA_LIMITS = ("FLASH_ATTN_MLA and FLASHINFER_MLA plan with guarded stand-ins for the GPU entry points their modules "
               "bind (engines/vllm/stand_ins.py); FlashInfer's presence checks see it absent, as on this CPU")

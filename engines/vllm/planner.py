@@ -10,8 +10,9 @@ each loudly (see `CudaAssumed`, `point_answers` and `_LayerShells`): which atten
 CUDA platform selected (the point's `backend` assumption), that the platform supports the hybrid
 KV-cache manager (vllm/platforms/cuda.py:683), the device capability (the point's `gpu`), and,
 only at points that assume them, the CUDA runtime's major version and whether FlashInfer's TRTLLM
-kernels are obtainable (vllm/utils/flashinfer.py:647). Everything else it would need raises `StubUsed`, the guarded
-stand-ins that let two backends' modules import on a CPU included (stand_ins.py).
+kernels are obtainable (vllm/utils/flashinfer.py:647). Everything else it would need raises
+`StubUsed`, the guarded stand-ins that let three backends' modules import on a CPU included
+(stand_ins.py).
 """
 
 from __future__ import annotations
