@@ -29,8 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--assume", nargs="+", metavar="NAME=VALUE",
                         help="narrow assumption axes (a GPU or environment answer) to these values")
     parser.add_argument("--max-padding", metavar="X|inf", type=float,
-                        help="hold plans whose engine sets no padding bound (drafts) to this bound (inf, the "
-                        "default: none)")
+                        help="hold plans whose engine sets no padding bound (drafts) to this bound (default: the "
+                        "adapter's, vllm 0.25 (engine.PADDING_BOUND), tokenspeed none; inf: none)")
     known = parser.add_mutually_exclusive_group()
     known.add_argument("--baseline", metavar="FILE", help="known findings: fail only on new ones, list stale ones")
     known.add_argument("--write-baseline", metavar="FILE",
@@ -45,8 +45,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         narrowed: dict = {axis: value for axis, value in
                           (("drafts", args.drafts), ("models", args.model), ("assume", args.assume)) if value}
-        if args.max_padding not in (None, math.inf):
-            narrowed["unbounded"] = padding_bound_of(args.max_padding, "--max-padding")
+        if args.max_padding is not None:  # else the adapter's own default
+            narrowed["unbounded"] = (None if args.max_padding == math.inf
+                                     else padding_bound_of(args.max_padding, "--max-padding"))
         result: EngineRun = adapter.verify(args.recipe, args.tp, args.dtype, args.engine_path, **narrowed)
     except EngineError as err:
         raise UsageError(str(err)) from None

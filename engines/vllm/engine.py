@@ -28,6 +28,7 @@ from typing import Any
 from kvproof.engines import verdict
 from kvproof.engines.verdict import EngineError, EngineRun, Finding, PointResult, RecipeResult
 from kvproof.engines.vllm import catalog, mutants, planner
+from kvproof.spec.contract import MAX_PADDING
 
 ENGINE = "vllm"
 TP_BLOCK_SIZE = "tp_block_size"  # the cross-point finding: block size differs across tp
@@ -37,6 +38,10 @@ PIPELINE = (2, 4, 8)  # pipeline sizes planned (each stage planned on its own; s
 DTYPES = ("auto", "fp8")
 MAMBA_DTYPES = ("auto", "float32")
 TRTLLM = ("on", "off")  # FlashInfer's TRTLLM kernels obtainable: flashinfer-cubin installed or NVIDIA's artifactory
+# vLLM states no padding bound for its pages; its plans are held to the contract's (a group's pages
+# may pad at most a quarter of their payload), so padding is checked at every point and a plan that
+# pads more is a finding (`--max-padding X|inf` overrides it)
+PADDING_BOUND = MAX_PADDING
 CUDA_RUNTIMES = (12, 13)  # the CUDA runtime's major version: vLLM's check is >= 13 (qwen_gdn_linear_attn.py:253)
 
 
@@ -101,7 +106,7 @@ def _assumptions(model: catalog.Model, backend: catalog.Backend) -> list[dict[st
 
 def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Sequence[str] | None,
            engine_path: str | None, drafts: Sequence[int] | None = None, models: Sequence[str] | None = None,
-           assume: Sequence[str] | None = None, unbounded: Fraction | None = None) -> EngineRun:
+           assume: Sequence[str] | None = None, unbounded: Fraction | None = PADDING_BOUND) -> EngineRun:
     """The installed vLLM, or the checkout at --engine-path (its Python files plan; the installed
     wheel's dependencies serve it, and no compiled extension is needed)."""
     if drafts or models:
@@ -129,24 +134,62 @@ def use_checkout(path: str) -> tuple[str, str, str | None]:
 
 
 def run(recipes: Sequence[str] | None = None, only: dict[str, Sequence[Any] | None] | None = None,
-        unbounded: Fraction | None = None, checkout: tuple[str, str, str | None] | None = None) -> EngineRun:
+        unbounded: Fraction | None = PADDING_BOUND, checkout: tuple[str, str, str | None] | None = None) -> EngineRun:
     start = time.perf_counter()
     release, where, commit = checkout or (version(), "installed", None)
     unknown = sorted(set(recipes or ()) - set(catalog.MODELS))
     if unknown:
         raise EngineError(f"kvproof plans no vllm model {unknown[0]!r}; it has: " + ", ".join(catalog.MODELS))
+    names = list(recipes or catalog.MODELS)
+    chosen = {name: points(catalog.MODELS[name], only) for name in names}
+    empty = [name for name in names if not chosen[name]]
+    if len(empty) == len(names):
+        raise EngineError(_no_point(names, only))
+    if recipes and empty:  # a model asked for by name must be planned, or the run says less than asked
+        raise EngineError(f"--recipe {empty[0]}: the narrowing leaves it no point; "
+                          f"{_no_point([empty[0]], only)}")
     results = []
-    for name in recipes or catalog.MODELS:
-        model = catalog.MODELS[name]
-        chosen = points(model, only)
-        results.append(RecipeResult(name, tuple(cross_tp(_plan_all(model, chosen, unbounded))), None, model.limits))
-    if not any(r.points for r in results):
-        example = _grid(catalog.MODELS[(recipes or list(catalog.MODELS))[0]])[:3]
-        raise EngineError("no point matches the narrowing; points look like: " + "; ".join(map(_describe, example)))
+    for name in names:
+        if chosen[name]:
+            model = catalog.MODELS[name]
+            references = _tp1_references(model, chosen[name])
+            checked = cross_tp(_plan_all(model, chosen[name] + references, unbounded))[:len(chosen[name])]
+            results.append(RecipeResult(name, tuple(checked), None, model.limits))
     source = f"vllm {release} ({where}, planned on CPU)"
+    if empty:
+        source += f", narrowed out: {', '.join(empty)} (no point of theirs matches)"
     if mutants.active():
         source += f", mutated: {', '.join(mutants.active())}"
     return EngineRun(ENGINE, release, source, commit, tuple(results), time.perf_counter() - start)
+
+
+def _no_point(names: list[str], only: dict[str, Sequence[Any] | None] | None) -> str:
+    """Which narrowed value no point of these models has, and the values they do have."""
+    grids = [p for name in names for p in _grid(catalog.MODELS[name])]
+    for axis, want in (only or {}).items():
+        have = sorted({str(p[axis]) for p in grids if axis in p} | (
+            {str(p[axis]).split("@")[0] for p in grids} if axis == "backend" else set()),
+            key=lambda v: (not v.isdigit(), int(v) if v.isdigit() else 0, v))
+        missing = [str(w) for w in want or () if str(w) not in have]
+        if missing:
+            return (f"no point of {', '.join(names)} has {axis} {', '.join(missing)}; "
+                    f"{axis} takes {', '.join(have) if have else 'no value there'}")
+    example = grids[:2]
+    return ("no point matches the narrowing as a whole; points look like: "
+            + "; ".join(map(_describe, example)))
+
+
+def _tp1_references(model: catalog.Model, chosen: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tp-1 points that `tp_block_size` compares the chosen points with, where the narrowing
+    left them out: planned for their block size only (their own findings are not the run's), so a
+    narrowed run checks what the full run checks and finds a known finding live, never stale."""
+    grid = _grid(model)
+    out: list[dict[str, Any]] = []
+    for p in chosen:
+        reference = {**p, "tp": 1}
+        if p["tp"] != 1 and reference in grid and reference not in chosen and reference not in out:
+            out.append(reference)
+    return out
 
 
 def _plan_all(model: catalog.Model, chosen: list[dict[str, Any]],
@@ -176,6 +219,10 @@ def _plan_all(model: catalog.Model, chosen: list[dict[str, Any]],
                 refused = verdict.from_refusal(model.recipe, p, f"{where}{type(err).__name__}: {_one_line(err)}",
                                                False, replay)
                 break
+            except Exception as err:  # not a refusal: vLLM's code is not what the adapter calls (a moved API)
+                raise EngineError(f"{model.recipe} at {_describe(p)}: {type(err).__name__}: {_one_line(err)}; "
+                                  "kvproof's adapter is written against vLLM 0.33.0's functions and this vLLM "
+                                  "differs there: the adapter must follow it first") from None
             ranks.append((verdict.planned(model.recipe, p, planned.documents, replay, unbounded), planned))
         if refused is not None:
             out.append((refused, None))

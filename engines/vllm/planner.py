@@ -24,6 +24,7 @@ import math
 import os
 import re
 import tempfile
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,8 +78,13 @@ BIND_AT = (1, 2, 3, 1000)  # parent counts: the plan must be affine in N (checke
 
 def _vllm() -> dict[str, Any]:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the config is a local file; never reach for a hub
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-    logging.getLogger("vllm").setLevel(logging.WARNING)
+    # vLLM's warnings about the plans (padding it wastes, layers it pads) are kvproof's findings to
+    # report, and thousands of them per run would bury an error; VLLM_LOGGING_LEVEL=WARNING shows them.
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    # requests (a vLLM dependency) warns at import that it has no charset detector: it would need
+    # one only to decode a response body, and planning makes no request
+    warnings.filterwarnings("ignore", message="Unable to find acceptable character detection dependency")
+    logging.getLogger("vllm").setLevel(os.environ["VLLM_LOGGING_LEVEL"])
     names = {
         "config": "vllm.config", "platforms": "vllm.platforms", "interface": "vllm.platforms.interface",
         "kvi": "vllm.v1.kv_cache_interface", "planning": "vllm.v1.core.kv_cache_planning",
@@ -208,10 +214,14 @@ def _shell(cls: type) -> Any:
     return object.__new__(cls)
 
 
-def _check_shell_call(fn: Callable[[], Any], what: str) -> Any:
+def _check_shell_call(fn: Callable[[], Any], what: str, shells: dict[str, Any]) -> Any:
+    """fn(), with an attribute missing from one of the layer shells named as what it is: state a
+    constructor sets. Any other AttributeError (a vLLM whose API moved) is vLLM's own and propagates."""
     try:
         return fn()
     except AttributeError as err:
+        if not any(err.obj is shell for shell in shells.values()):
+            raise
         raise StubUsed(f"planning used {what} ({err}), which a layer sets in its constructor; kvproof "
                        "builds no layers") from None
 
@@ -275,7 +285,7 @@ def _plan(v: dict[str, Any], point: Point, folder: str, patches: Callable[[dict[
         # where the model runner asks select_common_block_size); backends read it (flashinfer.py:590)
         with context, config.set_current_vllm_config(vllm_config):
             _check_shell_call(lambda: platform.update_block_size_for_backend(vllm_config),
-                              f"{point.model.state_layer_class().__name__} layer state")
+                              f"{point.model.state_layer_class().__name__} layer state", shells)
             specs = _specs(v, vllm_config, model_cls, backend, layers, point)
             layout_names = [lay.name for lay in v["backend_utils"].get_supported_kv_cache_layouts(
                 [backend, point.model.state_backend(v["registry"])] if attends
