@@ -27,7 +27,7 @@ from kvproof.spec.catalog import ConfigError, load_model, parse_config
 from kvproof.spec.check import check_plan
 from kvproof.spec.contract import recipe_layout
 from kvproof.spec.encoding import concrete_facts, in_bounds, padding_bound_of, page_id_limit, symbolic_facts
-from kvproof.spec.policy import Policy, choose, policy_named
+from kvproof.spec.policy import K_MLA, Policy, choose, policy_named
 from kvproof.spec.prover import plan_point
 from kvproof.spec.schema import validate
 
@@ -165,6 +165,33 @@ def test_search_takes_k_mla_1_when_state_equals_page_in_spec_and_impl():
         spec = plan_point(model, 32, "fp8", policy_named(policy))
         assert {g["id"]: g["packing"] for g in spec.plan["groups"]} == want, policy
         assert spec.plan["parent_bytes"] == 474_880 and spec.accepted
+
+
+class _LargestWitness(z3.Solver):
+    """A solver whose every model has the largest K_mla it admits: z3 may hand any witness."""
+
+    def check(self, *extra):
+        if super().check(*extra) != z3.sat:
+            return z3.unsat
+        while True:
+            k = self.model()[K_MLA].as_long()
+            if super().check(*extra, k < K_MLA) != z3.sat:
+                return super().check(*extra, k == K_MLA)
+
+
+def test_search_takes_the_least_admitted_k_mla_whatever_witness_z3_gives_first(monkeypatch):
+    layout = replace(recipe_layout(_kimi_linear_466(), 32, "fp8"), state=3 * 67_840)
+    monkeypatch.setattr("kvproof.spec.policy._SOLVER", _LargestWitness())
+    # state = 3 pages: search admits K_mla 3..256. The first witness is 256; bisection over
+    # [1, 256] finds 128, 64, 32, 16, 8, 4, then none in [1, 2], so the least is 3 = mid + 1
+    # (a step to mid + 2 would answer 4). K_lin = max(1, 3 x 67,840 // 203,520) = 1.
+    lin = {"linear_attention_0": 1, "linear_attention_1": 1, "linear_attention_2": 1}
+    assert choose(policy_named("search"), layout, lambda packing: True) == {"full_attention": 3, **lin}
+    # 3 and 4 refused: the next admitted, 5 (K_lin = 5 x 67,840 // 203,520 = 1).
+    tried = []
+    boots = lambda packing: tried.append(packing["full_attention"]) or packing["full_attention"] >= 5  # noqa: E731
+    assert choose(policy_named("search"), layout, boots) == {"full_attention": 5, **lin}
+    assert tried == [3, 4, 5]
 
 
 def test_a_budget_below_two_parents_yields_none_and_a_huge_one_stops_at_max_parents():
