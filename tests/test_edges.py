@@ -393,3 +393,27 @@ def test_the_validator_gets_the_schema_with_every_local_ref_written_out():
     assert S._inline({"$ref": "#/$defs/n", "description": "parents"}, defs) == {"type": "integer",
                                                                                  "description": "parents"}
     assert S._inline({"$ref": "#/$defs/n", "type": "string"}, defs) == {"$ref": "#/$defs/n", "type": "string"}
+
+
+def test_each_smt_term_renders_its_smt_lib_text_and_evaluates_on_ints():
+    from kvproof.spec.smt import Solver, Term, all_of, any_of, lift, negate
+
+    x, y = Term.var("x"), Term.var("y")
+    env = {"x": 7, "y": 2}
+    cases = [  # (term, SMT-LIB text, value at x = 7, y = 2), worked by hand
+        (x, "x", 7), (x + 3, "(+ x 3)", 10), (3 + x, "(+ 3 x)", 10), (x - y, "(- x y)", 5),
+        (10 - x, "(- 10 x)", 3), (x * 4, "(* x 4)", 28), (4 * x, "(* 4 x)", 28), (x / y, "(div x y)", 3),
+        (x % y, "(mod x y)", 1), (x < y, "(< x y)", False), (x <= 7, "(<= x 7)", True),
+        (x > 7, "(> x 7)", False), (x >= 7, "(>= x 7)", True), (x == 7, "(= x 7)", True),
+        (x != 7, "(distinct x 7)", False), (lift(-5) + x, "(+ (- 5) x)", 2), (lift(True), "true", True),
+        (lift(False), "false", False), (all_of(x > 1, y > 2), "(and (> x 1) (> y 2))", False),
+        (all_of(x > 1, y > 1), "(and (> x 1) (> y 1))", True), (any_of(x < 1, y < 3), "(or (< x 1) (< y 3))", True),
+        (any_of(x < 1, y < 2), "(or (< x 1) (< y 2))", False), (negate(x < 1), "(not (< x 1))", True),
+    ]
+    for term, text, value in cases:
+        assert (term.text, term.value(env)) == (text, value), text
+    solver = Solver(("x", "y"))
+    # x in 3..4, y = x + 2, x odd: only x = 3, y = 5.
+    assert solver.witness(x >= 3, x <= 4, y == x + 2, x % 2 == 1) == {"x": 3, "y": 5}
+    assert solver.witness(x > 3, x < 4) is None
+    assert solver.witness(x == 1, y == 0) == {"x": 1, "y": 0}  # each query pops what it asserted
