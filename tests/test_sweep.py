@@ -208,3 +208,27 @@ def test_report_sweep_writes_the_picture(tmp_path) -> None:
     assert code == 1  # pinned12 fails at K3's own geometry
     assert all((tmp_path / f"sweep.{e}").stat().st_size > 0 for e in ("png", "svg", "md"))
     assert "| 4 |" in (tmp_path / "sweep.md").read_text()
+
+
+def test_each_small_comparison_is_the_integer_one() -> None:
+    """Small (a bit-blasted count plus an offset) compares as its value: a policy may compare K_mla."""
+    from kvproof.spec.sweep import Small
+
+    x = z3.Int("x")
+    five = Small(x, [], 2)  # x + 2 at x = 3
+    def at_3(formula: z3.ExprRef) -> bool:
+        return z3.is_true(z3.simplify(z3.substitute(formula, (x, z3.IntVal(3)))))
+    assert [at_3(five < 5), at_3(five <= 5), at_3(five > 5), at_3(five >= 5), at_3(five == 5)] == [
+        False, True, False, True, True]
+    assert [at_3(five < 6), at_3(five > 4), at_3(five >= 6), at_3(five <= 4)] == [True, True, False, False]
+
+
+def test_a_pattern_pins_every_other_parameter_at_the_counterexample() -> None:
+    """K3 under ceil fails at bf16 only at tp 32 (test above): with rank 512 varied alone, it
+    fails at tp 32 and not at tp 16, where another member's failure must not leak in."""
+    fam = family(K3_ALONE)
+    query = Query(fam, POLICIES["ceil"], derive_shape(fam), 1)
+    k3 = {"num_layers": 93, "mla_every": 4, "kda_heads": 96, "head_dim": 128, "kv_lora_rank": 512, "tp": 32, "bf16": 1}
+    assert query.fails_at(k3, "kv_lora_rank")(512)
+    assert not query.fails_at(k3 | {"tp": 16}, "kv_lora_rank")(512)
+    assert query.fails_at(k3, "num_layers")(93) and not query.fails_at(k3 | {"bf16": 0}, "num_layers")(93)
