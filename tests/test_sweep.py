@@ -146,6 +146,8 @@ def test_describe_set_finds_residue_classes() -> None:
     assert describe_set([v for v in domain if v % 4 == 1], domain) == "6 of 24: ≡ 1 (mod 4)"
     assert describe_set([], domain) == "none" and describe_set(list(domain), domain) == "all"
     assert describe_set([24, 25, 30], domain) == "3 of 24: 24..25, 30"
+    # Moduli up to len(domain) // 3: 6 values still try mod 2.
+    assert describe_set([24, 26, 28], tuple(range(24, 30))) == "3 of 6: ≡ 0 (mod 2)"
 
 
 def test_cli_json_and_replay(tmp_path, capsys) -> None:
@@ -232,3 +234,18 @@ def test_a_pattern_pins_every_other_parameter_at_the_counterexample() -> None:
     assert query.fails_at(k3, "kv_lora_rank")(512)
     assert not query.fails_at(k3 | {"tp": 16}, "kv_lora_rank")(512)
     assert query.fails_at(k3, "num_layers")(93) and not query.fails_at(k3 | {"bf16": 0}, "num_layers")(93)
+
+
+def test_a_report_cell_refines_search_where_a_later_k_mla_boots(monkeypatch) -> None:
+    """With one candidate unrolled, K3 at bf16 tp 32 seems to fail under search (its first K_mla
+    is ceil's, which pads too much: test above); the pointwise prover takes a later K_mla, which
+    becomes a candidate, and then no member of K3 alone fails."""
+    from kvproof.spec.sweep import confirmed_failure
+
+    fam = family(K3_ALONE)
+    query = Query(fam, POLICIES["search"], derive_shape(fam), 1)
+    added: list[int] = []
+    refine = query.add_candidate
+    monkeypatch.setattr(query, "add_candidate", lambda k: added.append(k) or refine(k))
+    assert confirmed_failure(query, fam, POLICIES["search"]) is None
+    assert len(added) >= 1
