@@ -417,3 +417,40 @@ def test_each_smt_term_renders_its_smt_lib_text_and_evaluates_on_ints():
     assert solver.witness(x >= 3, x <= 4, y == x + 2, x % 2 == 1) == {"x": 3, "y": 5}
     assert solver.witness(x > 3, x < 4) is None
     assert solver.witness(x == 1, y == 0) == {"x": 1, "y": 0}  # each query pops what it asserted
+
+
+def test_an_allocator_needs_a_parent_and_positive_packings_each_alone():
+    for packing, parents in (({"a": 2}, 0), ({"a": 0}, 2), ({"a": 2, "b": -1}, 1)):
+        with pytest.raises(AllocatorError, match=r"^need at least one parent and positive packings$"):
+            Allocator(packing, parents)
+    with pytest.raises(AllocatorError, match=r"^unknown group b$"):
+        Allocator({"a": 2}, 1).allocate({"a": 1, "b": 1})
+
+
+def test_the_null_page_fault_hands_out_page_0_first():
+    from kvproof.impl import faults
+
+    # K = 2: parent 1 holds pages 1, 2; the seeded bug shifts it to 0, 1 (page 0 is the null page).
+    with faults.inject("allocator_hands_out_null_page"):
+        assert Allocator({"a": 2}, 2).allocate({"a": 3}) == {"a": [0, 1, 2]}
+    assert Allocator({"a": 2}, 2).allocate({"a": 3}) == {"a": [1, 2, 3]}
+
+
+def test_a_field_view_is_built_once_and_a_page_past_the_end_is_named():
+    binding = pack([TOK], granularity=4, alignment=16).bind(2)
+    arena = Arena(binding)
+    assert arena.pages("t.k") is arena.pages("t.k")
+    # One group alone: K = 1, so 1 + 2 parents x 1 = 3 pages, 0..2.
+    assert binding.page_count("tok") == 3
+    with pytest.raises(IndexError, match=r"^page 3 outside 0\.\.2 of tok$"):
+        binding.offset("t.k", 3)
+
+
+def test_an_unreadable_json_file_is_named_in_the_error(tmp_path):
+    from kvproof.spec.catalog import read_json
+
+    bad = tmp_path / "bad.json"
+    bad.write_text("{\n")
+    with pytest.raises(ConfigError) as err:
+        read_json(bad, "config")
+    assert str(err.value) == f"{bad}: not valid JSON (Expecting property name enclosed in double quotes at line 2)"
