@@ -249,3 +249,17 @@ def test_a_report_cell_refines_search_where_a_later_k_mla_boots(monkeypatch) -> 
     monkeypatch.setattr(query, "add_candidate", lambda k: added.append(k) or refine(k))
     assert confirmed_failure(query, fam, POLICIES["search"]) is None
     assert len(added) >= 1
+
+
+def test_a_range_lists_and_prints_what_it_holds(tmp_path) -> None:
+    listed, span = parse_range("head_dim", "256,64"), parse_range("num_layers", "24..26")
+    one = parse_range("mla_every", "4")
+    assert [v in listed for v in (64, 128, 256)] == [True, False, True]
+    assert [v in span for v in (23, 24, 26, 27)] == [False, True, True, False]
+    assert (listed.text(), span.text(), one.text()) == ("64,256", "24..26", "4")
+    # A replay config lands in folders made for it, one JSON key per line indented by one space.
+    path = tmp_path / "a" / "b" / "member.json"
+    family(K3_ALONE).write_config(Member(93, 96, 128, 512, 4, 32, "bf16"), path)
+    text = path.read_text()
+    assert text.startswith('{\n "text_config": {\n  "num_hidden_layers": 93,\n')
+    assert json.loads(text) == family(K3_ALONE).config(Member(93, 96, 128, 512, 4, 32, "bf16"))
