@@ -454,3 +454,15 @@ def test_an_unreadable_json_file_is_named_in_the_error(tmp_path):
     with pytest.raises(ConfigError) as err:
         read_json(bad, "config")
     assert str(err.value) == f"{bad}: not valid JSON (Expecting property name enclosed in double quotes at line 2)"
+
+
+def test_a_counterexample_reads_out_as_the_json_verify_prove_prints():
+    from kvproof.spec.prover import Counterexample
+
+    cex = Counterexample(32, "bf16", "padding_bound", {"full_attention": 2}, 1024, {"p0": 512},
+                         ("first violation", "second violation"), "verify plan ...", 3, "fp8")
+    assert cex.as_dict() == {
+        "tp": 32, "dtype": "bf16", "drafts": 3, "draft_dtype": "fp8", "property": "padding_bound",
+        "packing": {"full_attention": 2}, "parent_bytes": 1024, "plane_bytes": {"p0": 512},
+        "message": "first violation", "violations": 2, "replay": "verify plan ...",
+    }

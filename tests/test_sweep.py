@@ -223,6 +223,7 @@ def test_each_small_comparison_is_the_integer_one() -> None:
     assert [at_3(five < 5), at_3(five <= 5), at_3(five > 5), at_3(five >= 5), at_3(five == 5)] == [
         False, True, False, True, True]
     assert [at_3(five < 6), at_3(five > 4), at_3(five >= 6), at_3(five <= 4)] == [True, True, False, False]
+    assert [at_3(five - 1 == 4), at_3(five + 1 == 6), at_3(five * 3 == 15)] == [True, True, True]
 
 
 def test_a_pattern_pins_every_other_parameter_at_the_counterexample() -> None:
