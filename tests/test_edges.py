@@ -26,7 +26,14 @@ from kvproof.spec import properties as P
 from kvproof.spec.catalog import ConfigError, load_model, parse_config
 from kvproof.spec.check import check_plan
 from kvproof.spec.contract import recipe_layout
-from kvproof.spec.encoding import concrete_facts, in_bounds, padding_bound_of, page_id_limit, symbolic_facts
+from kvproof.spec.encoding import (
+    affine_facts,
+    concrete_facts,
+    in_bounds,
+    padding_bound_of,
+    page_id_limit,
+    symbolic_facts,
+)
 from kvproof.spec.policy import K_MLA, Policy, choose, policy_named
 from kvproof.spec.prover import plan_point
 from kvproof.spec.schema import validate
@@ -466,3 +473,41 @@ def test_a_counterexample_reads_out_as_the_json_verify_prove_prints():
         "packing": {"full_attention": 2}, "parent_bytes": 1024, "plane_bytes": {"p0": 512},
         "message": "first violation", "violations": 2, "replay": "verify plan ...",
     }
+
+
+def _bindings(*ns: int) -> dict[int, dict]:
+    plan = pack([TOK], granularity=4, alignment=16)  # one 32 B plane, K = 1; bound 1/4
+    return {n: plan_document(plan.bind(n)) for n in ns}
+
+
+def _parent_of(doc: dict, parent: int) -> dict:
+    """The binding with a parent (and its one plane) of `parent` bytes and no arena_bytes."""
+    out = {k: v for k, v in doc.items() if k != "arena_bytes"}
+    return out | {"parent_bytes": parent, "planes": [doc["planes"][0] | {"bytes": parent}]}
+
+
+def test_an_engine_plan_at_three_parent_counts_is_one_affine_plan(monkeypatch):
+    import kvproof.spec.encoding as E
+
+    checked = []
+    validate_once = E.validate
+    monkeypatch.setattr(E, "validate", lambda doc: checked.append(doc["num_parents"]) or validate_once(doc))
+    facts = affine_facts(_bindings(3, 1, 2))
+    # 32 B parents: arena (N + 1) x 32 B; N from 1 to (2^31 - 1) // 1 page ids; the bound kept.
+    assert (facts.parents, facts.arena_bytes, facts.max_padding) == ((1, 2**31 - 1), E.Affine(32, 32), Fraction(1, 4))
+    assert checked == [1]  # the schema on the first binding; the line fit checks the others
+    with pytest.raises(ConfigError, match="three or more parent counts"):
+        affine_facts(_bindings(1, 2))
+    mixed = _bindings(1, 2, 3)
+    mixed[3] = {k: v for k, v in mixed[3].items() if k != "arena_bytes"}
+    with pytest.raises(ConfigError, match=r"^engine plan: arena_bytes is given at some parent counts and not at"):
+        affine_facts(mixed)
+
+
+def test_an_engine_plan_needs_room_for_two_parents_below_2_63_bytes():
+    # 2 x (2^62 - 16) = 2^63 - 32 fits: one parent usable (two would need 3 x parent bytes of arena).
+    fits = {n: _parent_of(d, 2**62 - 16) for n, d in _bindings(1, 2, 3).items()}
+    assert affine_facts(fits).parents == (1, 1)
+    over = {n: _parent_of(d, 2**62) for n, d in _bindings(1, 2, 3).items()}
+    with pytest.raises(ConfigError, match=r"^engine plan: parent 4,611,686,018,427,387,904 B leaves no room"):
+        affine_facts(over)
