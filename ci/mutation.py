@@ -48,6 +48,17 @@ EQUIVALENT: dict[str, str] = {
     "kvproof.spec.policy.x__k_lin__mutmut_11": "fill == state: both disjuncts then give K_lin = 1",
     "kvproof.spec.schema.x__show__mutmut_2": ">= 64 vs > 64 bits: every bound is +-2^64 or small, so no "
                                              "64-bit value is ever out of range",
+    "kvproof.spec.sweep.xǁQueryǁfails_at__mutmut_31": "z3 lowercases parameter names: 'TIMEOUT' sets the timeout",
+    "kvproof.spec.sweep.xǁQueryǁadd_candidate__mutmut_1": "facts[None:] re-adds facts already asserted: a "
+                                                          "conjunction repeated changes no verdict",
+    "kvproof.spec.sweep_family.x_parse_range__mutmut_11": "split('..', 2): a second '..' is the same ValueError "
+                                                          "(too many values, or int('2..3')), the same message",
+    "kvproof.spec.launch.x_smallest_fix__mutmut_41": "the variable's name only: z3.Bool(None) is '<null>', "
+                                                     "distinct from every other, and read back by reference",
+    "kvproof.spec.launch.x_smallest_fix__mutmut_51": "the variable's name only: 'XXprefillXX' is distinct from "
+                                                     "every other, and read back by reference",
+    "kvproof.spec.launch.x_smallest_fix__mutmut_161": "2 x the count of changed flags has the same minimizers "
+                                                      "(the objectives are lexicographic)",
 }
 
 # mutmut's exit codes per mutant (mutmut/stats.py), folded into what a score needs.
