@@ -235,6 +235,12 @@ def test_a_pattern_pins_every_other_parameter_at_the_counterexample() -> None:
     assert query.fails_at(k3, "kv_lora_rank")(512)
     assert not query.fails_at(k3 | {"tp": 16}, "kv_lora_rank")(512)
     assert query.fails_at(k3, "num_layers")(93) and not query.fails_at(k3 | {"bf16": 0}, "num_layers")(93)
+    from kvproof.spec.sweep import failing_patterns
+
+    assert failing_patterns(query, k3, fam, ("kv_lora_rank",)) == {"kv_lora_rank": "all"}
+    assert failing_patterns(query, k3 | {"tp": 16}, fam, ("kv_lora_rank", "num_layers")) == {
+        "kv_lora_rank": "none", "num_layers": "none"}
+    assert failing_patterns(query, k3, fam, ()) == {}
 
 
 def test_a_report_cell_refines_search_where_a_later_k_mla_boots(monkeypatch) -> None:
