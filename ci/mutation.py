@@ -57,6 +57,8 @@ EQUIVALENT: dict[str, str] = {
                                                      "distinct from every other, and read back by reference",
     "kvproof.spec.launch.x_smallest_fix__mutmut_51": "the variable's name only: 'XXprefillXX' is distinct from "
                                                      "every other, and read back by reference",
+    "kvproof.spec.launch.x_div__mutmut_1": "or vs and: resolve divides two sizes of one resolution, both z3 "
+                                           "terms (the fix search) or both ints, never one of each",
     "kvproof.spec.launch.x_divides__mutmut_1": "or vs and: every rule passes two sizes of one resolution, "
                                                "both z3 terms or both ints, never one of each",
     "kvproof.spec.launch.x_smallest_fix__mutmut_161": "2 x the count of changed flags has the same minimizers "
