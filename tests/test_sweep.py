@@ -5,6 +5,7 @@ checkpoints is killed by the sweep and by no fixed-checkpoint check, and bad inp
 from __future__ import annotations
 
 import json
+import time
 from functools import cache
 
 import pytest
@@ -46,10 +47,11 @@ def test_the_layer_pattern_is_k3s() -> None:
 
 
 def test_k3_alone_under_ceil_is_refuted_exactly_at_bf16_tp32() -> None:
-    result = sweep(family(K3_ALONE), POLICIES["ceil"])
-    assert not result.proved
+    result = sweep(family(K3_ALONE), POLICIES["ceil"], patterns=("kv_lora_rank",))
+    assert result.proved is False
     assert result.counterexample == Member(93, 96, 128, 512, 4, 32, "bf16")
     assert result.failing_properties == ["padding_bound"]
+    assert result.patterns == {"kv_lora_rank": "all"}  # its one rank, 512, fails there
 
 
 def test_a_family_holding_k3_is_refuted_at_k3_bf16_tp32_or_a_smaller_member() -> None:
@@ -65,7 +67,9 @@ def test_a_family_holding_k3_is_refuted_at_k3_bf16_tp32_or_a_smaller_member() ->
 
 def test_search_is_proved_over_a_family_around_k3() -> None:
     fam = family({"num_layers": "92..94", "mla_every": "4"})
+    start = time.perf_counter()
     result = sweep(fam, POLICIES["search"])
+    assert 0 < result.seconds <= time.perf_counter() - start
     assert result.proved, result.counterexample
     assert result.size == 3 * 2 * len(divisors(96))
 
@@ -264,9 +268,21 @@ def test_a_range_lists_and_prints_what_it_holds(tmp_path) -> None:
     assert [v in listed for v in (64, 128, 256)] == [True, False, True]
     assert [v in span for v in (23, 24, 26, 27)] == [False, True, True, False]
     assert (listed.text(), span.text(), one.text()) == ("64,256", "24..26", "4")
+    assert (len(listed), len(span), len(one)) == (2, 3, 1)
     # A replay config lands in folders made for it, one JSON key per line indented by one space.
     path = tmp_path / "a" / "b" / "member.json"
     family(K3_ALONE).write_config(Member(93, 96, 128, 512, 4, 32, "bf16"), path)
     text = path.read_text()
     assert text.startswith('{\n "text_config": {\n  "num_hidden_layers": 93,\n')
     assert json.loads(text) == family(K3_ALONE).config(Member(93, 96, 128, 512, 4, 32, "bf16"))
+
+
+def test_a_sweep_out_of_time_names_its_budget_600_s_by_default(monkeypatch) -> None:
+    """The library's default budget is the CLI's 600 s: the sweep and its query start at 0 s, and
+    the clock reads 600.5 s at the first check, so it has run out."""
+    import kvproof.spec.sweep as S
+
+    ticks = iter([0.0, 0.0])
+    monkeypatch.setattr(S.time, "perf_counter", lambda: next(ticks, 600.5))
+    with pytest.raises(S.Undecided, match="time budget of 600 s ran out"):
+        sweep(family(K3_ALONE), POLICIES["ceil"])
