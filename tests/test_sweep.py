@@ -286,3 +286,14 @@ def test_a_sweep_out_of_time_names_its_budget_600_s_by_default(monkeypatch) -> N
     monkeypatch.setattr(S.time, "perf_counter", lambda: next(ticks, 600.5))
     with pytest.raises(S.Undecided, match="time budget of 600 s ran out"):
         sweep(family(K3_ALONE), POLICIES["ceil"])
+
+
+def test_a_sweep_asks_for_any_failing_member_before_the_smallest(monkeypatch) -> None:
+    """Minimising costs more than finding: the first query takes any failing member, and only
+    once the pointwise prover confirms one does the sweep ask for the smallest."""
+    asked: list[str] = []
+    check, smallest = Query.check, Query.smallest
+    monkeypatch.setattr(Query, "check", lambda self, *extra: asked.append("any") or check(self, *extra))
+    monkeypatch.setattr(Query, "smallest", lambda self, floor: asked.append("smallest") or smallest(self, floor))
+    assert sweep(family(K3_ALONE), POLICIES["ceil"]).counterexample == Member(93, 96, 128, 512, 4, 32, "bf16")
+    assert asked[:2] == ["any", "smallest"]
