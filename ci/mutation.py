@@ -50,6 +50,10 @@ EQUIVALENT: dict[str, str] = {
                                              "64-bit value is ever out of range",
     "kvproof.impl.export.x_plan_document__mutmut_1": "the default is only tested for being a str ('the plan's "
                                                      "own bound'): 'XXplanXX' is one too",
+    "kvproof.spec.sweep.x__multiple__mutmut_1": "and vs or picks other fields, but every field's stride alignment "
+                                                "is 16 and every itemsize divides 16: the lcm is 16 either way",
+    "kvproof.spec.sweep.xǁEncodingǁbuild__mutmut_21": "the z3 variable's name only: distinct from every other, "
+                                                      "and read back through enc.vars by reference",
     "kvproof.spec.sweep.xǁQueryǁfails_at__mutmut_31": "z3 lowercases parameter names: 'TIMEOUT' sets the timeout",
     "kvproof.spec.sweep.xǁQueryǁadd_candidate__mutmut_1": "facts[None:] re-adds facts already asserted: a "
                                                           "conjunction repeated changes no verdict",

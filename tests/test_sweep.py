@@ -297,3 +297,15 @@ def test_a_sweep_asks_for_any_failing_member_before_the_smallest(monkeypatch) ->
     monkeypatch.setattr(Query, "smallest", lambda self, floor: asked.append("smallest") or smallest(self, floor))
     assert sweep(family(K3_ALONE), POLICIES["ceil"]).counterexample == Member(93, 96, 128, 512, 4, 32, "bf16")
     assert asked[:2] == ["any", "smallest"]
+
+
+def test_a_member_whose_state_groups_hold_one_layer_each_is_swept() -> None:
+    """Two layers, MLA every 2nd: layer 2 is MLA, layer 1 the one KDA layer, in one state group of
+    one layer. pinned12 fails there as at K3 (exact stride): a sweep that assumed a state group
+    of two or more layers would prove it."""
+    fam = family({"num_layers": "2", "mla_every": "2"})
+    result = sweep(fam, POLICIES["pinned12"])
+    assert result.counterexample == Member(2, 96, 128, 512, 2, 1, "fp8")
+    assert "exact_stride" in result.failing_properties
+    point, _ = confirm(fam, POLICIES["pinned12"], result.counterexample)
+    assert point is not None and point.violations["exact_stride"]
