@@ -38,6 +38,8 @@ SKIPPED = ("impl/faults.py",)  # the switchboard of `verify mutants`: seeded bug
 # Survivors read and judged equivalent: no input can tell them from the original (with the
 # plan schema as it is; a schema change can make one live again, and then it is a survivor).
 _Z3_NAME = "a z3 variable renamed: still distinct from every other, and read back by reference, not by name"
+_LIN_CAP = ("a larger K_lin cap: it only sets the bit width, K_lin's value is fixed by its defining constraints "
+            "(max(1, fill // state)), so a wider range holds the same value")
 _MIN_ITEMS = "every minItems in the plan schema is 1, answered by the 'is empty' line before this one"
 EQUIVALENT: dict[str, str] = {
     "kvproof.spec.schema.x__inline__mutmut_21": "< vs <= differs only for a $ref sharing all three notes "
@@ -53,7 +55,11 @@ EQUIVALENT: dict[str, str] = {
                                                      "own bound'): 'XXplanXX' is one too",
     "kvproof.spec.sweep.x__multiple__mutmut_1": "and vs or picks other fields, but every field's stride alignment "
                                                 "is 16 and every itemsize divides 16: the lcm is 16 either way",
-    **{f"kvproof.spec.sweep.xǁEncodingǁbuild__mutmut_{n}": _Z3_NAME for n in (21, 81)},
+    **{f"kvproof.spec.sweep.xǁEncodingǁbuild__mutmut_{n}": _Z3_NAME for n in (21, 81, 281)},
+    **{f"kvproof.spec.sweep.xǁEncodingǁbuild__mutmut_{n}": _LIN_CAP for n in (271, 301)},
+    "kvproof.spec.sweep.xǁEncodingǁaccepted__mutmut_51": "fill = u x K_lin x q - rest puts rest at -fill mod "
+                                                         "(u x K_lin), 0 exactly when fill mod it is; only "
+                                                         "rest == 0 is read",
     "kvproof.spec.sweep.xǁQueryǁfails_at__mutmut_31": "z3 lowercases parameter names: 'TIMEOUT' sets the timeout",
     "kvproof.spec.sweep.xǁQueryǁadd_candidate__mutmut_1": "facts[None:] re-adds facts already asserted: a "
                                                           "conjunction repeated changes no verdict",

@@ -309,3 +309,14 @@ def test_a_member_whose_state_groups_hold_one_layer_each_is_swept() -> None:
     assert "exact_stride" in result.failing_properties
     point, _ = confirm(fam, POLICIES["pinned12"], result.counterexample)
     assert point is not None and point.violations["exact_stride"]
+
+
+def test_a_latent_narrower_than_a_page_value_is_swept_as_the_prover_sees_it() -> None:
+    """Rank 32 at bf16: latent 32 + 64 = 96 values against 256 page bytes per value (a page whose
+    bytes are a multiple of 16 at any latent). ceil is proved over K3's twelve tp, as the
+    pointwise prover finds at each."""
+    fam = Family.around(K3, {"kv_lora_rank": parse_range("kv_lora_rank", "32")}, ("bf16",))
+    assert derive_shape(fam).page_per_value == {"bf16": 256} and derive_shape(fam).mla_multiple == {"bf16": 16}
+    assert sweep(fam, POLICIES["ceil"]).proved
+    members = [Member(93, 96, 128, 32, 4, tp, "bf16") for tp in K3.tp_domain]
+    assert all(confirm(fam, POLICIES["ceil"], m)[0].accepted for m in members)
