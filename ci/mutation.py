@@ -60,6 +60,11 @@ EQUIVALENT: dict[str, str] = {
     "kvproof.spec.sweep.xǁEncodingǁaccepted__mutmut_51": "fill = u x K_lin x q - rest puts rest at -fill mod "
                                                          "(u x K_lin), 0 exactly when fill mod it is; only "
                                                          "rest == 0 is read",
+    "kvproof.spec.sweep.xǁEncodingǁaccepted__mutmut_101": "K_mla <= 2^31 - 1 dropped: K_mla's bits keep it "
+                                                          "below 2^21 + unroll even at the LIMITS' extremes "
+                                                          "(caps k 2,073,967 at 4,096 heads of dim 1,024, rank 1)",
+    "kvproof.spec.sweep.xǁEncodingǁaccepted__mutmut_111": "parent is n x fill exactly, so the MLA group pads 0: "
+                                                          "within the bound at packing 1 or 2",
     "kvproof.spec.sweep.xǁQueryǁfails_at__mutmut_31": "z3 lowercases parameter names: 'TIMEOUT' sets the timeout",
     "kvproof.spec.sweep.xǁQueryǁadd_candidate__mutmut_1": "facts[None:] re-adds facts already asserted: a "
                                                           "conjunction repeated changes no verdict",
