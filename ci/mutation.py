@@ -65,6 +65,9 @@ EQUIVALENT: dict[str, str] = {
                                                           "(caps k 2,073,967 at 4,096 heads of dim 1,024, rank 1)",
     "kvproof.spec.sweep.xǁEncodingǁaccepted__mutmut_111": "parent is n x fill exactly, so the MLA group pads 0: "
                                                           "within the bound at packing 1 or 2",
+    "kvproof.spec.sweep.xǁEncodingǁaccepted__mutmut_131": "the largest state group's bound is implied by the "
+                                                          "smallest's (smax >= smin: more raw bytes, same "
+                                                          "parent), so weakening it changes nothing",
     "kvproof.spec.sweep.xǁQueryǁfails_at__mutmut_31": "z3 lowercases parameter names: 'TIMEOUT' sets the timeout",
     "kvproof.spec.sweep.xǁQueryǁadd_candidate__mutmut_1": "facts[None:] re-adds facts already asserted: a "
                                                           "conjunction repeated changes no verdict",

@@ -511,3 +511,15 @@ def test_an_engine_plan_needs_room_for_two_parents_below_2_63_bytes():
     over = {n: _parent_of(d, 2**62) for n, d in _bindings(1, 2, 3).items()}
     with pytest.raises(ConfigError, match=r"^engine plan: parent 4,611,686,018,427,387,904 B leaves no room"):
         affine_facts(over)
+
+
+def test_a_replay_command_repeats_only_what_differs_from_the_defaults():
+    from kvproof.spec.prover import bound_flag, replay_command
+
+    assert (bound_flag(Fraction(1, 4)), bound_flag(Fraction(1, 2)), bound_flag(None)) == (
+        "", " --max-padding 0.5", " --max-padding inf")
+    k3 = load_model("kimi-k3")
+    plain = "verify plan --model kimi-k3 --tp 8 --dtype fp8 --policy search"
+    assert replay_command(k3, None, 8, "fp8", "search") == plain
+    assert replay_command(k3, "c.json", 32, "bf16", "ceil", 2, "fp8", None) == (
+        "verify plan --config c.json --tp 32 --dtype bf16 --policy ceil --drafts 2 --draft-dtype fp8 --max-padding inf")

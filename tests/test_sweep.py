@@ -286,6 +286,33 @@ def test_a_sweep_out_of_time_names_its_budget_600_s_by_default(monkeypatch) -> N
     monkeypatch.setattr(S.time, "perf_counter", lambda: next(ticks, 600.5))
     with pytest.raises(S.Undecided, match="time budget of 600 s ran out"):
         sweep(family(K3_ALONE), POLICIES["ceil"])
+    fam = family(K3_ALONE)
+    ticks = iter([0.0])  # a query of its own: the same default
+    query = Query(fam, POLICIES["ceil"], derive_shape(fam), 1)
+    with pytest.raises(S.Undecided, match="time budget of 600 s ran out"):
+        query.check()
+
+
+class _Recorded:
+    """A z3 solver that notes the parameters set on it."""
+
+    def __init__(self, solver: z3.Solver) -> None:
+        self.solver, self.params = solver, {}
+
+    def set(self, name: str, value: int) -> None:
+        self.params[name] = value
+        self.solver.set(name, value)
+
+    def __getattr__(self, name: str):
+        return getattr(self.solver, name)
+
+
+def test_each_query_hands_z3_what_is_left_of_the_budget_as_its_timeout() -> None:
+    fam = family(K3_ALONE)
+    query = Query(fam, POLICIES["ceil"], derive_shape(fam), 1, budget=30.0)
+    query.solver = _Recorded(query.solver)
+    assert query.check() is not None  # K3 at bf16 tp 32 fails under ceil
+    assert list(query.solver.params) == ["timeout"] and 0 < query.solver.params["timeout"] <= 30_000
 
 
 def test_a_sweep_asks_for_any_failing_member_before_the_smallest(monkeypatch) -> None:
