@@ -523,3 +523,17 @@ def test_a_replay_command_repeats_only_what_differs_from_the_defaults():
     assert replay_command(k3, None, 8, "fp8", "search") == plain
     assert replay_command(k3, "c.json", 32, "bf16", "ceil", 2, "fp8", None) == (
         "verify plan --config c.json --tp 32 --dtype bf16 --policy ceil --drafts 2 --draft-dtype fp8 --max-padding inf")
+
+
+def test_two_exact_stride_fields_on_one_plane_tie_their_packings():
+    from kvproof.spec.synth import encode
+
+    layout = recipe_layout(_kimi_linear_466(), 32, "fp8")
+    tied = replace(layout, fields=tuple(replace(f, exact_stride=True) if f.id == "layer.1.recurrent_state" else f
+                                        for f in layout.fields))
+    # slot.0 then holds two exact strides: K_mla x 67,840 = K_lin x 65,536. 67,840 = 2^8 x 265, so
+    # K_mla is a multiple of 2^8 = 256 and K_lin of 265: past the packing limit of 256.
+    for plan, sat in ((layout, z3.sat), (tied, z3.unsat)):
+        solver = z3.Solver()
+        solver.add(*encode(plan, None)[0])
+        assert solver.check() == sat
