@@ -537,3 +537,10 @@ def test_two_exact_stride_fields_on_one_plane_tie_their_packings():
         solver = z3.Solver()
         solver.add(*encode(plan, None)[0])
         assert solver.check() == sat
+
+
+def test_a_synthesis_with_a_draft_layer_reports_the_draft_dtype_it_used():
+    from kvproof.spec.synth import synthesize
+
+    found = synthesize(load_model("kimi-k3"), 8, "fp8", 1, "fp8")
+    assert (found.drafts, found.draft_dtype) == (1, "fp8") and found.packing is not None
