@@ -544,3 +544,14 @@ def test_a_synthesis_with_a_draft_layer_reports_the_draft_dtype_it_used():
 
     found = synthesize(load_model("kimi-k3"), 8, "fp8", 1, "fp8")
     assert (found.drafts, found.draft_dtype) == (1, "fp8") and found.packing is not None
+
+
+def test_a_bound_tighter_than_the_engines_keeps_the_packing_the_engine_boots():
+    """search takes the first K_mla the engine boots (its own bound, 1/4); a user bound of 1/8 only
+    turns the verdict: K3 at bf16 tp 32 still gets K_mla 3, K_lin 2, now with three groups over 1/8."""
+    k3, search = load_model("kimi-k3"), policy_named("search")
+    default = plan_point(k3, 32, "bf16", search)
+    tight = plan_point(k3, 32, "bf16", search, bound=Fraction(1, 8))
+    for point in (default, tight):
+        assert [g["packing"] for g in point.plan["groups"]] == [3, 2, 2, 2]
+    assert default.accepted and not tight.accepted and len(tight.violations["padding_bound"]) == 3
