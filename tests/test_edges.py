@@ -555,3 +555,8 @@ def test_a_bound_tighter_than_the_engines_keeps_the_packing_the_engine_boots():
     for point in (default, tight):
         assert [g["packing"] for g in point.plan["groups"]] == [3, 2, 2, 2]
     assert default.accepted and not tight.accepted and len(tight.violations["padding_bound"]) == 3
+
+
+def test_a_recipe_plan_with_a_draft_layer_reports_the_draft_dtype_it_used():
+    planned = plan_model(load_model("kimi-k3"), 8, "fp8", "search", 1, "fp8")
+    assert (planned.drafts, planned.draft_dtype) == (1, "fp8")
