@@ -560,3 +560,18 @@ def test_a_bound_tighter_than_the_engines_keeps_the_packing_the_engine_boots():
 def test_a_recipe_plan_with_a_draft_layer_reports_the_draft_dtype_it_used():
     planned = plan_model(load_model("kimi-k3"), 8, "fp8", "search", 1, "fp8")
     assert (planned.drafts, planned.draft_dtype) == (1, "fp8")
+
+
+def test_the_draft_dtype_fault_gives_the_draft_layer_the_target_dtype():
+    from kvproof.impl import faults
+    from kvproof.impl.recipe import recipe_groups
+
+    def last_two(groups) -> list[tuple[str, str]]:
+        return [(f.id, f.dtype) for f in groups[0].fields[-2:]]
+
+    # K3 has 93 layers: layer 94 is the draft, bf16 as asked; fp8's latent is stored as uint8.
+    k3 = load_model("kimi-k3")
+    assert last_two(recipe_groups(k3, 8, "fp8", 1, "bf16")) == [("layer.93.latent_kv", "uint8"),
+                                                                 ("layer.94.latent_kv", "bfloat16")]
+    with faults.inject("draft_takes_target_dtype"):
+        assert last_two(recipe_groups(k3, 8, "fp8", 1, "bf16"))[1] == ("layer.94.latent_kv", "uint8")
