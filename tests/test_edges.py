@@ -575,3 +575,12 @@ def test_the_draft_dtype_fault_gives_the_draft_layer_the_target_dtype():
                                                                  ("layer.94.latent_kv", "bfloat16")]
     with faults.inject("draft_takes_target_dtype"):
         assert last_two(recipe_groups(k3, 8, "fp8", 1, "bf16"))[1] == ("layer.94.latent_kv", "uint8")
+
+
+def test_a_plane_off_its_alignment_is_a_partition_violation():
+    from kvproof.impl.packer import Violation, boot_check
+
+    plan = pack([TOK], granularity=4, alignment=16)  # one plane p0 of 32 B, alignment 16
+    off = replace(plan, planes=(replace(plan.planes[0], bytes=40),))
+    assert boot_check(plan) == []
+    assert boot_check(off) == [Violation("partition", "plane p0 of 40 B is not a multiple of its alignment 16")]
