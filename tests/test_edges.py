@@ -584,3 +584,11 @@ def test_a_plane_off_its_alignment_is_a_partition_violation():
     off = replace(plan, planes=(replace(plan.planes[0], bytes=40),))
     assert boot_check(plan) == []
     assert boot_check(off) == [Violation("partition", "plane p0 of 40 B is not a multiple of its alignment 16")]
+
+
+def test_pack_refuses_non_positive_sizes_with_the_message_that_names_them():
+    with pytest.raises(PlanError, match=r"^alignment and granularity must be positive$"):
+        pack([TOK], granularity=0, alignment=16)
+    flat = GroupSpec("g", (FieldSpec("g.x", "p", (4,), "uint8", stride_alignment=0),))
+    with pytest.raises(PlanError, match=r"^field g\.x: shape and stride_alignment must be positive$"):
+        pack([flat], granularity=4, alignment=16)
