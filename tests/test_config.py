@@ -282,3 +282,18 @@ def test_merge_state_limit_is_the_kernels():
     with faults.inject("merge_state_single_block"):
         broken = [h for h in range(1, 257) if kernel.launch_config(h).threads > kernel.MAX_THREADS]
     assert broken == list(range(MERGE_STATE_UNTILED_MAX_HEADS + 1, 257))
+
+
+def test_the_fix_takes_the_nearest_size_above_or_below():
+    """K3 has 96 heads: around --tp 15 the divisors are 12 (3 below) and 16 (1 above), around
+    --tp 31 they are 24 (7 below) and 32 (1 above); the nearest wins, up as well as down."""
+    model = load_model("kimi-k3")
+    for tp, want in ((15, 16), (31, 32), (7, 6)):
+        fix = smallest_fix(Launch(tp=tp), model, assumption_cases(None), RULES)
+        assert fix is not None and fix.changed == ("tp",) and fix.launch.tp == want, (tp, fix)
+
+
+def test_no_candidate_size_passes_search_max():
+    """8,194 = 2 x 4,097: its divisors up to 4,096 are 1, 2; 4,097 is one past SEARCH_MAX."""
+    sizes = candidate_sizes(Launch(world=8194), load_model("kimi-k3"))
+    assert max(sizes) == 4096 and 4097 not in sizes and 2 in sizes

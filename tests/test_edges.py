@@ -26,8 +26,15 @@ from kvproof.spec import properties as P
 from kvproof.spec.catalog import ConfigError, load_model, parse_config
 from kvproof.spec.check import check_plan
 from kvproof.spec.contract import recipe_layout
-from kvproof.spec.encoding import concrete_facts, in_bounds, padding_bound_of, page_id_limit, symbolic_facts
-from kvproof.spec.policy import Policy, choose, policy_named
+from kvproof.spec.encoding import (
+    affine_facts,
+    concrete_facts,
+    in_bounds,
+    padding_bound_of,
+    page_id_limit,
+    symbolic_facts,
+)
+from kvproof.spec.policy import K_MLA, Policy, choose, policy_named
 from kvproof.spec.prover import plan_point
 from kvproof.spec.schema import validate
 
@@ -165,6 +172,33 @@ def test_search_takes_k_mla_1_when_state_equals_page_in_spec_and_impl():
         spec = plan_point(model, 32, "fp8", policy_named(policy))
         assert {g["id"]: g["packing"] for g in spec.plan["groups"]} == want, policy
         assert spec.plan["parent_bytes"] == 474_880 and spec.accepted
+
+
+class _LargestWitness(z3.Solver):
+    """A solver whose every model has the largest K_mla it admits: z3 may hand any witness."""
+
+    def check(self, *extra):
+        if super().check(*extra) != z3.sat:
+            return z3.unsat
+        while True:
+            k = self.model()[K_MLA].as_long()
+            if super().check(*extra, k < K_MLA) != z3.sat:
+                return super().check(*extra, k == K_MLA)
+
+
+def test_search_takes_the_least_admitted_k_mla_whatever_witness_z3_gives_first(monkeypatch):
+    layout = replace(recipe_layout(_kimi_linear_466(), 32, "fp8"), state=3 * 67_840)
+    monkeypatch.setattr("kvproof.spec.policy._SOLVER", _LargestWitness())
+    # state = 3 pages: search admits K_mla 3..256. The first witness is 256; bisection over
+    # [1, 256] finds 128, 64, 32, 16, 8, 4, then none in [1, 2], so the least is 3 = mid + 1
+    # (a step to mid + 2 would answer 4). K_lin = max(1, 3 x 67,840 // 203,520) = 1.
+    lin = {"linear_attention_0": 1, "linear_attention_1": 1, "linear_attention_2": 1}
+    assert choose(policy_named("search"), layout, lambda packing: True) == {"full_attention": 3, **lin}
+    # 3 and 4 refused: the next admitted, 5 (K_lin = 5 x 67,840 // 203,520 = 1).
+    tried = []
+    boots = lambda packing: tried.append(packing["full_attention"]) or packing["full_attention"] >= 5  # noqa: E731
+    assert choose(policy_named("search"), layout, boots) == {"full_attention": 5, **lin}
+    assert tried == [3, 4, 5]
 
 
 def test_a_budget_below_two_parents_yields_none_and_a_huge_one_stops_at_max_parents():
@@ -366,3 +400,195 @@ def test_the_validator_gets_the_schema_with_every_local_ref_written_out():
     assert S._inline({"$ref": "#/$defs/n", "description": "parents"}, defs) == {"type": "integer",
                                                                                  "description": "parents"}
     assert S._inline({"$ref": "#/$defs/n", "type": "string"}, defs) == {"$ref": "#/$defs/n", "type": "string"}
+
+
+def test_each_smt_term_renders_its_smt_lib_text_and_evaluates_on_ints():
+    from kvproof.spec.smt import Solver, Term, all_of, any_of, lift, negate
+
+    x, y = Term.var("x"), Term.var("y")
+    env = {"x": 7, "y": 2}
+    cases = [  # (term, SMT-LIB text, value at x = 7, y = 2), worked by hand
+        (x, "x", 7), (x + 3, "(+ x 3)", 10), (3 + x, "(+ 3 x)", 10), (x - y, "(- x y)", 5),
+        (10 - x, "(- 10 x)", 3), (x * 4, "(* x 4)", 28), (4 * x, "(* 4 x)", 28), (x / y, "(div x y)", 3),
+        (x % y, "(mod x y)", 1), (x < y, "(< x y)", False), (x <= 7, "(<= x 7)", True),
+        (x > 7, "(> x 7)", False), (x >= 7, "(>= x 7)", True), (x == 7, "(= x 7)", True),
+        (x != 7, "(distinct x 7)", False), (lift(-5) + x, "(+ (- 5) x)", 2), (lift(True), "true", True),
+        (lift(False), "false", False), (all_of(x > 1, y > 2), "(and (> x 1) (> y 2))", False),
+        (all_of(x > 1, y > 1), "(and (> x 1) (> y 1))", True), (any_of(x < 1, y < 3), "(or (< x 1) (< y 3))", True),
+        (any_of(x < 1, y < 2), "(or (< x 1) (< y 2))", False), (negate(x < 1), "(not (< x 1))", True),
+    ]
+    for term, text, value in cases:
+        assert (term.text, term.value(env)) == (text, value), text
+    solver = Solver(("x", "y"))
+    # x in 3..4, y = x + 2, x odd: only x = 3, y = 5.
+    assert solver.witness(x >= 3, x <= 4, y == x + 2, x % 2 == 1) == {"x": 3, "y": 5}
+    assert solver.witness(x > 3, x < 4) is None
+    assert solver.witness(x == 1, y == 0) == {"x": 1, "y": 0}  # each query pops what it asserted
+
+
+def test_an_allocator_needs_a_parent_and_positive_packings_each_alone():
+    for packing, parents in (({"a": 2}, 0), ({"a": 0}, 2), ({"a": 2, "b": -1}, 1)):
+        with pytest.raises(AllocatorError, match=r"^need at least one parent and positive packings$"):
+            Allocator(packing, parents)
+    with pytest.raises(AllocatorError, match=r"^unknown group b$"):
+        Allocator({"a": 2}, 1).allocate({"a": 1, "b": 1})
+
+
+def test_the_null_page_fault_hands_out_page_0_first():
+    from kvproof.impl import faults
+
+    # K = 2: parent 1 holds pages 1, 2; the seeded bug shifts it to 0, 1 (page 0 is the null page).
+    with faults.inject("allocator_hands_out_null_page"):
+        assert Allocator({"a": 2}, 2).allocate({"a": 3}) == {"a": [0, 1, 2]}
+    assert Allocator({"a": 2}, 2).allocate({"a": 3}) == {"a": [1, 2, 3]}
+
+
+def test_a_field_view_is_built_once_and_a_page_past_the_end_is_named():
+    binding = pack([TOK], granularity=4, alignment=16).bind(2)
+    arena = Arena(binding)
+    assert arena.pages("t.k") is arena.pages("t.k")
+    # One group alone: K = 1, so 1 + 2 parents x 1 = 3 pages, 0..2.
+    assert binding.page_count("tok") == 3
+    with pytest.raises(IndexError, match=r"^page 3 outside 0\.\.2 of tok$"):
+        binding.offset("t.k", 3)
+
+
+def test_an_unreadable_json_file_is_named_in_the_error(tmp_path):
+    from kvproof.spec.catalog import read_json
+
+    bad = tmp_path / "bad.json"
+    bad.write_text("{\n")
+    with pytest.raises(ConfigError) as err:
+        read_json(bad, "config")
+    assert str(err.value) == f"{bad}: not valid JSON (Expecting property name enclosed in double quotes at line 2)"
+
+
+def test_a_counterexample_reads_out_as_the_json_verify_prove_prints():
+    from kvproof.spec.prover import Counterexample
+
+    cex = Counterexample(32, "bf16", "padding_bound", {"full_attention": 2}, 1024, {"p0": 512},
+                         ("first violation", "second violation"), "verify plan ...", 3, "fp8")
+    assert cex.as_dict() == {
+        "tp": 32, "dtype": "bf16", "drafts": 3, "draft_dtype": "fp8", "property": "padding_bound",
+        "packing": {"full_attention": 2}, "parent_bytes": 1024, "plane_bytes": {"p0": 512},
+        "message": "first violation", "violations": 2, "replay": "verify plan ...",
+    }
+
+
+def _bindings(*ns: int) -> dict[int, dict]:
+    plan = pack([TOK], granularity=4, alignment=16)  # one 32 B plane, K = 1; bound 1/4
+    return {n: plan_document(plan.bind(n)) for n in ns}
+
+
+def _parent_of(doc: dict, parent: int) -> dict:
+    """The binding with a parent (and its one plane) of `parent` bytes and no arena_bytes."""
+    out = {k: v for k, v in doc.items() if k != "arena_bytes"}
+    return out | {"parent_bytes": parent, "planes": [doc["planes"][0] | {"bytes": parent}]}
+
+
+def test_an_engine_plan_at_three_parent_counts_is_one_affine_plan(monkeypatch):
+    import kvproof.spec.encoding as E
+
+    checked = []
+    validate_once = E.validate
+    monkeypatch.setattr(E, "validate", lambda doc: checked.append(doc["num_parents"]) or validate_once(doc))
+    facts = affine_facts(_bindings(3, 1, 2))
+    # 32 B parents: arena (N + 1) x 32 B; N from 1 to (2^31 - 1) // 1 page ids; the bound kept.
+    assert (facts.parents, facts.arena_bytes, facts.max_padding) == ((1, 2**31 - 1), E.Affine(32, 32), Fraction(1, 4))
+    assert checked == [1]  # the schema on the first binding; the line fit checks the others
+    with pytest.raises(ConfigError, match="three or more parent counts"):
+        affine_facts(_bindings(1, 2))
+    mixed = _bindings(1, 2, 3)
+    mixed[3] = {k: v for k, v in mixed[3].items() if k != "arena_bytes"}
+    with pytest.raises(ConfigError, match=r"^engine plan: arena_bytes is given at some parent counts and not at"):
+        affine_facts(mixed)
+
+
+def test_an_engine_plan_needs_room_for_two_parents_below_2_63_bytes():
+    # 2 x (2^62 - 16) = 2^63 - 32 fits: one parent usable (two would need 3 x parent bytes of arena).
+    fits = {n: _parent_of(d, 2**62 - 16) for n, d in _bindings(1, 2, 3).items()}
+    assert affine_facts(fits).parents == (1, 1)
+    over = {n: _parent_of(d, 2**62) for n, d in _bindings(1, 2, 3).items()}
+    with pytest.raises(ConfigError, match=r"^engine plan: parent 4,611,686,018,427,387,904 B leaves no room"):
+        affine_facts(over)
+
+
+def test_a_replay_command_repeats_only_what_differs_from_the_defaults():
+    from kvproof.spec.prover import bound_flag, replay_command
+
+    assert (bound_flag(Fraction(1, 4)), bound_flag(Fraction(1, 2)), bound_flag(None)) == (
+        "", " --max-padding 0.5", " --max-padding inf")
+    k3 = load_model("kimi-k3")
+    plain = "verify plan --model kimi-k3 --tp 8 --dtype fp8 --policy search"
+    assert replay_command(k3, None, 8, "fp8", "search") == plain
+    assert replay_command(k3, "c.json", 32, "bf16", "ceil", 2, "fp8", None) == (
+        "verify plan --config c.json --tp 32 --dtype bf16 --policy ceil --drafts 2 --draft-dtype fp8 --max-padding inf")
+
+
+def test_two_exact_stride_fields_on_one_plane_tie_their_packings():
+    from kvproof.spec.synth import encode
+
+    layout = recipe_layout(_kimi_linear_466(), 32, "fp8")
+    tied = replace(layout, fields=tuple(replace(f, exact_stride=True) if f.id == "layer.1.recurrent_state" else f
+                                        for f in layout.fields))
+    # slot.0 then holds two exact strides: K_mla x 67,840 = K_lin x 65,536. 67,840 = 2^8 x 265, so
+    # K_mla is a multiple of 2^8 = 256 and K_lin of 265: past the packing limit of 256.
+    for plan, sat in ((layout, z3.sat), (tied, z3.unsat)):
+        solver = z3.Solver()
+        solver.add(*encode(plan, None)[0])
+        assert solver.check() == sat
+
+
+def test_a_synthesis_with_a_draft_layer_reports_the_draft_dtype_it_used():
+    from kvproof.spec.synth import synthesize
+
+    found = synthesize(load_model("kimi-k3"), 8, "fp8", 1, "fp8")
+    assert (found.drafts, found.draft_dtype) == (1, "fp8") and found.packing is not None
+
+
+def test_a_bound_tighter_than_the_engines_keeps_the_packing_the_engine_boots():
+    """search takes the first K_mla the engine boots (its own bound, 1/4); a user bound of 1/8 only
+    turns the verdict: K3 at bf16 tp 32 still gets K_mla 3, K_lin 2, now with three groups over 1/8."""
+    k3, search = load_model("kimi-k3"), policy_named("search")
+    default = plan_point(k3, 32, "bf16", search)
+    tight = plan_point(k3, 32, "bf16", search, bound=Fraction(1, 8))
+    for point in (default, tight):
+        assert [g["packing"] for g in point.plan["groups"]] == [3, 2, 2, 2]
+    assert default.accepted and not tight.accepted and len(tight.violations["padding_bound"]) == 3
+
+
+def test_a_recipe_plan_with_a_draft_layer_reports_the_draft_dtype_it_used():
+    planned = plan_model(load_model("kimi-k3"), 8, "fp8", "search", 1, "fp8")
+    assert (planned.drafts, planned.draft_dtype) == (1, "fp8")
+
+
+def test_the_draft_dtype_fault_gives_the_draft_layer_the_target_dtype():
+    from kvproof.impl import faults
+    from kvproof.impl.recipe import recipe_groups
+
+    def last_two(groups) -> list[tuple[str, str]]:
+        return [(f.id, f.dtype) for f in groups[0].fields[-2:]]
+
+    # K3 has 93 layers: layer 94 is the draft, bf16 as asked; fp8's latent is stored as uint8.
+    k3 = load_model("kimi-k3")
+    assert last_two(recipe_groups(k3, 8, "fp8", 1, "bf16")) == [("layer.93.latent_kv", "uint8"),
+                                                                 ("layer.94.latent_kv", "bfloat16")]
+    with faults.inject("draft_takes_target_dtype"):
+        assert last_two(recipe_groups(k3, 8, "fp8", 1, "bf16"))[1] == ("layer.94.latent_kv", "uint8")
+
+
+def test_a_plane_off_its_alignment_is_a_partition_violation():
+    from kvproof.impl.packer import Violation, boot_check
+
+    plan = pack([TOK], granularity=4, alignment=16)  # one plane p0 of 32 B, alignment 16
+    off = replace(plan, planes=(replace(plan.planes[0], bytes=40),))
+    assert boot_check(plan) == []
+    assert boot_check(off) == [Violation("partition", "plane p0 of 40 B is not a multiple of its alignment 16")]
+
+
+def test_pack_refuses_non_positive_sizes_with_the_message_that_names_them():
+    with pytest.raises(PlanError, match=r"^alignment and granularity must be positive$"):
+        pack([TOK], granularity=0, alignment=16)
+    flat = GroupSpec("g", (FieldSpec("g.x", "p", (4,), "uint8", stride_alignment=0),))
+    with pytest.raises(PlanError, match=r"^field g\.x: shape and stride_alignment must be positive$"):
+        pack([flat], granularity=4, alignment=16)

@@ -5,6 +5,7 @@ checkpoints is killed by the sweep and by no fixed-checkpoint check, and bad inp
 from __future__ import annotations
 
 import json
+import time
 from functools import cache
 
 import pytest
@@ -46,10 +47,11 @@ def test_the_layer_pattern_is_k3s() -> None:
 
 
 def test_k3_alone_under_ceil_is_refuted_exactly_at_bf16_tp32() -> None:
-    result = sweep(family(K3_ALONE), POLICIES["ceil"])
-    assert not result.proved
+    result = sweep(family(K3_ALONE), POLICIES["ceil"], patterns=("kv_lora_rank",))
+    assert result.proved is False
     assert result.counterexample == Member(93, 96, 128, 512, 4, 32, "bf16")
     assert result.failing_properties == ["padding_bound"]
+    assert result.patterns == {"kv_lora_rank": "all"}  # its one rank, 512, fails there
 
 
 def test_a_family_holding_k3_is_refuted_at_k3_bf16_tp32_or_a_smaller_member() -> None:
@@ -65,7 +67,9 @@ def test_a_family_holding_k3_is_refuted_at_k3_bf16_tp32_or_a_smaller_member() ->
 
 def test_search_is_proved_over_a_family_around_k3() -> None:
     fam = family({"num_layers": "92..94", "mla_every": "4"})
+    start = time.perf_counter()
     result = sweep(fam, POLICIES["search"])
+    assert 0 < result.seconds <= time.perf_counter() - start
     assert result.proved, result.counterexample
     assert result.size == 3 * 2 * len(divisors(96))
 
@@ -146,6 +150,8 @@ def test_describe_set_finds_residue_classes() -> None:
     assert describe_set([v for v in domain if v % 4 == 1], domain) == "6 of 24: ≡ 1 (mod 4)"
     assert describe_set([], domain) == "none" and describe_set(list(domain), domain) == "all"
     assert describe_set([24, 25, 30], domain) == "3 of 24: 24..25, 30"
+    # Moduli up to len(domain) // 3: 6 values still try mod 2.
+    assert describe_set([24, 26, 28], tuple(range(24, 30))) == "3 of 6: ≡ 0 (mod 2)"
 
 
 def test_cli_json_and_replay(tmp_path, capsys) -> None:
@@ -208,3 +214,136 @@ def test_report_sweep_writes_the_picture(tmp_path) -> None:
     assert code == 1  # pinned12 fails at K3's own geometry
     assert all((tmp_path / f"sweep.{e}").stat().st_size > 0 for e in ("png", "svg", "md"))
     assert "| 4 |" in (tmp_path / "sweep.md").read_text()
+
+
+def test_each_small_comparison_is_the_integer_one() -> None:
+    """Small (a bit-blasted count plus an offset) compares as its value: a policy may compare K_mla."""
+    from kvproof.spec.sweep import Small
+
+    x = z3.Int("x")
+    five = Small(x, [], 2)  # x + 2 at x = 3
+    def at_3(formula: z3.ExprRef) -> bool:
+        return z3.is_true(z3.simplify(z3.substitute(formula, (x, z3.IntVal(3)))))
+    assert [at_3(five < 5), at_3(five <= 5), at_3(five > 5), at_3(five >= 5), at_3(five == 5)] == [
+        False, True, False, True, True]
+    assert [at_3(five < 6), at_3(five > 4), at_3(five >= 6), at_3(five <= 4)] == [True, True, False, False]
+    assert [at_3(five - 1 == 4), at_3(five + 1 == 6), at_3(five * 3 == 15)] == [True, True, True]
+
+
+def test_a_pattern_pins_every_other_parameter_at_the_counterexample() -> None:
+    """K3 under ceil fails at bf16 only at tp 32 (test above): with rank 512 varied alone, it
+    fails at tp 32 and not at tp 16, where another member's failure must not leak in."""
+    fam = family(K3_ALONE)
+    query = Query(fam, POLICIES["ceil"], derive_shape(fam), 1)
+    k3 = {"num_layers": 93, "mla_every": 4, "kda_heads": 96, "head_dim": 128, "kv_lora_rank": 512, "tp": 32, "bf16": 1}
+    assert query.fails_at(k3, "kv_lora_rank")(512)
+    assert not query.fails_at(k3 | {"tp": 16}, "kv_lora_rank")(512)
+    assert query.fails_at(k3, "num_layers")(93) and not query.fails_at(k3 | {"bf16": 0}, "num_layers")(93)
+    from kvproof.spec.sweep import failing_patterns
+
+    assert failing_patterns(query, k3, fam, ("kv_lora_rank",)) == {"kv_lora_rank": "all"}
+    assert failing_patterns(query, k3 | {"tp": 16}, fam, ("kv_lora_rank", "num_layers")) == {
+        "kv_lora_rank": "none", "num_layers": "none"}
+    assert failing_patterns(query, k3, fam, ()) == {}
+
+
+def test_a_report_cell_refines_search_where_a_later_k_mla_boots(monkeypatch) -> None:
+    """With one candidate unrolled, K3 at bf16 tp 32 seems to fail under search (its first K_mla
+    is ceil's, which pads too much: test above); the pointwise prover takes a later K_mla, which
+    becomes a candidate, and then no member of K3 alone fails."""
+    from kvproof.spec.sweep import confirmed_failure
+
+    fam = family(K3_ALONE)
+    query = Query(fam, POLICIES["search"], derive_shape(fam), 1)
+    added: list[int] = []
+    refine = query.add_candidate
+    monkeypatch.setattr(query, "add_candidate", lambda k: added.append(k) or refine(k))
+    assert confirmed_failure(query, fam, POLICIES["search"]) is None
+    assert len(added) >= 1
+
+
+def test_a_range_lists_and_prints_what_it_holds(tmp_path) -> None:
+    listed, span = parse_range("head_dim", "256,64"), parse_range("num_layers", "24..26")
+    one = parse_range("mla_every", "4")
+    assert [v in listed for v in (64, 128, 256)] == [True, False, True]
+    assert [v in span for v in (23, 24, 26, 27)] == [False, True, True, False]
+    assert (listed.text(), span.text(), one.text()) == ("64,256", "24..26", "4")
+    assert (len(listed), len(span), len(one)) == (2, 3, 1)
+    # A replay config lands in folders made for it, one JSON key per line indented by one space.
+    path = tmp_path / "a" / "b" / "member.json"
+    family(K3_ALONE).write_config(Member(93, 96, 128, 512, 4, 32, "bf16"), path)
+    text = path.read_text()
+    assert text.startswith('{\n "text_config": {\n  "num_hidden_layers": 93,\n')
+    assert json.loads(text) == family(K3_ALONE).config(Member(93, 96, 128, 512, 4, 32, "bf16"))
+
+
+def test_a_sweep_out_of_time_names_its_budget_600_s_by_default(monkeypatch) -> None:
+    """The library's default budget is the CLI's 600 s: the sweep and its query start at 0 s, and
+    the clock reads 600.5 s at the first check, so it has run out."""
+    import kvproof.spec.sweep as S
+
+    ticks = iter([0.0, 0.0])
+    monkeypatch.setattr(S.time, "perf_counter", lambda: next(ticks, 600.5))
+    with pytest.raises(S.Undecided, match="time budget of 600 s ran out"):
+        sweep(family(K3_ALONE), POLICIES["ceil"])
+    fam = family(K3_ALONE)
+    ticks = iter([0.0])  # a query of its own: the same default
+    query = Query(fam, POLICIES["ceil"], derive_shape(fam), 1)
+    with pytest.raises(S.Undecided, match="time budget of 600 s ran out"):
+        query.check()
+
+
+class _Recorded:
+    """A z3 solver that notes the parameters set on it."""
+
+    def __init__(self, solver: z3.Solver) -> None:
+        self.solver, self.params = solver, {}
+
+    def set(self, name: str, value: int) -> None:
+        self.params[name] = value
+        self.solver.set(name, value)
+
+    def __getattr__(self, name: str):
+        return getattr(self.solver, name)
+
+
+def test_each_query_hands_z3_what_is_left_of_the_budget_as_its_timeout() -> None:
+    fam = family(K3_ALONE)
+    query = Query(fam, POLICIES["ceil"], derive_shape(fam), 1, budget=30.0)
+    query.solver = _Recorded(query.solver)
+    assert query.check() is not None  # K3 at bf16 tp 32 fails under ceil
+    assert list(query.solver.params) == ["timeout"] and 0 < query.solver.params["timeout"] <= 30_000
+
+
+def test_a_sweep_asks_for_any_failing_member_before_the_smallest(monkeypatch) -> None:
+    """Minimising costs more than finding: the first query takes any failing member, and only
+    once the pointwise prover confirms one does the sweep ask for the smallest."""
+    asked: list[str] = []
+    check, smallest = Query.check, Query.smallest
+    monkeypatch.setattr(Query, "check", lambda self, *extra: asked.append("any") or check(self, *extra))
+    monkeypatch.setattr(Query, "smallest", lambda self, floor: asked.append("smallest") or smallest(self, floor))
+    assert sweep(family(K3_ALONE), POLICIES["ceil"]).counterexample == Member(93, 96, 128, 512, 4, 32, "bf16")
+    assert asked[:2] == ["any", "smallest"]
+
+
+def test_a_member_whose_state_groups_hold_one_layer_each_is_swept() -> None:
+    """Two layers, MLA every 2nd: layer 2 is MLA, layer 1 the one KDA layer, in one state group of
+    one layer. pinned12 fails there as at K3 (exact stride): a sweep that assumed a state group
+    of two or more layers would prove it."""
+    fam = family({"num_layers": "2", "mla_every": "2"})
+    result = sweep(fam, POLICIES["pinned12"])
+    assert result.counterexample == Member(2, 96, 128, 512, 2, 1, "fp8")
+    assert "exact_stride" in result.failing_properties
+    point, _ = confirm(fam, POLICIES["pinned12"], result.counterexample)
+    assert point is not None and point.violations["exact_stride"]
+
+
+def test_a_latent_narrower_than_a_page_value_is_swept_as_the_prover_sees_it() -> None:
+    """Rank 32 at bf16: latent 32 + 64 = 96 values against 256 page bytes per value (a page whose
+    bytes are a multiple of 16 at any latent). ceil is proved over K3's twelve tp, as the
+    pointwise prover finds at each."""
+    fam = Family.around(K3, {"kv_lora_rank": parse_range("kv_lora_rank", "32")}, ("bf16",))
+    assert derive_shape(fam).page_per_value == {"bf16": 256} and derive_shape(fam).mla_multiple == {"bf16": 16}
+    assert sweep(fam, POLICIES["ceil"]).proved
+    members = [Member(93, 96, 128, 32, 4, tp, "bf16") for tp in K3.tp_domain]
+    assert all(confirm(fam, POLICIES["ceil"], m)[0].accepted for m in members)
