@@ -377,7 +377,8 @@ MODELS: dict[str, Model] = {
         "vllm.models.kimi_k3.nvidia.kda:KimiK3DeltaAttention",
         "GDN_ATTN",  # GatedDeltaNetAttention.mamba_type, gdn/base.py:51 (KimiK3DeltaAttention keeps it)
         _kimi_k3_layers, (False, True),
-        MLA_LIMITS + "; K3's MTP draft (KimiK3MTP) and its vision tower are not planned",
+        MLA_LIMITS + "; no MTP draft: the published config declares num_nextn_predict_layers 0 (vLLM's "
+        "SpeculativeConfig then divides by it, config/speculative.py:1606); its vision tower keeps no page",
         # KimiK3DeltaAttention's conv update and recurrent KDA kernel (kimi_k3/nvidia/kda.py:1029, :1275)
         readers=(CAUSAL_CONV1D, FUSED_RECURRENT_KDA, LMCACHE), state_init=_kimi_k3_kda_state),
 }
