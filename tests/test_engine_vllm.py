@@ -10,6 +10,7 @@ import json
 import re
 import subprocess
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -223,6 +224,35 @@ def test_vllm_plans_are_held_to_the_contracts_padding_bound() -> None:
     assert at_tp32.worst_padding == pytest.approx((7 * 147_456 - 6 * 67_840) / (6 * 67_840))
     (unbounded,) = engine.run(["kimi-linear-48b-a3b"], {**only, "tp": [32]}, None).recipes[0].points
     assert "padding_bound" not in {f.property for f in unbounded.findings}
+
+
+def test_points_with_draft_tokens_state_no_bound_as_in_the_contract() -> None:
+    """The contract bounds a plan without drafts only (spec/contract.py); so does the default here.
+    Qwen3-Next at tp 4, bf16, prefix caching, with one MTP token pads 0.2745, past 1/4: no finding
+    by default, one when `--max-padding 0.25` holds every point."""
+    only = {"tp": [4], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["on"], "backend": ["FLASH_ATTN"],
+            "pp": [1], "spec": [1]}
+    (default,) = engine.run(["qwen3-next-80b-a3b"], only).recipes[0].points
+    assert default.worst_padding == pytest.approx(0.2745, abs=5e-5)
+    assert "padding_bound" not in {f.property for f in default.findings}
+    (held,) = engine.run(["qwen3-next-80b-a3b"], only, Fraction(1, 4)).recipes[0].points
+    assert "padding_bound" in {f.property for f in held.findings}
+
+
+def test_a_vllm_that_moved_an_answer_a_point_needs_is_one_line(monkeypatch) -> None:
+    """Importing a backend answers a point too (the platform, FlashInfer's artifactory check): a
+    vLLM without vllm.utils.flashinfer.has_nvidia_artifactory exits 2 naming it, no traceback."""
+    import vllm.utils.flashinfer as flashinfer_utils
+
+    monkeypatch.delattr(flashinfer_utils, "has_nvidia_artifactory")
+    proc_error = None
+    try:
+        engine.verify(["qwen3-next-80b-a3b"], [1], ["auto"], None,
+                      assume=["backend=FLASH_ATTN", "mamba_dtype=auto", "prefix=off", "pp=1", "spec=0"])
+    except EngineError as err:
+        proc_error = str(err)
+    assert proc_error is not None and "has_nvidia_artifactory" in proc_error
+    assert "must follow it first" in proc_error and "\n" not in proc_error
 
 
 def test_a_run_narrowed_past_tp_1_still_compares_with_tp_1() -> None:

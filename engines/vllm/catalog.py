@@ -69,11 +69,11 @@ FLASHINFER_XQA = Kernel("flashinfer_xqa_decode", 16, 128, FI + "flashinfer/jit/x
                         "[16, 32, 64, 128] raises", power_of_two=True)
 # sm_100 with TRTLLM on: trtllm_batch_context_with_kv_cache (flashinfer.py:2543) and trtllm_batch_decode_with_kv_cache
 # (backend "trtllm-gen", :2764), one fmha runner: pages of a power of two (a static kernel below 128 tokens, the
-# dynamic-page kernel from 128), log2 of it below 16 in the kernel key. Which static page sizes exist is in the
-# cubins' metadata, not in the source: not recorded.
-TRTLLM_GEN = Kernel("trtllm_gen_fmha", 1, 1 << 15, FI + "include/flashinfer/trtllm/fmha/kernelParams.h:887: "
-                    "NumTokensPerPage must be power of 2; fmhaKernels.cuh:540-560 (dynamic pages from 128), :281 "
-                    "(log2 < 16)", power_of_two=True)
+# dynamic-page kernel from 128, keyed as 128, so the source sets no largest page). Which static page sizes
+# exist is in the cubins' metadata, not in the source: not recorded.
+TRTLLM_GEN = Kernel("trtllm_gen_fmha", 1, None, FI + "include/flashinfer/trtllm/fmha/kernelParams.h:887: "
+                    "NumTokensPerPage must be power of 2; fmhaKernels.cuh:540-560 (dynamic pages from 128, "
+                    "keyed as 128)", power_of_two=True)
 TRITON_MLA_DECODE = Kernel("triton_decode_attention", 1, None, "vllm-project/vllm@v0.33.0 vllm/v1/attention/ops/"
                            "triton_decode_attention.py:132: a token's page is offs_n // PAGE_SIZE, any PAGE_SIZE")
 

@@ -23,7 +23,7 @@ from contextlib import AbstractContextManager
 from fractions import Fraction
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from kvproof.engines import verdict
 from kvproof.engines.verdict import EngineError, EngineRun, Finding, PointResult, RecipeResult
@@ -38,10 +38,12 @@ PIPELINE = (2, 4, 8)  # pipeline sizes planned (each stage planned on its own; s
 DTYPES = ("auto", "fp8")
 MAMBA_DTYPES = ("auto", "float32")
 TRTLLM = ("on", "off")  # FlashInfer's TRTLLM kernels obtainable: flashinfer-cubin installed or NVIDIA's artifactory
-# vLLM states no padding bound for its pages; its plans are held to the contract's (a group's pages
-# may pad at most a quarter of their payload), so padding is checked at every point and a plan that
-# pads more is a finding (`--max-padding X|inf` overrides it)
+# vLLM states no padding bound for its pages; by default its plans are held to the contract's as the
+# contract holds its own (spec/contract.py): a group's pages may pad at most a quarter of their payload,
+# and a plan with draft tokens states no bound. `--max-padding X|inf` holds every point to X or none.
 PADDING_BOUND = MAX_PADDING
+CONTRACT: Literal["contract"] = "contract"
+Bound = Fraction | None | Literal["contract"]
 CUDA_RUNTIMES = (12, 13)  # the CUDA runtime's major version: vLLM's check is >= 13 (qwen_gdn_linear_attn.py:253)
 
 
@@ -106,13 +108,21 @@ def _assumptions(model: catalog.Model, backend: catalog.Backend) -> list[dict[st
 
 def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Sequence[str] | None,
            engine_path: str | None, drafts: Sequence[int] | None = None, models: Sequence[str] | None = None,
-           assume: Sequence[str] | None = None, unbounded: Fraction | None = PADDING_BOUND) -> EngineRun:
+           assume: Sequence[str] | None = None, unbounded: Bound = CONTRACT) -> EngineRun:
     """The installed vLLM, or the checkout at --engine-path (its Python files plan; the installed
     wheel's dependencies serve it, and no compiled extension is needed)."""
     if drafts or models:
         raise EngineError("--drafts and --model do not apply to vllm: --recipe names the model")
     checkout = use_checkout(engine_path) if engine_path else None
-    return run(recipes, {"tp": tps, "dtype": dtypes, **_assumed(assume)}, unbounded, checkout)
+    try:
+        return run(recipes, {"tp": tps, "dtype": dtypes, **_assumed(assume)}, unbounded, checkout)
+    except planner.StubUsed as err:
+        raise EngineError(f"{err}; the adapter must model this first") from None
+    except EngineError:
+        raise
+    except Exception as err:  # importing a backend or answering a point met a vLLM that moved (a checkout)
+        raise EngineError(f"{type(err).__name__}: {_one_line(err)}; kvproof's adapter is written against vLLM "
+                          "0.33.0's functions and this vLLM differs there: the adapter must follow it first") from None
 
 
 def use_checkout(path: str) -> tuple[str, str, str | None]:
@@ -134,7 +144,7 @@ def use_checkout(path: str) -> tuple[str, str, str | None]:
 
 
 def run(recipes: Sequence[str] | None = None, only: dict[str, Sequence[Any] | None] | None = None,
-        unbounded: Fraction | None = PADDING_BOUND, checkout: tuple[str, str, str | None] | None = None) -> EngineRun:
+        unbounded: Bound = CONTRACT, checkout: tuple[str, str, str | None] | None = None) -> EngineRun:
     start = time.perf_counter()
     release, where, commit = checkout or (version(), "installed", None)
     unknown = sorted(set(recipes or ()) - set(catalog.MODELS))
@@ -193,11 +203,12 @@ def _tp1_references(model: catalog.Model, chosen: list[dict[str, Any]]) -> list[
 
 
 def _plan_all(model: catalog.Model, chosen: list[dict[str, Any]],
-              unbounded: Fraction | None) -> list[tuple[PointResult, int | None]]:
+              unbounded: Bound) -> list[tuple[PointResult, int | None]]:
     backends = {b.label: b for b in model.backends}
     out: list[tuple[PointResult, int | None]] = []
     for p in chosen:
         backend = backends[p["backend"]]
+        bound = (None if p.get("spec") else PADDING_BOUND) if unbounded == CONTRACT else unbounded
         replay = (f"verify engine vllm --recipe {model.recipe} --tp {p['tp']} --dtype {p['dtype']} --assume "
                   f"backend={backend.label} mamba_dtype={p['mamba_dtype']} prefix={p['prefix']}"
                   + (f" spec={p['spec']}" if "spec" in p else "") + f" pp={p['pp']}"
@@ -223,7 +234,7 @@ def _plan_all(model: catalog.Model, chosen: list[dict[str, Any]],
                 raise EngineError(f"{model.recipe} at {_describe(p)}: {type(err).__name__}: {_one_line(err)}; "
                                   "kvproof's adapter is written against vLLM 0.33.0's functions and this vLLM "
                                   "differs there: the adapter must follow it first") from None
-            ranks.append((verdict.planned(model.recipe, p, planned.documents, replay, unbounded), planned))
+            ranks.append((verdict.planned(model.recipe, p, planned.documents, replay, bound), planned))
         if refused is not None:
             out.append((refused, None))
         elif p["pp"] == 1:

@@ -84,7 +84,7 @@ def _vllm() -> dict[str, Any]:
     # requests (a vLLM dependency) warns at import that it has no charset detector: it would need
     # one only to decode a response body, and planning makes no request
     warnings.filterwarnings("ignore", message="Unable to find acceptable character detection dependency")
-    logging.getLogger("vllm").setLevel(os.environ["VLLM_LOGGING_LEVEL"])
+    logging.getLogger("vllm").setLevel(os.environ["VLLM_LOGGING_LEVEL"].upper())  # vLLM's own reading
     names = {
         "config": "vllm.config", "platforms": "vllm.platforms", "interface": "vllm.platforms.interface",
         "kvi": "vllm.v1.kv_cache_interface", "planning": "vllm.v1.core.kv_cache_planning",
