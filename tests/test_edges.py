@@ -592,3 +592,25 @@ def test_pack_refuses_non_positive_sizes_with_the_message_that_names_them():
     flat = GroupSpec("g", (FieldSpec("g.x", "p", (4,), "uint8", stride_alignment=0),))
     with pytest.raises(PlanError, match=r"^field g\.x: shape and stride_alignment must be positive$"):
         pack([flat], granularity=4, alignment=16)
+
+
+def test_a_bad_padding_bound_read_without_the_schema_is_named_as_max_padding():
+    # The schema answers a negative bound first in `verify check`; a plan read with validated=True
+    # (and a direct call) gets the reader's own message, its default key naming the plan key.
+    with pytest.raises(ConfigError) as err:
+        padding_bound_of(-0.1)
+    assert str(err.value) == "plan key 'max_padding' must be a finite number >= 0, got -0.1"
+    doc = plan_document(pack([TOK], granularity=4, alignment=16).bind(2)) | {"max_padding": -1}
+    with pytest.raises(ConfigError) as err:
+        concrete_facts(doc, validated=True)
+    assert str(err.value) == "plan key 'max_padding' must be a finite number >= 0, got -1"
+
+
+def test_plan_point_adds_each_propertys_seconds_to_the_callers_tally():
+    # verify prove reports each property's solver seconds summed over points: plan_point adds to
+    # the dict it is handed (100 s already there stays and grows), one entry per property checked.
+    seconds = {"partition": 100.0}
+    plan_point(load_model("kimi-k3"), 32, "bf16", policy_named("search"), seconds)
+    assert sorted(seconds) == ["consumer_stride", "exact_stride", "field_alignment", "in_bounds", "kernel_page",
+                               "no_overlap", "null_page", "padding_bound", "page_id_limit", "partition"]
+    assert seconds["partition"] > 100.0 and all(s > 0 for s in seconds.values())
