@@ -614,3 +614,20 @@ def test_plan_point_adds_each_propertys_seconds_to_the_callers_tally():
     assert sorted(seconds) == ["consumer_stride", "exact_stride", "field_alignment", "in_bounds", "kernel_page",
                                "no_overlap", "null_page", "padding_bound", "page_id_limit", "partition"]
     assert seconds["partition"] > 100.0 and all(s > 0 for s in seconds.values())
+
+
+@pytest.mark.parametrize(("kda", "full", "message"), [
+    ([1, 2], "x", "config key 'linear_attn_config.full_attn_layers' must be a list of 1-based layer numbers"),
+    ([1, True], [3], "config key 'linear_attn_config.kda_layers' must be a list of 1-based layer numbers"),
+    ([1, 2, 3, 4], [], "config key 'linear_attn_config.kda_layers' lists 4 layers, more than num_hidden_layers 3"),
+    ([2, 1, 2], [3], "config key 'linear_attn_config.kda_layers' lists layer 2 twice"),
+    ([1, 2], [3, 4], "config key 'linear_attn_config.full_attn_layers': layer 4 out of range 1..3 (num_hidden_layers)"),
+], ids=["not_a_list", "a_bool", "too_many", "twice", "out_of_range"])
+def test_each_layer_list_error_names_its_key_whole(kda, full, message: str):
+    # 3 layers; every message carries the key with its 'linear_attn_config.' prefix.
+    raw = {"num_hidden_layers": 3, "num_attention_heads": 4, "kv_lora_rank": 8, "qk_rope_head_dim": 8,
+           "linear_attn_config": {"kda_layers": kda, "full_attn_layers": full, "num_heads": 4, "head_dim": 8,
+                                  "short_conv_kernel_size": 4}}
+    with pytest.raises(ConfigError) as err:
+        parse_config(raw, "three")
+    assert str(err.value) == message
