@@ -631,3 +631,36 @@ def test_each_layer_list_error_names_its_key_whole(kda, full, message: str):
     with pytest.raises(ConfigError) as err:
         parse_config(raw, "three")
     assert str(err.value) == message
+
+
+def test_each_kernel_limit_of_a_plan_is_read_and_checked():
+    from kvproof.spec.encoding import kernel_page
+
+    doc = plan_document(pack([TOK], granularity=4, alignment=16).bind(2))
+    # The field's page holds 48 tokens. a: 48 is a multiple of its block 16 and tiles 48, but is no
+    # power of two; b: 16 passes all four limits; c: 32 is a multiple of 16 but does not tile 48.
+    kernels = [{"name": "a", "tokens": 48, "block": 16, "max_tokens": None, "power_of_two": True},
+               {"name": "b", "tokens": 16, "block": 16, "max_tokens": 16, "power_of_two": True},
+               {"name": "c", "tokens": 32, "block": 16, "max_tokens": None}]
+    doc["fields"][0] |= {"tokens": 48, "kernels": kernels}
+    assert [(v.property, v.message) for v in kernel_page(concrete_facts(doc))] == [
+        ("kernel_page", "field t.k: kernel a is handed pages of 48 tokens, not a power of two as its source "
+                        "requires"),
+        ("kernel_page", "field t.k: kernel c is handed pages of 32 tokens, which do not tile the field's "
+                        "48-token page"),
+    ]
+    del doc["fields"][0]["tokens"]  # kernels split the field's page: without its tokens there is nothing to split
+    with pytest.raises(ConfigError) as err:
+        concrete_facts(doc, validated=True)
+    assert str(err.value) == ("plan key 'fields[0].kernels' needs 'fields[0].tokens', the tokens per page the "
+                              "kernels split")
+
+
+@pytest.mark.parametrize("shape", [[], [4, 0], [4, -4], [4, 2.0], [True, 4]])
+def test_a_shape_read_without_the_schema_must_list_positive_integers(shape):
+    # symbolic_facts and validated=True read a plan without the schema; the reader refuses the shape itself.
+    doc = plan_document(pack([TOK], granularity=4, alignment=16).bind(2))
+    doc["fields"][0]["shape"] = shape
+    with pytest.raises(ConfigError) as err:
+        concrete_facts(doc, validated=True)
+    assert str(err.value) == "plan key 'fields[0].shape' must be a non-empty list of positive integers"
