@@ -86,6 +86,9 @@ EQUIVALENT: dict[str, str] = {
     "kvproof.spec.contract.x_recipe_layout__mutmut_81": "state sized for a model with no KDA layer too: parse_config "
                                                         "leaves its kda_heads and kda_head_dim 0, so its state "
                                                         "fields hold 0 bytes and state is 0 either way",
+    "kvproof.spec.encoding.x_page_id_limit__mutmut_31": "count - 1 is N x K in every Facts (page_count is checked "
+                                                        "to be 1 + N x K, or built so), so that disjunct repeats "
+                                                        "page_ids_fit; weakening it changes nothing",
     "kvproof.impl.packer.x_pack__mutmut_51": "a <= b adds the pairs (a, a), which derive_packings leaves "
                                              "as they are: lcm(b, b) = b, so K_a x b is already aligned",
 }

@@ -664,3 +664,25 @@ def test_a_shape_read_without_the_schema_must_list_positive_integers(shape):
     with pytest.raises(ConfigError) as err:
         concrete_facts(doc, validated=True)
     assert str(err.value) == "plan key 'fields[0].shape' must be a non-empty list of positive integers"
+
+
+def test_pages_past_the_groups_count_never_overlap():
+    from kvproof.spec.encoding import no_overlap
+
+    # One plane of 32 B, packing 1; t.a (4 B at 0) steps 32 B a page, t.b (4 B at 24) only 8 B.
+    # Page bases: a 32p, b 32 - 8 + 8q = 24 + 8q, so a starts at 32p and b at 48 + 8q: both runs
+    # are 4 B at multiples of 8, so they share bytes only where the starts are equal: p = 3, q = 6
+    # (48 + 8p = 32q has no p < q). At N = 2 the pages are 0..2: no overlap; at N = 7, 0..7: one.
+    def at(n: int) -> list[tuple[str, str]]:
+        doc = plan_document(pack([TOK], granularity=4, alignment=16).bind(2))
+        doc |= {"num_parents": n, "arena_bytes": 32 * (n + 1),
+                "groups": [doc["groups"][0] | {"page_count": 1 + n}],
+                "fields": [{"id": "t.a", "group": "tok", "plane": "p0", "shape": [4], "dtype": "uint8",
+                            "offset": 0, "stride": 32, "exact_stride": False},
+                           {"id": "t.b", "group": "tok", "plane": "p0", "shape": [4], "dtype": "uint8",
+                            "offset": 24, "stride": 8, "exact_stride": False}]}
+        return [(v.property, v.message) for v in no_overlap(concrete_facts(doc))]
+
+    assert at(2) == []
+    assert at(7) == [("no_overlap", "plane p0: t.a of page 3 and t.b of page 6 of tok share bytes "
+                                    "(strides 32/8 B, N=7)")]
