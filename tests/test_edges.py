@@ -638,16 +638,21 @@ def test_each_kernel_limit_of_a_plan_is_read_and_checked():
 
     doc = plan_document(pack([TOK], granularity=4, alignment=16).bind(2))
     # The field's page holds 48 tokens. a: 48 is a multiple of its block 16 and tiles 48, but is no
-    # power of two; b: 16 passes all four limits; c: 32 is a multiple of 16 but does not tile 48.
+    # power of two; b: 16 passes all four limits; c: 32 is a multiple of 16 but does not tile 48;
+    # d: 8 tiles 48 but is no multiple of 16; e: 24 tiles 48, a multiple of 8, but past its 16.
     kernels = [{"name": "a", "tokens": 48, "block": 16, "max_tokens": None, "power_of_two": True},
                {"name": "b", "tokens": 16, "block": 16, "max_tokens": 16, "power_of_two": True},
-               {"name": "c", "tokens": 32, "block": 16, "max_tokens": None}]
+               {"name": "c", "tokens": 32, "block": 16, "max_tokens": None},
+               {"name": "d", "tokens": 8, "block": 16, "max_tokens": None},
+               {"name": "e", "tokens": 24, "block": 8, "max_tokens": 16}]
     doc["fields"][0] |= {"tokens": 48, "kernels": kernels}
     assert [(v.property, v.message) for v in kernel_page(concrete_facts(doc))] == [
         ("kernel_page", "field t.k: kernel a is handed pages of 48 tokens, not a power of two as its source "
                         "requires"),
         ("kernel_page", "field t.k: kernel c is handed pages of 32 tokens, which do not tile the field's "
                         "48-token page"),
+        ("kernel_page", "field t.k: kernel d is handed pages of 8 tokens, not a multiple of its token block 16"),
+        ("kernel_page", "field t.k: kernel e is handed pages of 24 tokens, past its limit of 16 tokens per page"),
     ]
     del doc["fields"][0]["tokens"]  # kernels split the field's page: without its tokens there is nothing to split
     with pytest.raises(ConfigError) as err:
