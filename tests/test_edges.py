@@ -691,3 +691,19 @@ def test_pages_past_the_groups_count_never_overlap():
     assert at(2) == []
     assert at(7) == [("no_overlap", "plane p0: t.a of page 3 and t.b of page 6 of tok share bytes "
                                     "(strides 32/8 B, N=7)")]
+
+
+def test_each_partition_message_of_a_plan_reads_as_worked_out():
+    from kvproof.spec.encoding import partition
+
+    # Parent 40 B (not a multiple of 16, nor of packing 3), one plane of 48 B: more than the parent.
+    # The plane is a multiple of lcm(16, 3 x 2 B) = 48 and of its own 16, but t.k's stride 32 x 3 is 96.
+    doc = plan_document(pack([TOK], granularity=4, alignment=16).bind(2))
+    doc |= {"parent_bytes": 40, "planes": [doc["planes"][0] | {"bytes": 48}],
+            "groups": [doc["groups"][0] | {"packing": 3, "page_count": 7}]}
+    assert [(v.property, v.message) for v in partition(concrete_facts(doc))] == [
+        ("partition", "parent 40 B is not a multiple of alignment 16"),
+        ("partition", "packing 3 of tok does not divide parent 40 B"),
+        ("partition", "planes take 48 B, more than the parent's 40 B"),
+        ("partition", "field t.k: stride 32 B x packing 3 != plane p0 48 B"),
+    ]
