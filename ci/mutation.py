@@ -89,6 +89,7 @@ EQUIVALENT: dict[str, str] = {
     "kvproof.spec.encoding.x_page_id_limit__mutmut_31": "count - 1 is N x K in every Facts (page_count is checked "
                                                         "to be 1 + N x K, or built so), so that disjunct repeats "
                                                         "page_ids_fit; weakening it changes nothing",
+    "kvproof.spec.catalog.x_parse_config__mutmut_151": "num_heads capped at MAX_DIM, not MAX_HEADS: both are 65,536",
     "kvproof.impl.packer.x_pack__mutmut_51": "a <= b adds the pairs (a, a), which derive_packings leaves "
                                              "as they are: lcm(b, b) = b, so K_a x b is already aligned",
 }
