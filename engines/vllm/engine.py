@@ -193,11 +193,15 @@ def _tp1_references(model: catalog.Model, chosen: list[dict[str, Any]]) -> list[
     """The tp-1 points that `tp_block_size` compares the chosen points with, where the narrowing
     left them out: planned for their block size only (their own findings are not the run's), so a
     narrowed run checks what the full run checks and finds a known finding live, never stale."""
-    grid = _grid(model)
+    def key(p: dict[str, Any]) -> tuple:
+        return tuple(sorted(p.items()))
+
+    in_grid, seen = {key(p) for p in _grid(model)}, {key(p) for p in chosen}
     out: list[dict[str, Any]] = []
     for p in chosen:
         reference = {**p, "tp": 1}
-        if p["tp"] != 1 and reference in grid and reference not in chosen and reference not in out:
+        if key(reference) in in_grid and key(reference) not in seen:
+            seen.add(key(reference))
             out.append(reference)
     return out
 
