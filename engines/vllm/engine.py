@@ -116,13 +116,19 @@ def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Seq
     checkout = use_checkout(engine_path) if engine_path else None
     try:
         return run(recipes, {"tp": tps, "dtype": dtypes, **_assumed(assume)}, unbounded, checkout)
-    except planner.StubUsed as err:
-        raise EngineError(f"{err}; the adapter must model this first") from None
     except EngineError:
         raise
-    except Exception as err:  # importing a backend or answering a point met a vLLM that moved (a checkout)
-        raise EngineError(f"{type(err).__name__}: {_one_line(err)}; kvproof's adapter is written against vLLM "
-                          "0.33.0's functions and this vLLM differs there: the adapter must follow it first") from None
+    except Exception as err:  # importing a backend or answering a point, before any point plans
+        raise _adapter_error(err) from None
+
+
+def _adapter_error(err: Exception, where: str = "") -> EngineError:
+    """One line for what the adapter cannot plan: a piece it does not model (StubUsed), or a vLLM
+    whose functions moved from 0.33.0's (any other exception that is not a refusal; a checkout)."""
+    if isinstance(err, planner.StubUsed):
+        return EngineError(f"{where}{err}; the adapter must model this first")
+    return EngineError(f"{where}{type(err).__name__}: {_one_line(err)}; kvproof's adapter is written against vLLM "
+                       "0.33.0's functions and this vLLM differs there: the adapter must follow it first")
 
 
 def use_checkout(path: str) -> tuple[str, str, str | None]:
@@ -226,18 +232,13 @@ def _plan_all(model: catalog.Model, chosen: list[dict[str, Any]],
                                                      p["trtllm"] == "on" if "trtllm" in p else None,
                                                      p.get("cuda_runtime")),
                                        _patches())
-            except planner.StubUsed as err:
-                raise EngineError(f"{model.recipe} at {_describe(p)}: {err}; the adapter must model this "
-                                  "first") from None
             except (ValueError, NotImplementedError, AssertionError) as err:  # vLLM refused a point it supports
                 where = f"rank {rank}: " if p["pp"] > 1 else ""
                 refused = verdict.from_refusal(model.recipe, p, f"{where}{type(err).__name__}: {_one_line(err)}",
                                                False, replay)
                 break
-            except Exception as err:  # not a refusal: vLLM's code is not what the adapter calls (a moved API)
-                raise EngineError(f"{model.recipe} at {_describe(p)}: {type(err).__name__}: {_one_line(err)}; "
-                                  "kvproof's adapter is written against vLLM 0.33.0's functions and this vLLM "
-                                  "differs there: the adapter must follow it first") from None
+            except Exception as err:  # not a refusal: a piece the adapter does not model, or a moved API
+                raise _adapter_error(err, f"{model.recipe} at {_describe(p)}: ") from None
             ranks.append((verdict.planned(model.recipe, p, planned.documents, replay, bound), planned))
         if refused is not None:
             out.append((refused, None))
