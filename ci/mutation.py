@@ -7,11 +7,15 @@ mutants; this script picks the modules and the sample, bounds the wall time, and
 file from mutmut's results in mutants/ (kept between runs; never committed).
 
     python ci/mutation.py [impl/capacity.py ...] [--sample 1..10] [--budget-min 60] [--json]
+    python ci/mutation.py --resume [...]          # only what an earlier run left unscored
     python ci/mutation.py --report-only [...]     # score what an earlier run left in mutants/
 
 --sample N keeps the mutants whose number ends in 1..N (about N/10 of each function's mutants;
 mutant 1 of every function always), so a run fits its budget on 2 cores. When the budget runs
 out mutmut is stopped and what it did not reach is reported as unchecked, never as killed.
+--resume hands mutmut, by name, only the sampled mutants an earlier run left unchecked or
+survived (known equivalents aside): mutmut reruns every mutant a run names, so a second run
+over a pattern would redo the first.
 Exit: 0 every checked mutant killed or a known equivalent, 1 other survivors, 2 bad input or a
 mutmut run that failed before scoring (its clean test run, say).
 """
@@ -157,6 +161,16 @@ def score(module: str, sample: int, results: Path = ROOT / "mutants") -> FileSco
                      [k for k in alive if k in EQUIVALENT], count["unchecked"])
 
 
+def unscored(mods: list[str], sample: int) -> list[str]:
+    """The names --resume hands mutmut: each sampled mutant not yet killed, timed out or known equivalent."""
+    results = ROOT / "mutants"
+    names = [n for m in mods for s in [score(m, sample, results)] for n in s.survived + s.no_tests]
+    for m in mods:
+        codes = json.loads((results / "kvproof" / f"{m}.meta").read_text())["exit_code_by_key"]
+        names += [k for k, v in codes.items() if v is None and in_sample(k, sample)]
+    return sorted(names)
+
+
 def sync_unmutated() -> None:
     """Refresh mutants/ with every file of impl/ and spec/ that mutmut does not mutate.
 
@@ -179,7 +193,7 @@ def sync_unmutated() -> None:
                 shutil.copy2(source, target)
 
 
-def run_mutmut(mods: list[str], sample: int, budget_s: float, children: int) -> None:
+def run_mutmut(names: list[str], budget_s: float, children: int) -> None:
     """Run mutmut over the sample; past the budget kill it and its workers (results so far stay).
 
     mutmut saves each mutant's result as it lands. At the budget its main process dies first:
@@ -192,7 +206,7 @@ def run_mutmut(mods: list[str], sample: int, budget_s: float, children: int) -> 
     (ROOT / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
     sync_unmutated()
     mutmut = Path(sys.executable).parent / "mutmut"  # its script: `python -m mutmut` re-imports itself
-    cmd = [str(mutmut), "run", "--max-children", str(children), *patterns(mods, sample)]
+    cmd = [str(mutmut), "run", "--max-children", str(children), *names]
     env = os.environ | {"HYPOTHESIS_PROFILE": "mutants"}  # a kill, not a minimal example: no shrinking
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True)
     try:
@@ -230,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget-min", type=float, default=60.0)
     ap.add_argument("--max-children", type=int, default=2)
     ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--resume", action="store_true", help="run only the sampled mutants left unscored")
     ap.add_argument("--json", action="store_true")
     try:
         args = ap.parse_args(argv)
@@ -241,7 +256,9 @@ def main(argv: list[str] | None = None) -> int:
                 import mutmut  # noqa: F401
             except ImportError:
                 raise SystemExit("error: mutmut is missing; pip install -r ci/mutation-requirements.txt") from None
-            run_mutmut(mods, args.sample, 60 * args.budget_min, args.max_children)
+            names = unscored(mods, args.sample) if args.resume else patterns(mods, args.sample)
+            if names:
+                run_mutmut(names, 60 * args.budget_min, args.max_children)
         scores = [score(m, args.sample) for m in mods]
     except SystemExit as stop:
         if isinstance(stop.code, str):

@@ -67,3 +67,17 @@ def test_files_mutmut_does_not_mutate_are_refreshed_in_its_copy(tmp_path: Path, 
     assert (copy / "impl/faults.py").read_text() == "new"  # not mutated: refreshed
     assert (copy / "spec/__init__.py").read_text() == ""  # missing: copied
     assert (copy / "spec/contract.py").read_text() == "old"  # mutmut's own: left to mutmut
+
+
+def test_resume_names_only_the_sampled_mutants_left_unscored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    codes = {"m.x_f__mutmut_1": 1, "m.x_f__mutmut_11": 0, "m.x_f__mutmut_21": None, "m.x_f__mutmut_31": 33,
+             "m.x_f__mutmut_41": 36, "m.x_f__mutmut_51": 0, "m.x_f__mutmut_2": None, "m.x_f__mutmut_12": 0}
+    meta = tmp_path / "mutants" / "kvproof" / "spec" / "smt.py.meta"
+    meta.parent.mkdir(parents=True)
+    meta.write_text(json.dumps({"exit_code_by_key": codes}))
+    monkeypatch.setattr(mutation, "ROOT", tmp_path)
+    monkeypatch.setitem(mutation.EQUIVALENT, "m.x_f__mutmut_51", "no input tells it apart")
+    # Survived 11, unchecked 21, no tests 31; killed 1, timed out 41 and equivalent 51 stay as they are.
+    assert mutation.unscored(["spec/smt.py"], 1) == ["m.x_f__mutmut_11", "m.x_f__mutmut_21", "m.x_f__mutmut_31"]
+    assert mutation.unscored(["spec/smt.py"], 2) == ["m.x_f__mutmut_11", "m.x_f__mutmut_12", "m.x_f__mutmut_2",
+                                                      "m.x_f__mutmut_21", "m.x_f__mutmut_31"]
