@@ -242,7 +242,7 @@ def _static(plan: dict) -> tuple[int, int, Fraction | None, list[dict], list[dic
         shape, dtype = _get(f, "shape", list, at), _get(f, "dtype", str, at)
         group, plane = _get(f, "group", str, at), _get(f, "plane", str, at)
         if dtype not in DTYPE_BYTES:
-            raise ConfigError(f"plan key {at}dtype: unknown dtype {dtype!r}; known: {', '.join(DTYPE_BYTES)}")
+            raise ConfigError(f"plan key {at + 'dtype'!r}: unknown dtype {dtype!r}; known: {', '.join(DTYPE_BYTES)}")
         if group not in known_groups:
             raise ConfigError(f"plan key '{at}group' names no group of the plan: {group!r}")
         if plane not in plane_ids:

@@ -60,6 +60,7 @@ def _mutate(path: list[str], value) -> dict:
         (["text_config", "linear_attn_config", "full_attn_layers"], [4, 8], "complement of kda_layers"),
         (["text_config", "linear_attn_config", "head_dim"], KeyError, "'linear_attn_config.head_dim'"),
         (["text_config", "linear_attn_config"], [1], "'linear_attn_config' must be an object"),
+        (["text_config"], 5, "config key 'text_config' must be an object"),
     ],
 )
 def test_bad_config_names_the_key(path, value, needle):

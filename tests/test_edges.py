@@ -707,3 +707,58 @@ def test_each_partition_message_of_a_plan_reads_as_worked_out():
         ("partition", "planes take 48 B, more than the parent's 40 B"),
         ("partition", "field t.k: stride 32 B x packing 3 != plane p0 48 B"),
     ]
+
+
+def test_a_plane_off_every_packing_and_element_size_is_named_with_its_unit():
+    from kvproof.spec.encoding import partition
+
+    # One 40 B plane in a 48 B parent: 40 is not a multiple of lcm(alignment 16, packing 1 x 2 B) = 16,
+    # nor of the plane's declared 16, and t.k's stride 32 x packing 1 is not 40.
+    doc = plan_document(pack([TOK], granularity=4, alignment=16).bind(2))
+    doc |= {"parent_bytes": 48, "planes": [doc["planes"][0] | {"bytes": 40}]}
+    assert [(v.property, v.message) for v in partition(concrete_facts(doc))] == [
+        ("partition", "plane p0 of 40 B is not a multiple of 16 (alignment and every packing x element size on it)"),
+        ("partition", "plane p0 of 40 B is not a multiple of its declared alignment 16"),
+        ("partition", "field t.k: stride 32 B x packing 1 != plane p0 40 B"),
+    ]
+
+
+def test_page_0_out_of_the_null_parent_is_named_by_its_bytes():
+    from kvproof.spec.encoding import null_page
+
+    # t.k's 32 B moved to offset 8 of its 32 B plane: page 0 spans bytes 8..40 of the slab, past parent 0's 32.
+    doc = plan_document(pack([TOK], granularity=4, alignment=16).bind(2))
+    doc["fields"][0]["offset"] = 8
+    assert [(v.property, v.message) for v in null_page(concrete_facts(doc))] == [
+        ("null_page", "page 0 of tok on plane p0 (bytes 8..40 of the slab) is not inside null parent 0 (bytes 0..32)")]
+
+
+def test_a_reader_walking_by_payload_is_named_only_where_the_stride_is_not_the_payload():
+    from kvproof.spec.encoding import consumer_stride
+
+    # t.k holds 32 B: on a 32 B plane its stride is its payload and a payload walker reads right;
+    # on a 48 B plane (parent 48 B) page p sits at 48p, where the walker reads 32p.
+    doc = plan_document(pack([TOK], granularity=4, alignment=16).bind(2))
+    doc["fields"][0]["readers"] = [{"name": "lmcache", "walks": "payload"}]
+    assert consumer_stride(concrete_facts(doc)) == []
+    doc |= {"parent_bytes": 48, "planes": [doc["planes"][0] | {"bytes": 48}]}
+    doc["fields"][0] |= {"stride": 48, "exact_stride": False}
+    assert [(v.property, v.message) for v in consumer_stride(concrete_facts(doc))] == [
+        ("consumer_stride", "lmcache walks the pages of tok on plane p0 by their payload 32 B, but the plan's "
+                            "stride is 48 B: page p is read at the wrong bytes for every p >= 1")]
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda d: d | {"max_padding": "x"}, "plan key 'max_padding' has the wrong type str"),
+    (lambda d: d | {"planes": [d["planes"][0] | {"alignment": 0}]}, "plan key 'planes[0].alignment' must be "
+                                                                     "positive, got 0"),
+    (lambda d: d | {"fields": [d["fields"][0] | {"dtype": "float7"}]},
+     "plan key 'fields[0].dtype': unknown dtype 'float7'; known: uint8, float8_e4m3fn, bfloat16, float16, "
+     "float32, int32, int64, int8, float8_e5m2, float8_e8m0fnu, float64"),
+], ids=["max_padding", "plane_alignment", "dtype"])
+def test_each_key_the_reader_refuses_without_the_schema_is_named_whole(change, message: str):
+    # concrete_facts(validated=True) and symbolic_facts read a plan the schema did not see first.
+    doc = plan_document(pack([TOK], granularity=4, alignment=16).bind(2))
+    with pytest.raises(ConfigError) as err:
+        concrete_facts(change(doc), validated=True)
+    assert str(err.value) == message
