@@ -726,8 +726,10 @@ def test_a_plane_off_every_packing_and_element_size_is_named_with_its_unit():
 def test_page_0_out_of_the_null_parent_is_named_by_its_bytes():
     from kvproof.spec.encoding import null_page
 
-    # t.k's 32 B moved to offset 8 of its 32 B plane: page 0 spans bytes 8..40 of the slab, past parent 0's 32.
+    # t.k's 32 B fill its 32 B plane: page 0 is bytes 0..32, all of parent 0. Moved to offset 8,
+    # page 0 spans bytes 8..40 of the slab, past parent 0's 32.
     doc = plan_document(pack([TOK], granularity=4, alignment=16).bind(2))
+    assert null_page(concrete_facts(doc)) == []
     doc["fields"][0]["offset"] = 8
     assert [(v.property, v.message) for v in null_page(concrete_facts(doc))] == [
         ("null_page", "page 0 of tok on plane p0 (bytes 8..40 of the slab) is not inside null parent 0 (bytes 0..32)")]
@@ -762,3 +764,13 @@ def test_each_key_the_reader_refuses_without_the_schema_is_named_whole(change, m
     with pytest.raises(ConfigError) as err:
         concrete_facts(change(doc), validated=True)
     assert str(err.value) == message
+
+
+def test_two_planes_on_the_same_slab_bytes_are_one_slab_check_named_by_the_first():
+    # p0 and p1 both 32 B per parent at arena offset 0 (the overlap is no_overlap's to report):
+    # at N = 1 each slab is 2 x 32 = 64 B, past an arena of 48 B. The same bytes are checked once.
+    doc = plan_document(pack([TOK], granularity=4, alignment=16).bind(2))
+    doc |= {"num_parents": 1, "arena_bytes": 48, "parent_bytes": 64, "groups": [doc["groups"][0] | {"page_count": 2}],
+            "planes": [doc["planes"][0], doc["planes"][0] | {"id": "p1"}]}
+    assert [(v.property, v.message) for v in in_bounds(concrete_facts(doc))] == [
+        ("in_bounds", "plane p0's slab (arena bytes 0..64) leaves the arena of 48 B at N=1")]

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from fnmatch import fnmatch
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
-from kvproof.ci import mutation
+from kvproof.ci import mutation, mutmut_order
 
 
 def test_the_glob_mutmut_gets_picks_the_mutants_the_score_counts():
@@ -81,3 +83,32 @@ def test_resume_names_only_the_sampled_mutants_left_unscored(tmp_path: Path, mon
     assert mutation.unscored(["spec/smt.py"], 1) == ["m.x_f__mutmut_11", "m.x_f__mutmut_21", "m.x_f__mutmut_31"]
     assert mutation.unscored(["spec/smt.py"], 2) == ["m.x_f__mutmut_11", "m.x_f__mutmut_12", "m.x_f__mutmut_2",
                                                       "m.x_f__mutmut_21", "m.x_f__mutmut_31"]
+
+
+def test_a_listed_abort_is_a_kill_and_any_other_abort_stays_suspicious(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch):
+    codes = {"m.x_f__mutmut_1": -6, "m.x_f__mutmut_11": -6}
+    meta = tmp_path / "kvproof" / "spec" / "smt.py.meta"
+    meta.parent.mkdir(parents=True)
+    meta.write_text(json.dumps({"exit_code_by_key": codes}))
+    monkeypatch.setitem(mutation.ABORTS, "m.x_f__mutmut_1", "z3 aborts on it")
+    scored = mutation.score("spec/smt.py", 1, tmp_path)
+    assert scored.killed == 1 and scored.survived == ["m.x_f__mutmut_11"]
+
+
+def test_mutmut_order_runs_modules_whole_fastest_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    def items(*ids: str) -> list[Any]:
+        return [SimpleNamespace(nodeid=i) for i in ids]
+
+    collected = items("a.py::slow", "b.py::mid", "a.py::new", "a.py::fast", "b.py::quick")
+    monkeypatch.chdir(tmp_path)
+    mutmut_order.pytest_collection_modifyitems(collected)  # no stats yet: pytest's order stays
+    assert [i.nodeid for i in collected] == ["a.py::slow", "b.py::mid", "a.py::new", "a.py::fast", "b.py::quick"]
+    (tmp_path / "mutmut-stats.json").write_text("{cut off")
+    mutmut_order.pytest_collection_modifyitems(collected)  # a file being rewritten: left alone
+    assert collected[0].nodeid == "a.py::slow"
+    durations = {"a.py::slow": 9.0, "a.py::fast": 0.5, "b.py::mid": 2.0, "b.py::quick": 0.1}
+    (tmp_path / "mutmut-stats.json").write_text(json.dumps({"duration_by_test": durations}))
+    mutmut_order.pytest_collection_modifyitems(collected)
+    # b's fastest (0.1 s) before a's (0.5 s); within a module by duration, a test never timed last.
+    assert [i.nodeid for i in collected] == ["b.py::quick", "b.py::mid", "a.py::fast", "a.py::slow", "a.py::new"]
