@@ -774,3 +774,16 @@ def test_two_planes_on_the_same_slab_bytes_are_one_slab_check_named_by_the_first
             "planes": [doc["planes"][0], doc["planes"][0] | {"id": "p1"}]}
     assert [(v.property, v.message) for v in in_bounds(concrete_facts(doc))] == [
         ("in_bounds", "plane p0's slab (arena bytes 0..64) leaves the arena of 48 B at N=1")]
+
+
+def test_a_group_keeps_at_most_64_fields_on_one_plane():
+    # Every pair of a stack is checked, so the reader caps a group's fields on one plane at 64:
+    # 64 copies of t.k on p0 are read; a 65th (fields[64]) is refused before any pair is built.
+    doc = plan_document(pack([TOK], granularity=4, alignment=16).bind(2))
+    doc["fields"] = [doc["fields"][0] | {"id": f"t.k{i}"} for i in range(64)]
+    assert len(concrete_facts(doc, validated=True).fields) == 64
+    doc["fields"].append(doc["fields"][0] | {"id": "t.k64"})
+    with pytest.raises(ConfigError) as err:
+        concrete_facts(doc, validated=True)
+    assert str(err.value) == ("plan key 'fields[64].plane': group 'tok' keeps more than 64 fields on plane 'p0' "
+                              "(every pair is checked; at most 64 per group and plane)")
