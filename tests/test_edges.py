@@ -41,6 +41,11 @@ from kvproof.spec.schema import validate
 TOK = GroupSpec("tok", (FieldSpec("t.k", "p0", (4, 4), "bfloat16", exact_stride=True),))  # 32 B
 
 
+def _tok_plan() -> dict:
+    """TOK packed (granularity 4, alignment 16) and bound to 2 parents: a fresh plan document each call."""
+    return plan_document(pack([TOK], granularity=4, alignment=16).bind(2))
+
+
 def _one_byte_group() -> list[GroupSpec]:
     return [GroupSpec("g", (FieldSpec("g.x", "p", (1,), "uint8"),))]
 
@@ -69,7 +74,7 @@ def test_max_padding_below_zero_is_refused_and_zero_is_a_bound():
 
 
 def test_a_plan_without_num_parents_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
-    doc = plan_document(pack([TOK], granularity=4, alignment=16).bind(2))
+    doc = _tok_plan()
     del doc["num_parents"]
     with pytest.raises(ConfigError, match="plan is missing key 'num_parents'"):
         concrete_facts(doc)
@@ -288,7 +293,7 @@ def test_a_packing_past_int32_is_page_id_limit_even_with_no_parent_count_to_try(
 
 
 def test_the_arena_may_reach_but_not_pass_2_to_the_63_minus_1():
-    doc = plan_document(pack([TOK], granularity=4, alignment=16).bind(2))
+    doc = _tok_plan()
     assert check_plan(doc | {"arena_bytes": P.BYTES_MAX}) == []
     (v,) = check_plan(doc | {"arena_bytes": P.BYTES_MAX + 1})
     assert v["property"] == "in_bounds" and "exceeds 2^63 - 1" in v["message"]
@@ -383,7 +388,7 @@ _MESSAGES = [  # (id, change to the TOK plan document, the whole message worked 
 # would hand every later position another case's map.
 @pytest.mark.parametrize(("change", "message"), [c[1:] for c in _MESSAGES], ids=[c[0] for c in _MESSAGES])
 def test_each_schema_error_reads_exactly_as_written(change, message: str):
-    doc = plan_document(pack([TOK], granularity=4, alignment=16).bind(2))
+    doc = _tok_plan()
     with pytest.raises(ConfigError) as err:
         validate(change(doc))
     assert str(err.value) == message
@@ -600,7 +605,7 @@ def test_a_bad_padding_bound_read_without_the_schema_is_named_as_max_padding():
     with pytest.raises(ConfigError) as err:
         padding_bound_of(-0.1)
     assert str(err.value) == "plan key 'max_padding' must be a finite number >= 0, got -0.1"
-    doc = plan_document(pack([TOK], granularity=4, alignment=16).bind(2)) | {"max_padding": -1}
+    doc = _tok_plan() | {"max_padding": -1}
     with pytest.raises(ConfigError) as err:
         concrete_facts(doc, validated=True)
     assert str(err.value) == "plan key 'max_padding' must be a finite number >= 0, got -1"
@@ -636,7 +641,7 @@ def test_each_layer_list_error_names_its_key_whole(kda, full, message: str):
 def test_each_kernel_limit_of_a_plan_is_read_and_checked():
     from kvproof.spec.encoding import kernel_page
 
-    doc = plan_document(pack([TOK], granularity=4, alignment=16).bind(2))
+    doc = _tok_plan()
     # The field's page holds 48 tokens. a: 48 is a multiple of its block 16 and tiles 48, but is no
     # power of two; b: 16 passes all four limits; c: 32 is a multiple of 16 but does not tile 48;
     # d: 8 tiles 48 but is no multiple of 16; e: 24 tiles 48, a multiple of 8, but past its 16.
@@ -664,7 +669,7 @@ def test_each_kernel_limit_of_a_plan_is_read_and_checked():
 @pytest.mark.parametrize("shape", [[], [4, 0], [4, -4], [4, 2.0], [True, 4]])
 def test_a_shape_read_without_the_schema_must_list_positive_integers(shape):
     # symbolic_facts and validated=True read a plan without the schema; the reader refuses the shape itself.
-    doc = plan_document(pack([TOK], granularity=4, alignment=16).bind(2))
+    doc = _tok_plan()
     doc["fields"][0]["shape"] = shape
     with pytest.raises(ConfigError) as err:
         concrete_facts(doc, validated=True)
@@ -679,7 +684,7 @@ def test_pages_past_the_groups_count_never_overlap():
     # are 4 B at multiples of 8, so they share bytes only where the starts are equal: p = 3, q = 6
     # (48 + 8p = 32q has no p < q). At N = 2 the pages are 0..2: no overlap; at N = 7, 0..7: one.
     def at(n: int) -> list[tuple[str, str]]:
-        doc = plan_document(pack([TOK], granularity=4, alignment=16).bind(2))
+        doc = _tok_plan()
         doc |= {"num_parents": n, "arena_bytes": 32 * (n + 1),
                 "groups": [doc["groups"][0] | {"page_count": 1 + n}],
                 "fields": [{"id": "t.a", "group": "tok", "plane": "p0", "shape": [4], "dtype": "uint8",
@@ -698,7 +703,7 @@ def test_each_partition_message_of_a_plan_reads_as_worked_out():
 
     # Parent 40 B (not a multiple of 16, nor of packing 3), one plane of 48 B: more than the parent.
     # The plane is a multiple of lcm(16, 3 x 2 B) = 48 and of its own 16, but t.k's stride 32 x 3 is 96.
-    doc = plan_document(pack([TOK], granularity=4, alignment=16).bind(2))
+    doc = _tok_plan()
     doc |= {"parent_bytes": 40, "planes": [doc["planes"][0] | {"bytes": 48}],
             "groups": [doc["groups"][0] | {"packing": 3, "page_count": 7}]}
     assert [(v.property, v.message) for v in partition(concrete_facts(doc))] == [
@@ -714,7 +719,7 @@ def test_a_plane_off_every_packing_and_element_size_is_named_with_its_unit():
 
     # One 40 B plane in a 48 B parent: 40 is not a multiple of lcm(alignment 16, packing 1 x 2 B) = 16,
     # nor of the plane's declared 16, and t.k's stride 32 x packing 1 is not 40.
-    doc = plan_document(pack([TOK], granularity=4, alignment=16).bind(2))
+    doc = _tok_plan()
     doc |= {"parent_bytes": 48, "planes": [doc["planes"][0] | {"bytes": 40}]}
     assert [(v.property, v.message) for v in partition(concrete_facts(doc))] == [
         ("partition", "plane p0 of 40 B is not a multiple of 16 (alignment and every packing x element size on it)"),
@@ -728,7 +733,7 @@ def test_page_0_out_of_the_null_parent_is_named_by_its_bytes():
 
     # t.k's 32 B fill its 32 B plane: page 0 is bytes 0..32, all of parent 0. Moved to offset 8,
     # page 0 spans bytes 8..40 of the slab, past parent 0's 32.
-    doc = plan_document(pack([TOK], granularity=4, alignment=16).bind(2))
+    doc = _tok_plan()
     assert null_page(concrete_facts(doc)) == []
     doc["fields"][0]["offset"] = 8
     assert [(v.property, v.message) for v in null_page(concrete_facts(doc))] == [
@@ -740,7 +745,7 @@ def test_a_reader_walking_by_payload_is_named_only_where_the_stride_is_not_the_p
 
     # t.k holds 32 B: on a 32 B plane its stride is its payload and a payload walker reads right;
     # on a 48 B plane (parent 48 B) page p sits at 48p, where the walker reads 32p.
-    doc = plan_document(pack([TOK], granularity=4, alignment=16).bind(2))
+    doc = _tok_plan()
     doc["fields"][0]["readers"] = [{"name": "lmcache", "walks": "payload"}]
     assert consumer_stride(concrete_facts(doc)) == []
     doc |= {"parent_bytes": 48, "planes": [doc["planes"][0] | {"bytes": 48}]}
@@ -760,7 +765,7 @@ def test_a_reader_walking_by_payload_is_named_only_where_the_stride_is_not_the_p
 ], ids=["max_padding", "plane_alignment", "dtype"])
 def test_each_key_the_reader_refuses_without_the_schema_is_named_whole(change, message: str):
     # concrete_facts(validated=True) and symbolic_facts read a plan the schema did not see first.
-    doc = plan_document(pack([TOK], granularity=4, alignment=16).bind(2))
+    doc = _tok_plan()
     with pytest.raises(ConfigError) as err:
         concrete_facts(change(doc), validated=True)
     assert str(err.value) == message
@@ -769,7 +774,7 @@ def test_each_key_the_reader_refuses_without_the_schema_is_named_whole(change, m
 def test_two_planes_on_the_same_slab_bytes_are_one_slab_check_named_by_the_first():
     # p0 and p1 both 32 B per parent at arena offset 0 (the overlap is no_overlap's to report):
     # at N = 1 each slab is 2 x 32 = 64 B, past an arena of 48 B. The same bytes are checked once.
-    doc = plan_document(pack([TOK], granularity=4, alignment=16).bind(2))
+    doc = _tok_plan()
     doc |= {"num_parents": 1, "arena_bytes": 48, "parent_bytes": 64, "groups": [doc["groups"][0] | {"page_count": 2}],
             "planes": [doc["planes"][0], doc["planes"][0] | {"id": "p1"}]}
     assert [(v.property, v.message) for v in in_bounds(concrete_facts(doc))] == [
@@ -779,7 +784,7 @@ def test_two_planes_on_the_same_slab_bytes_are_one_slab_check_named_by_the_first
 def test_a_group_keeps_at_most_64_fields_on_one_plane():
     # Every pair of a stack is checked, so the reader caps a group's fields on one plane at 64:
     # 64 copies of t.k on p0 are read; a 65th (fields[64]) is refused before any pair is built.
-    doc = plan_document(pack([TOK], granularity=4, alignment=16).bind(2))
+    doc = _tok_plan()
     doc["fields"] = [doc["fields"][0] | {"id": f"t.k{i}"} for i in range(64)]
     assert len(concrete_facts(doc, validated=True).fields) == 64
     doc["fields"].append(doc["fields"][0] | {"id": "t.k64"})
