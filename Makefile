@@ -38,7 +38,7 @@ lint: $(VENV)/.test $(VENV)/.vllm
 	$(BIN)/mypy
 
 gate: $(VENV)/.test $(VENV)/.vllm
-	PATH=$(abspath $(BIN)):$$PATH ci/gate
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m kvproof.ci.gate
 
 # Mutation testing of impl/ and spec/ (README, "Mutation testing"); mutmut is not in the test extra.
 MUTATION_ARGS ?= --sample 1 --budget-min 60
@@ -47,7 +47,7 @@ $(VENV)/.mutation: ci/mutation-requirements.txt $(VENV)/.test
 	touch $@
 
 mutation: $(VENV)/.mutation
-	nice $(BIN)/python ci/mutation.py $(MUTATION_ARGS)
+	nice $(BIN)/python -m kvproof.ci.mutation $(MUTATION_ARGS)
 
 clean:
 	rm -rf $(VENV) .hypothesis .mypy_cache reports mutants

@@ -23,7 +23,7 @@ def main() -> int:
     parser.add_argument("--verify", metavar="ARGS", help="time `verify ARGS` instead (it must exit 0)")
     args = parser.parse_args()
     argv = shlex.split(args.verify) if args.verify else ["prove", "--model", args.model]
-    command = [sys.executable, "-m", "kvproof.ci.cli", *argv]
+    command = [sys.executable, "-m", "kvproof.cli.main", *argv]
     walls = []
     for _ in range(args.runs):
         start = time.perf_counter()

@@ -33,7 +33,7 @@ def main() -> int:
     args = parser.parse_args()
     over = False
     for policy in args.policy:
-        command = [sys.executable, "-m", "kvproof.ci.cli", "sweep", "--model", "kimi-k3", "--vary", *FAMILY,
+        command = [sys.executable, "-m", "kvproof.cli.main", "sweep", "--model", "kimi-k3", "--vary", *FAMILY,
                    "--policy", policy, "--json"]
         walls, cpus = [], []
         for _ in range(args.runs):

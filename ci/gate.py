@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _verify(*argv: str) -> tuple[int, dict | None, str]:
     proc = subprocess.run(
-        [sys.executable, "-m", "kvproof.ci.cli", *argv, "--json"], cwd=ROOT, capture_output=True, text=True, check=False
+        [sys.executable, "-m", "kvproof", *argv, "--json"], cwd=ROOT, capture_output=True, text=True, check=False
     )
     try:
         return proc.returncode, json.loads(proc.stdout), proc.stderr
@@ -127,7 +127,7 @@ def markdown(summary: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="ci/gate", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m kvproof.ci.gate", description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="reports", help="folder for junit.xml, summary.json, summary.md")
     parser.add_argument("--skip-mutants", action="store_true", help="leave out the seeded bugs (not for merges)")
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")

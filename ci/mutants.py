@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvproof.ci.cmd_config import UNCHECKED
 from kvproof.impl.faults import FAULTS
+from kvproof.spec.launch_fix import UNCHECKED
 
 
 @dataclass(frozen=True)

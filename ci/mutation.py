@@ -6,9 +6,9 @@ once, records which tests call each function, and runs only those against that f
 mutants; this script picks the modules and the sample, bounds the wall time, and scores each
 file from mutmut's results in mutants/ (kept between runs; never committed).
 
-    python ci/mutation.py [impl/capacity.py ...] [--sample 1..10] [--budget-min 60] [--json]
-    python ci/mutation.py --resume [...]          # only what an earlier run left unscored
-    python ci/mutation.py --report-only [...]     # score what an earlier run left in mutants/
+    python -m kvproof.ci.mutation [impl/capacity.py ...] [--sample 1..10] [--budget-min 60] [--json]
+    python -m kvproof.ci.mutation --resume [...]          # only what an earlier run left unscored
+    python -m kvproof.ci.mutation --report-only [...]     # score what an earlier run left in mutants/
 
 --sample N keeps the mutants whose number ends in 1..N (about N/10 of each function's mutants;
 mutant 1 of every function always), so a run fits its budget on 2 cores. When the budget runs

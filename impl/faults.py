@@ -67,7 +67,7 @@ FAULTS: dict[str, str] = {
     "lmcache_walks_by_payload": "the catalog records LMCache as walking state pages by their payload, not the "
     "padded page (LMCache#5166): one flipped reader entry",
     "launch_dense_tp_unchecked": "verify config drops the rule dense tp == attention tp under attention DP",
-    # One per other launch rule (ci/cmd_config.py UNCHECKED): the rule's row dropped from the table.
+    # One per other launch rule (spec/launch_fix.py UNCHECKED): the rule's row dropped from the table.
     "launch_world_product_unchecked": "verify config drops the rule world = pp x attention tp x dp",
     "launch_tp_divides_heads_unchecked": "verify config drops the rule attention tp divides the head counts",
     "launch_dense_tp_tiles_stage_unchecked": "verify config drops the rule dense tp divides the stage",

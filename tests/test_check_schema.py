@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from bites import fails_under
 
-from kvproof.ci.cli import main
+from kvproof.cli.main import main
 from kvproof.impl import faults
 from kvproof.impl.export import plan_document
 from kvproof.impl.packer import FieldSpec, GroupSpec, pack

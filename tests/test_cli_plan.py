@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kvproof.ci.cli import main
+from kvproof.cli.main import main
 from kvproof.impl import faults
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,7 +53,7 @@ def test_table_names_the_verdict(capsys):
 )
 def test_bad_input_is_one_line_exit_two(argv, needle):
     proc = subprocess.run(
-        [sys.executable, "-m", "kvproof.ci.cli", "plan", *argv], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "kvproof.cli.main", "plan", *argv], capture_output=True, text=True, check=False
     )
     assert proc.returncode == 2
     assert needle in proc.stderr and "Traceback" not in proc.stderr
@@ -80,7 +80,7 @@ def test_search_past_its_limit_is_refused_by_impl_and_spec_alike(tmp_path):
     path.write_text(json.dumps(config))
     for command in ("plan", "prove"):
         proc = subprocess.run(
-            [sys.executable, "-m", "kvproof.ci.cli", command, "--config", str(path), "--tp", "1"],
+            [sys.executable, "-m", "kvproof.cli.main", command, "--config", str(path), "--tp", "1"],
             capture_output=True, text=True, check=False,
         )
         assert proc.returncode == 2, (command, proc.stdout, proc.stderr)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kvproof.ci.cli import main
 from kvproof.ci.mutants import MUTANTS
+from kvproof.cli.main import main
 from kvproof.impl.faults import FAULTS
 
 ROOT = Path(__file__).resolve().parent.parent

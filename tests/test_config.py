@@ -12,9 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from launch_cases import BREAKS, TILED
 
-from kvproof.ci.cli import main
-from kvproof.ci.cmd_config import UNCHECKED
-from kvproof.ci.launch_flags import SIZE_SPELLINGS, LaunchFlagError, launch_argv, parse_launch
+from kvproof.cli.launch_flags import SIZE_SPELLINGS, LaunchFlagError, launch_argv, parse_launch
+from kvproof.cli.main import main
 from kvproof.impl import faults
 from kvproof.spec.catalog import load_model
 from kvproof.spec.launch import (
@@ -29,6 +28,7 @@ from kvproof.spec.launch import (
     smallest_fix,
     violated,
 )
+from kvproof.spec.launch_fix import UNCHECKED
 
 # fix-quality tests must not depend on the machine's load: the time limit has its own test
 ROOMY = ("--time-limit", "120")
@@ -60,7 +60,7 @@ def test_each_rule_fails_and_its_fix_passes(capsys, rule):
 
 @pytest.mark.parametrize("rule", sorted(BREAKS))
 def test_rule_check_bites(capsys, rule):
-    """Seeded faults launch_<rule>_unchecked (ci/cmd_config.py UNCHECKED): the rule's row dropped
+    """Seeded faults launch_<rule>_unchecked (spec/launch_fix.py UNCHECKED): the rule's row dropped
     from the table, or the contract skipped; its breaking launch then comes back OK."""
     fails_under(UNCHECKED[rule], test_each_rule_fails_and_its_fix_passes, capsys, rule)
 
@@ -183,8 +183,8 @@ def test_bad_launch_flags_exit_two_with_one_line(capsys, argv):
 def test_flags_are_tokenspeeds_own():
     """Every spelling the parser reads is one tokenspeed parses; a misspelling is refused with the
     spelling it is nearest to; the one value of a Mapping flag that changes nothing is accepted."""
-    from kvproof.ci.launch_flags import NOT_MODELLED, SPECULATIVE
-    from kvproof.ci.tokenspeed_flags import BARE, SPELLINGS
+    from kvproof.cli.launch_flags import NOT_MODELLED, SPECULATIVE
+    from kvproof.engines.tokenspeed.flags import BARE, SPELLINGS
 
     assert {*SIZE_SPELLINGS, *SPECULATIVE, *NOT_MODELLED, "--dist-init-addr", "--kv-cache-dtype"} <= SPELLINGS
     assert "--enable-expert-parallel" in BARE

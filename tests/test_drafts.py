@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kvproof.ci.cli import main
+from kvproof.cli.main import main
 from kvproof.impl.recipe import plan_model
 from kvproof.spec.catalog import CACHE_DTYPES, load_model
 from kvproof.spec.policy import POLICIES

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import z3
 
-from kvproof.ci.cli import main
+from kvproof.cli.main import main
 from kvproof.impl.allocator import Allocator, AllocatorError
 from kvproof.impl.arena import Arena
 from kvproof.impl.capacity import max_tokens, parents_needed, usable_parents

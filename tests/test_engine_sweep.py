@@ -66,7 +66,7 @@ def test_a_large_family_is_searched_and_the_failure_shrunk(installed) -> None:
 
 
 def verify(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kvproof.ci.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "kvproof.cli.main", *args], capture_output=True, text=True,
                           check=False, timeout=300)
 
 
@@ -154,10 +154,10 @@ def test_a_recipe_right_only_at_k3_is_caught_by_the_family_alone() -> None:
     release does, so `verify engine` at every fp8 point sees nothing; the family at 80 layers
     (60 KDA layers) refuses to boot at every tp."""
     env = dict(os.environ, **{faults.ENV: "ts_k3_group_size_literal"})
-    point = subprocess.run([sys.executable, "-m", "kvproof.ci.cli", "engine", "tokenspeed", "--recipe", "kimi_k3",
+    point = subprocess.run([sys.executable, "-m", "kvproof.cli.main", "engine", "tokenspeed", "--recipe", "kimi_k3",
                             "--dtype", "fp8"], capture_output=True, text=True, check=False, env=env, timeout=300)
     assert point.returncode == 0, point.stdout[-2000:]
-    family = subprocess.run([sys.executable, "-m", "kvproof.ci.cli", "sweep", "--engine", "tokenspeed", "--vary",
+    family = subprocess.run([sys.executable, "-m", "kvproof.cli.main", "sweep", "--engine", "tokenspeed", "--vary",
                              "num_layers=80", "--dtype", "fp8", "--json"],
                             capture_output=True, text=True, check=False, env=env, timeout=300)
     assert family.returncode == 1, family.stderr

@@ -24,7 +24,7 @@ BASELINE = Path(__file__).resolve().parent.parent / "ci" / "baselines" / "tokens
 
 
 def verify(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kvproof.ci.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "kvproof.cli.main", *args], capture_output=True, text=True,
                           check=False, timeout=300)
 
 

@@ -194,7 +194,7 @@ def test_block_size_changes_with_tp_is_found_across_points() -> None:
 def test_cross_point_findings_alone_exit_3_and_a_plan_finding_exits_1() -> None:
     """tp_block_size is no plan's property: alone it is exit 3 (CROSS-POINT FINDINGS), with any
     finding at a point exit 1, with nothing new 0."""
-    from kvproof.ci.cmd_engine import exit_code
+    from kvproof.cli.cmd_engine import exit_code
 
     across = set(engine.CROSS_POINT)
     cross = ("vllm", "0.33.0", "qwen3-next-80b-a3b", "tp=4", engine.TP_BLOCK_SIZE)
@@ -202,7 +202,7 @@ def test_cross_point_findings_alone_exit_3_and_a_plan_finding_exits_1() -> None:
     assert exit_code(baseline.Comparison([cross], [], []), across) == 3
     assert exit_code(baseline.Comparison([cross, plan], [], []), across) == 1
     assert exit_code(baseline.Comparison([], [cross], []), across) == 0
-    proc = subprocess.run([sys.executable, "-m", "kvproof.ci.cli", "engine", "vllm", "--recipe", "qwen3-next-80b-a3b",
+    proc = subprocess.run([sys.executable, "-m", "kvproof.cli.main", "engine", "vllm", "--recipe", "qwen3-next-80b-a3b",
                            "--tp", "1", "4", "--dtype", "auto", "--assume", "backend=FLASH_ATTN", "mamba_dtype=auto",
                            "spec=0", "pp=1", "prefix=off"], capture_output=True, text=True, check=False, timeout=300)
     assert proc.returncode == 3 and "verdict: CROSS-POINT FINDINGS: 1 new finding(s)" in proc.stdout, proc.stderr
@@ -511,7 +511,7 @@ def test_a_padded_page_split_into_kernel_pages_is_flagged() -> None:
      "--recipe nemotron-h-56b-base-8k: the narrowing leaves it no point"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message) -> None:
-    proc = subprocess.run([sys.executable, "-m", "kvproof.ci.cli", "engine", "vllm", *args], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "kvproof.cli.main", "engine", "vllm", *args], capture_output=True,
                           text=True, check=False, timeout=300)
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr and "Traceback" not in proc.stderr
@@ -524,7 +524,7 @@ def test_a_checkout_plans_from_its_own_files(tmp_path) -> None:
     import vllm
 
     (tmp_path / "vllm").symlink_to(Path(vllm.__file__).parent)
-    proc = subprocess.run([sys.executable, "-m", "kvproof.ci.cli", "engine", "vllm", "--engine-path", str(tmp_path),
+    proc = subprocess.run([sys.executable, "-m", "kvproof.cli.main", "engine", "vllm", "--engine-path", str(tmp_path),
                            "--recipe", "qwen3-next-80b-a3b", "--tp", "1", "4", "--dtype", "auto", "--assume",
                            "backend=FLASH_ATTN", "mamba_dtype=auto", "spec=0", "pp=1", "prefix=off", "--baseline",
                            str(BASELINE),

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from kvproof.ci.cli import main
+from kvproof.cli.main import main
 
 CAP = 2 * 2**30
 FUZZ = settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -33,7 +33,7 @@ def _cap_memory() -> None:
 
 
 def _verify(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kvproof.ci.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "kvproof.cli.main", *args], capture_output=True, text=True,
                           timeout=120, preexec_fn=_cap_memory, check=False)
 
 

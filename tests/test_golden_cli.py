@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from kvproof.ci.cli import main
+from kvproof.cli.main import main
 
 GOLDEN = Path(__file__).parent / "golden" / "cli"
 CASES: dict[str, dict[str, Any]] = json.loads((GOLDEN / "cases.json").read_text())

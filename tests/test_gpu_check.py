@@ -1,4 +1,4 @@
-"""ci/gpu_check must survive the GPU image: no z3-solver, no fla-core, no jsonschema, kvproof
+"""ci/gpu_check.py must survive the GPU image: no z3-solver, no fla-core, no jsonschema, kvproof
 not installed.
 
 A sitecustomize on PYTHONPATH hides z3, fla and jsonschema the way the image lacks them (importing
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-GPU_CHECK = ROOT / "ci" / "gpu_check"
+GPU_CHECK = ROOT / "ci" / "gpu_check.py"
 
 HIDE = '''\
 import importlib.abc

@@ -9,7 +9,7 @@ from math import floor
 import pytest
 import z3
 
-from kvproof.ci.cli import main
+from kvproof.cli.main import main
 from kvproof.impl.recipe import pack_k, plan_model, recipe_groups
 from kvproof.spec import properties as P
 from kvproof.spec.catalog import load_model

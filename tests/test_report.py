@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvproof.ci.cmd_report import cell_text
+from kvproof.cli.cmd_report import cell_text
 from kvproof.impl.recipe import plan_model
 from kvproof.spec.catalog import load_model
 

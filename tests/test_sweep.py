@@ -15,9 +15,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from test_conformance import check_model
 
-from kvproof.ci.cli import main
-from kvproof.ci.cmd_sweep import impl_conformance
-from kvproof.ci.sweep_report import cells
+from kvproof.cli.cmd_sweep import impl_conformance
+from kvproof.cli.main import main
+from kvproof.cli.sweep_report import cells
 from kvproof.impl import faults
 from kvproof.impl.recipe import plan_model
 from kvproof.spec.catalog import BUILTIN_MODELS, CACHE_DTYPES, load_model

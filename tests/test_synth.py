@@ -8,7 +8,7 @@ from functools import cache
 import pytest
 from bites import fails_under
 
-from kvproof.ci.cli import main
+from kvproof.cli.main import main
 from kvproof.impl.recipe import plan_model
 from kvproof.spec.catalog import BUILTIN_MODELS, CACHE_DTYPES, load_model
 from kvproof.spec.synth import Synthesis, synthesize

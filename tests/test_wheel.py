@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-FOLDERS = ("spec", "impl", "kernels", "oracles", "ci", "engines")
+FOLDERS = ("spec", "impl", "kernels", "oracles", "ci", "cli", "engines")
 CORE_DEPS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 

@@ -7,7 +7,7 @@ import importlib
 import json
 import math
 
-from kvproof.ci.cli import UsageError
+from kvproof.cli.args import UsageError
 from kvproof.engines import baseline
 from kvproof.engines.verdict import EngineError, EngineRun, PointResult, RecipeResult
 from kvproof.spec.encoding import padding_bound_of

@@ -1,6 +1,6 @@
 """`verify`: the command-line front door of kvproof.
 
-Each subcommand lives in its own module kvproof.ci.cmd_<name> with `add_arguments(parser)` and
+Each subcommand lives in its own module kvproof.cli.cmd_<name> with `add_arguments(parser)` and
 `run(args) -> int`. Exit codes: 0 accepted or proved, 1 rejected or counterexample, 2 bad input.
 Bad input is one line on stderr, never a traceback.
 """
@@ -13,14 +13,12 @@ import sys
 from importlib.metadata import version
 from typing import NoReturn
 
+from kvproof.cli.args import UsageError
+from kvproof.engines.verdict import EngineError
 from kvproof.impl.packer import PlanError
 from kvproof.spec.catalog import ConfigError
 
 COMMANDS = ("plan", "check", "prove", "synth", "report", "mutants", "engine", "config", "sweep")
-
-
-class UsageError(ValueError):
-    """A bad flag value that argparse cannot see (an unknown mutant, an unwritable folder)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -34,18 +32,16 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     modules = {}
     for name in COMMANDS:
-        module = importlib.import_module(f"kvproof.ci.cmd_{name}")
+        module = importlib.import_module(f"kvproof.cli.cmd_{name}")
         module.add_arguments(sub.add_parser(name, help=(module.__doc__ or name).splitlines()[0]))
         modules[name] = module
     args = parser.parse_args(argv)
     try:
         return modules[args.command].run(args)
-    except (ConfigError, PlanError, UsageError) as err:
+    except (ConfigError, EngineError, PlanError, UsageError) as err:
         print(f"verify {args.command}: error: {err}", file=sys.stderr)
         return 2
 
 
 if __name__ == "__main__":
-    # Run the package's module, not this __main__ copy: the commands raise kvproof.ci.cli's
-    # UsageError, which a second copy of this module would not catch.
-    sys.exit(importlib.import_module("kvproof.ci.cli").main())
+    sys.exit(main())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from kvproof.ci.cmd_plan import accepted_bound_text, add_draft_arguments, add_model_arguments
+from kvproof.cli.args import accepted_bound_text, add_draft_arguments, add_model_arguments
 from kvproof.spec.catalog import CACHE_DTYPES, load_model
 from kvproof.spec.policy import POLICIES, policy_named
 from kvproof.spec.properties import DECLARED_BY, PROPERTIES

@@ -17,7 +17,6 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kvproof.ci.cli import UsageError
 from kvproof.engines.verdict import EngineError
 from kvproof.impl import faults
 from kvproof.spec.sweep_family import PARAMETERS, Family, Member
@@ -35,23 +34,23 @@ MAX_EXAMPLES = 100_000
 def refuse_contract_flags(args: argparse.Namespace) -> None:
     """Flags that steer our contract's prover mean nothing to the engine's recipe: say so."""
     if args.config or args.model != ENGINE_MODEL:
-        raise UsageError(f"--engine tokenspeed sweeps its kimi_k3 recipe around {ENGINE_MODEL}'s published "
+        raise EngineError(f"--engine tokenspeed sweeps its kimi_k3 recipe around {ENGINE_MODEL}'s published "
                          "config: drop --model/--config")
     for flag, given in (("--policy", args.policy), ("--pattern", args.pattern), ("--out", args.out)):
         if given:
-            raise UsageError(f"{flag} is for our contract's sweep; the engine's recipe chooses its own packing "
+            raise EngineError(f"{flag} is for our contract's sweep; the engine's recipe chooses its own packing "
                              "and every cause's pattern is reported")
     if args.budget is not None:
-        raise UsageError("--budget bounds z3 in our contract's sweep; the engine's recipe runs member by member")
+        raise EngineError("--budget bounds z3 in our contract's sweep; the engine's recipe runs member by member")
     if args.examples is not None and not 1 <= args.examples <= MAX_EXAMPLES:
-        raise UsageError(f"--examples must be between 1 and {MAX_EXAMPLES:,}")
+        raise EngineError(f"--examples must be between 1 and {MAX_EXAMPLES:,}")
     most = min(CHUNKS, 4 * (os.cpu_count() or 1))
     if args.workers is not None and not 1 <= args.workers <= most:
-        raise UsageError(f"--workers must be between 1 and {most} (4 per core here); --tx for more hosts")
+        raise EngineError(f"--workers must be between 1 and {most} (4 per core here); --tx for more hosts")
     if args.workers and args.tx:
-        raise UsageError("--workers spreads over local cores, --tx over the hosts named: pick one")
+        raise EngineError("--workers spreads over local cores, --tx over the hosts named: pick one")
     if (args.workers or args.tx) and args.examples is not None:
-        raise UsageError("--examples sizes a search; --workers and --tx enumerate every member")
+        raise EngineError("--examples sizes a search; --workers and --tx enumerate every member")
     for spec in args.tx:
         _check_spec(spec)
 
@@ -65,23 +64,23 @@ def _check_spec(spec: str) -> None:
     except Exception:  # execnet's own parse errors have no common type
         parsed = None
     if not spec or parsed is None or not (parsed.popen or parsed.ssh or parsed.socket):
-        raise UsageError(f"--tx {spec!r}: not an execnet spec (e.g. 4*popen, ssh=user@host//python=PATH)")
+        raise EngineError(f"--tx {spec!r}: not an execnet spec (e.g. 4*popen, ssh=user@host//python=PATH)")
 
 
 def distributed(args: argparse.Namespace, family: Family) -> EngineSweep:
-    """Every member, spread over pytest-xdist workers (ci/engine_family_job.py): local ones with
+    """Every member, spread over pytest-xdist workers (family_job.py): local ones with
     --workers, or the execnet specs of --tx (each host needs this checkout and the engine at the
     same paths). The failing members come back; patterns are then computed here."""
-    from kvproof.ci import engine_family_job as job
+    from kvproof.engines.tokenspeed import family_job as job
     from kvproof.engines.tokenspeed import loader, mutants, sweep
 
     try:
         source = loader.source_of(args.engine_path)
     except loader.SourceError as err:
-        raise UsageError(str(err)) from None
+        raise EngineError(str(err)) from None
     size = family.size()
     if size > DISTRIBUTE_UP_TO:
-        raise UsageError(f"{size:,} members: a distributed sweep enumerates at most {DISTRIBUTE_UP_TO:,}; narrow "
+        raise EngineError(f"{size:,} members: a distributed sweep enumerates at most {DISTRIBUTE_UP_TO:,}; narrow "
                          "the ranges, or drop --workers/--tx to search")
     text = job.encode({"engine_path": args.engine_path, "vary": {p: family.ranges[p].text() for p in PARAMETERS},
                        "dtypes": list(family.dtypes), "chunks": min(size, CHUNKS)})
@@ -102,7 +101,7 @@ def distributed(args: argparse.Namespace, family: Family) -> EngineSweep:
             failures = [f.get("message", "") for f in tree.iter("failure")] if tree is not None else []
             why = failures[0] if failures else ((proc.stdout + proc.stderr).strip().splitlines() or ["no output"])[-1]
             why = " ".join(why.replace(text, "<job>").split())[:400]
-            raise UsageError(f"the distributed sweep failed (pytest exit {proc.returncode}): {why}")
+            raise EngineError(f"the distributed sweep failed (pytest exit {proc.returncode}): {why}")
         chunks = [json.loads(p.get("value", "")) for p in tree.iter("property") if p.get("name") == job.PROPERTY]
     found: sweep.Failing = {}
     for doc in chunks:
@@ -110,7 +109,7 @@ def distributed(args: argparse.Namespace, family: Family) -> EngineSweep:
             found.setdefault((prop, stem), []).append(Member(**member))
     tried = sum(doc["tried"] for doc in chunks)
     if tried != size:
-        raise UsageError(f"the distributed sweep ran {tried:,} of {size:,} members; a worker's result is missing")
+        raise EngineError(f"the distributed sweep ran {tried:,} of {size:,} members; a worker's result is missing")
     source = mutants.mutated(source)
     refused = sum(doc["refused"] for doc in chunks)
     return sweep.summary(source, sweep.Runner(source, family), found, tried, refused, True, start)
@@ -133,7 +132,7 @@ def run(args: argparse.Namespace, family: Family) -> int:
         else:
             result = sweep.verify(args.engine_path, family, args.examples or EXAMPLES)
     except EngineError as err:
-        raise UsageError(str(err)) from None
+        raise EngineError(str(err)) from None
     verdict = result.verdict()
     if args.json:
         doc: dict[str, Any] = {

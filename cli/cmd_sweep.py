@@ -7,15 +7,15 @@ import json
 import tempfile
 from pathlib import Path
 
-from kvproof.ci import engine_sweep
-from kvproof.ci.cmd_plan import add_model_arguments
+from kvproof.cli.args import add_model_arguments, parse_vary
+from kvproof.engines.tokenspeed import family as engine_sweep
 from kvproof.impl.packer import PlanError
 from kvproof.impl.recipe import plan_model, recipe_groups
 from kvproof.spec.catalog import CACHE_DTYPES, ConfigError, load_model
 from kvproof.spec.contract import recipe_layout
 from kvproof.spec.policy import POLICIES, policy_named
 from kvproof.spec.sweep import ORDER, Sweep, heads_per_rank, sweep
-from kvproof.spec.sweep_family import PARAMETERS, Family, Member, Range, parse_range
+from kvproof.spec.sweep_family import PARAMETERS, Family, Member
 
 PATTERNED = ("num_layers", "mla_every", "kda_heads", "head_dim")
 
@@ -44,18 +44,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --engine: enumerate every member over N local pytest-xdist workers")
     parser.add_argument("--tx", nargs="+", metavar="SPEC", default=[],
                         help="with --engine: enumerate every member over these pytest-xdist hosts (execnet specs)")
-
-
-def parse_vary(items: list[str]) -> dict[str, Range]:
-    out: dict[str, Range] = {}
-    for item in items:
-        name, sep, text = item.partition("=")
-        if not sep or name not in PARAMETERS:
-            raise ConfigError(f"--vary {item!r}: expected NAME=RANGE with NAME one of {', '.join(PARAMETERS)}")
-        if name in out:
-            raise ConfigError(f"--vary names {name} twice")
-        out[name] = parse_range(name, text)
-    return out
 
 
 def _fields_differ(family: Family, m: Member) -> str | None:

@@ -13,12 +13,10 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from dataclasses import asdict, dataclass, fields, replace
-from fractions import Fraction
+from dataclasses import asdict, dataclass, fields
 
-from kvproof.ci.cli import UsageError
-from kvproof.ci.cmd_plan import add_draft_arguments, add_model_arguments
-from kvproof.ci.launch_flags import (
+from kvproof.cli.args import UsageError, add_draft_arguments, add_model_arguments
+from kvproof.cli.launch_flags import (
     CANONICAL,
     DTYPE_SPELLING,
     LaunchFlagError,
@@ -27,31 +25,14 @@ from kvproof.ci.launch_flags import (
     parse_launch,
 )
 from kvproof.impl import faults
-from kvproof.spec.catalog import ConfigError, ModelGeometry, load_model
-from kvproof.spec.contract import MAX_PADDING
-from kvproof.spec.launch import (
-    RULE_NAMES,
-    RULES,
-    Assumptions,
-    Launch,
-    OutOfTime,
-    Rule,
-    assumption_cases,
-    resolve_launch,
-    smallest_fix,
-    violated,
-)
-from kvproof.spec.policy import POLICIES, Policy, policy_named
-from kvproof.spec.prover import plan_point
+from kvproof.spec.catalog import ModelGeometry, load_model
+from kvproof.spec.launch import RULES, Launch, resolve_launch
+from kvproof.spec.launch_fix import CONTRACT, UNCHECKED, Drafts, Fix, Search, Violation, check
+from kvproof.spec.policy import POLICIES, policy_named
 
 ASSUMPTIONS = ("merge_state_head_tiled",)
-CONTRACT = "cache_contract"
-BASE = ("world_product",)  # a per-rule fix always leaves a well-formed world
 SHOWN_IGNORED = 10  # the text echoes no unbounded input (--json lists every one)
-# rule -> the seeded fault that drops its row, as a refactor that loses one row of the table would
-UNCHECKED = {name: f"launch_{name}_unchecked" for name in (*RULE_NAMES, CONTRACT)} | {
-    "dense_tp_is_attention_tp": "launch_dense_tp_unchecked"}
-TIME_LIMIT = 2.0  # every z3 call and contract point comes out of it; the issue asks under 1 s on an idle core
+TIME_LIMIT = 2.0  # every z3 call and contract point comes out of it
 
 
 def _seconds(text: str) -> float:
@@ -100,75 +81,7 @@ def _tiled(assume: list[str]) -> bool | None:
     return tiled
 
 
-@dataclass(frozen=True)
-class Drafts:
-    """The draft layers the launch adds to the cache (the draft model's, not a launch flag)."""
-
-    count: int
-    dtype: str
-    bound: Fraction | None  # the padding bound the user accepts
-
-
-NO_DRAFTS = Drafts(0, "bf16", MAX_PADDING)
-
-
-class _Contract:
-    """The prover's verdict at (tp, dtype) under the policy, each point decided once."""
-
-    def __init__(self, model: ModelGeometry, policy: Policy, drafts: Drafts) -> None:
-        self.model, self.policy, self.drafts = model, policy, drafts
-        self.seen: dict[tuple[int, str], list[str]] = {}
-
-    def violations(self, launch: Launch) -> list[str] | None:
-        """The contract's violations at the launch's point; None where there is no point (bad tp or dtype)."""
-        tp = resolve_launch(launch).tp
-        if tp not in self.model.tp_domain or launch.dtype is None:
-            return None
-        key = (tp, launch.dtype)
-        if key not in self.seen:
-            try:
-                d = self.drafts
-                point = plan_point(self.model, tp, launch.dtype, self.policy, drafts=d.count, draft_dtype=d.dtype,
-                                   bound=d.bound)
-                self.seen[key] = [f"{p}: {v[0].message}" for p, v in point.violations.items() if v]
-            except ConfigError as err:
-                self.seen[key] = [f"the planner refuses the point: {err}"]
-        return self.seen[key]
-
-
-@dataclass(frozen=True)
-class Search:
-    """What every fix of one run shares: the deadline (time.monotonic()) and the time limit."""
-
-    deadline: float
-    limit: float
-
-    def share(self, calls: int) -> Search:
-        """The next of `calls` fixes still to find gets an equal share of the time left, so one
-        hard rule cannot starve the rest."""
-        now = time.monotonic()
-        return replace(self, deadline=now + max(0.0, self.deadline - now) / max(1, calls))
-
-
-def _fix(launch: Launch, model: ModelGeometry, cases: tuple[Assumptions, ...], must: tuple[Rule, ...],
-         contract: _Contract | None, search: Search, avoid: tuple[tuple[int, str], ...] = ()) -> Launch | str:
-    """smallest_fix, or why there is none. Where the cache contract must hold, an answer that
-    lands on a point where it fails is asked again away from that point (each point planned once,
-    only the points the search proposes; the domain is finite, so this ends)."""
-    try:
-        while True:
-            fix = smallest_fix(launch, model, cases, must, avoid, search.deadline,
-                               count_flags=not faults.active("launch_fix_ignores_flag_count"))
-            if fix is None:
-                return "no launch within the search bounds fixes it"
-            if contract is None or not contract.violations(fix.launch):
-                return fix.launch
-            avoid = (*avoid, (resolve_launch(fix.launch).tp, str(fix.launch.dtype)))
-    except OutOfTime:
-        return f"no fix found within {search.limit:g} s (--time-limit)"
-
-
-def _fixed(launch: Launch, fix: Launch | str) -> tuple[list[str] | None, list[str] | None, str | None]:
+def _fixed(launch: Launch, fix: Fix) -> tuple[list[str] | None, list[str] | None, str | None]:
     return (None, None, fix) if isinstance(fix, str) else (_flags(launch, fix), launch_argv(fix), None)
 
 
@@ -196,48 +109,8 @@ def _fix_text(fix: list[str] | None, fixed: list[str] | None, no_fix: str | None
     return f"fix: {' '.join(fix)} (world {r.world} = pp {r.pp} x attention tp {r.tp} x dp {r.dp})"
 
 
-def check(parsed: ParsedLaunch, model: ModelGeometry, tiled: bool | None, policy: Policy,
-          rules: tuple[Rule, ...], search: Search, drafts: Drafts = NO_DRAFTS) -> tuple[list[Finding], dict | None]:
-    launch = parsed.launch
-    cases = assumption_cases(tiled)
-    broken = {c: set(violated(launch, model, c, rules)) for c in cases}
-    held = tuple(r for r in rules if not any(r in b for b in broken.values()))
-    base = tuple(r for r in rules if r.name in BASE)
-    contract = _Contract(model, policy, drafts)
-    contract_now = None if faults.active(UNCHECKED[CONTRACT]) else contract.violations(launch)
-    keep_contract = None if contract_now else contract  # a launch with no point yet must not fix onto a bad one
-    resolved = resolve_launch(launch)
-    findings = []
-    broken_rules = [r for r in rules if r not in held]
-    calls = len(broken_rules) + bool(contract_now)
-    calls += calls > 1  # the fix for all at once
-    for rule in broken_rules:
-        only = [c for c in cases if rule in broken[c]]
-        only_if = None if len(only) == len(cases) else "merge_state_head_tiled=" + (
-            "yes" if only[0].merge_state_head_tiled else "no")
-        must = tuple(r for r in rules if r in held or r in base or r is rule)
-        fix = _fix(launch, model, cases, must, keep_contract, search.share(calls))
-        calls -= 1
-        findings.append(Finding(rule.name, rule.detail(resolved, model), rule.why, rule.source,
-                                rule.engine_enforces, only_if, *_fixed(launch, fix)))
-    if contract_now:
-        assert launch.dtype is not None  # the contract found violations, so there is a point
-        point = (resolved.tp, launch.dtype)
-        must = tuple(r for r in rules if r in held or r in base)
-        fix = _fix(launch, model, cases, must, contract, search.share(calls), (point,))
-        if isinstance(fix, str) and any(v.startswith("padding_bound") for v in contract_now):
-            fix += "; or accept more padding with --max-padding X|inf"
-        calls -= 1
-        findings.append(Finding(
-            CONTRACT, f"at tp {point[0]} {point[1]} with {drafts.count} draft layer(s) under policy {policy.name}: "
-            + "; ".join(contract_now),
-            "the cache plan at the launch's (tp, dtype) point must satisfy every named property",
-            "kvproof.spec.prover (verify prove)", "boot check of the planner", None, *_fixed(launch, fix)))
-    whole = None
-    if len(findings) > 1:
-        fix = _fix(launch, model, cases, rules, contract, search.share(calls))
-        whole = dict(zip(("fix", "fixed", "no_fix"), _fixed(launch, fix), strict=True))
-    return findings, whole
+def _finding(launch: Launch, v: Violation) -> Finding:
+    return Finding(v.rule, v.reason, v.why, v.source, v.engine_enforces, v.only_if, *_fixed(launch, v.fix))
 
 
 def _engine(parsed: ParsedLaunch, findings: list[Finding]) -> dict:
@@ -286,7 +159,8 @@ def _render(model: ModelGeometry, parsed: ParsedLaunch, findings: list[Finding],
 
 def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
-    search = Search(time.monotonic() + args.time_limit, args.time_limit)
+    search = Search(time.monotonic() + args.time_limit, args.time_limit,
+                    count_flags=not faults.active("launch_fix_ignores_flag_count"))
     model = load_model(args.model, args.config)
     tiled = _tiled(args.assume)
     try:
@@ -300,7 +174,11 @@ def run(args: argparse.Namespace) -> int:
                          "config, not a flag: pass --drafts N --draft-dtype D (K3 DSpark: --drafts 5 "
                          "--draft-dtype bf16; an MTP draft: its layers, the target's dtype)")
     drafts = Drafts(args.drafts or 0, args.draft_dtype, args.max_padding)
-    findings, whole = check(parsed, model, tiled, policy_named(args.policy), rules, search, drafts)
+    violations, fix_all = check(parsed.launch, model, tiled, policy_named(args.policy), rules, search, drafts,
+                                check_contract=not faults.active(UNCHECKED[CONTRACT]))
+    findings = [_finding(parsed.launch, v) for v in violations]
+    whole = None if fix_all is None else dict(zip(("fix", "fixed", "no_fix"), _fixed(parsed.launch, fix_all),
+                                                  strict=True))
     engine = _engine(parsed, findings) if args.engine else None
     seconds = time.perf_counter() - start
     ok = not findings and (engine is None or engine["agrees"])

@@ -8,7 +8,7 @@ import math
 from collections import Counter
 from pathlib import Path
 
-from kvproof.ci.cli import UsageError
+from kvproof.cli.args import UsageError
 from kvproof.spec.catalog import ConfigError, read_json
 from kvproof.spec.check import check
 from kvproof.spec.encoding import padding_bound_of

@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from kvproof.ci import sweep_report
-from kvproof.ci.cli import UsageError
-from kvproof.ci.cmd_plan import add_model_arguments
+from kvproof.cli import sweep_report
+from kvproof.cli.args import UsageError, add_model_arguments
 from kvproof.impl.recipe import MAX_PADDING, POLICIES, RecipePlan, plan_model
 from kvproof.spec.catalog import CACHE_DTYPES, ModelGeometry, load_model
 

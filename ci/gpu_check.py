@@ -13,7 +13,7 @@ Needs nothing installed beyond the image's torch, triton, numpy, pytest and hypo
 is imported from this checkout (its kvproof/ folder). Everything stays within 5 minutes. Exits 2
 with one line when there is no CUDA device, and non-zero when the tests or a benchmark fail.
 Off the GPU: --collect-only collects the test set; --cpu runs it under Triton's interpreter (no
-benchmarks). Arguments after -- go to pytest. Run from anywhere: ci/gpu_check [--cpu] [-- ARGS]
+benchmarks). Arguments after -- go to pytest. From the checkout: python -m kvproof.ci.gpu_check [--cpu] [-- ARGS]
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ def kda_rows() -> list[Row]:
 
 def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
-    parser = argparse.ArgumentParser(prog="ci/gpu_check", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m kvproof.ci.gpu_check", description=__doc__.splitlines()[0])
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--collect-only", action="store_true", help="collect the kernel test set, run nothing")
     mode.add_argument("--cpu", action="store_true", help="run the kernel test set under Triton's interpreter")

@@ -13,8 +13,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from kvproof.ci.cli import UsageError
 from kvproof.ci.mutants import MUTANTS, Mutant
+from kvproof.cli.args import UsageError
 from kvproof.impl.faults import ENV
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _run(check: str, fault: str | None = None, policy: str | None = None) -> subprocess.CompletedProcess:
     if check.startswith("verify "):
         extra = ["--json"] + (["--policy", policy, "--all"] if policy else [])
-        cmd = [sys.executable, "-m", "kvproof.ci.cli", *shlex.split(check)[1:], *extra]
+        cmd = [sys.executable, "-m", "kvproof.cli.main", *shlex.split(check)[1:], *extra]
     else:
         cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "--no-header", check]
     # No shrinking: a kill needs a counterexample, not a minimal one.

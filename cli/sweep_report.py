@@ -12,8 +12,7 @@ import argparse
 import json
 from pathlib import Path
 
-from kvproof.ci.cli import UsageError
-from kvproof.ci.cmd_sweep import parse_vary
+from kvproof.cli.args import UsageError, parse_vary
 from kvproof.spec.catalog import load_model
 from kvproof.spec.policy import POLICIES, policy_named
 from kvproof.spec.sweep import Query, confirmed_failure, derive_shape

@@ -14,7 +14,7 @@ import difflib
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kvproof.ci.tokenspeed_flags import BARE, SPELLINGS
+from kvproof.engines.tokenspeed.flags import BARE, SPELLINGS
 from kvproof.spec.launch import DEFAULTS, KV_CACHE_DTYPES, OPTIONAL, SEARCH_MAX, SIZE_FLAGS, Launch
 
 
