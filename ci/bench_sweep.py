@@ -1,4 +1,4 @@
-"""Benchmark `verify sweep` over the K3 family of issue 12 for each policy: median wall and CPU
+"""Benchmark `verify sweep` over the broad K3 family (docs/benchmarks.md) for each policy: median wall and CPU
 seconds of fresh processes (imports included), with the load average, since the machine may be
 shared and the wall time then says more about the neighbours than about the sweep.
 

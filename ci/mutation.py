@@ -1,6 +1,6 @@
 """`make mutation`: mutation testing of impl/ and spec/ with mutmut, scored per file.
 
-A mutant that survives is a behaviour no test pins (issue 13, part 5). mutmut (pinned in
+A mutant that survives is a behaviour no test pins (docs/testing.md). mutmut (pinned in
 ci/mutation-requirements.txt, configured in pyproject's [tool.mutmut]) runs the selected tests
 once, records which tests call each function, and runs only those against that function's
 mutants; this script picks the modules and the sample, bounds the wall time, and scores each

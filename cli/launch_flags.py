@@ -42,7 +42,8 @@ CANONICAL: dict[str, str] = {
     "dist_init_addr": "--dist-init-addr", "dtype": "--kv-cache-dtype", "prefill": "--disaggregation-mode",
 }
 DISAGGREGATION_MODES = ("null", "prefill", "decode", "encode")  # tokenspeed's choices
-# speculative decoding flags: read and shown; the draft layers they add are part 1 of issue 11
+# speculative decoding flags: read and shown; the draft layers they add come with --drafts (the draft
+# model's config, not a flag)
 SPECULATIVE = ("--speculative-algorithm", "--speculative-num-steps", "--speculative-draft-model-path",
                "--speculative-eagle-topk", "--speculative-num-draft-tokens")
 DTYPE_SPELLING = {"fp8": "fp8", "bf16": "bfloat16", None: "mxfp8"}

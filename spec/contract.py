@@ -1,5 +1,5 @@
-"""The packer contract and the Kimi-K3 recipe, re-derived from their text (issue 2, items a-g
-and §4), never from impl: a proof built on impl's own arithmetic would prove impl equals itself.
+"""The packer contract and the Kimi-K3 recipe, re-derived from their text (docs/contract.md,
+items a-g and §4), never from impl: a proof built on impl's own arithmetic would prove impl equals itself.
 
 `recipe_layout` says which groups, fields and planes a (model, tp, dtype) point needs;
 `plan_for` places them for one packing and returns the plan in the `verify check` schema

@@ -193,7 +193,7 @@ RULES: tuple[Rule, ...] = (
          "under attention DP a dense group spanning DP ranks deadlocks: K3's dense MLP bypasses the "
          "communication manager and returns early on zero tokens, so token-holding ranks enter the dense "
          "all-reduce while idle ranks skip ahead into the MoE all-gather",
-         "tokenspeed Kimi-K3 deployment notes (issue 11)",
+         "tokenspeed Kimi-K3 deployment notes (docs/commands/config.md)",
          "no",
          lambda r, m, a: implies(r.dp > 1, r.dense_tp == r.tp),
          lambda r, m: f"dense tp {r.dense_tp} != attention tp {r.tp} under attention dp {r.dp}"),
@@ -208,7 +208,7 @@ RULES: tuple[Rule, ...] = (
          f"{MERGE_STATE_UNTILED_MAX_HEADS} heads per rank ({MERGE_STATE_THREADS_PER_HEAD} threads each, "
          f"> {MAX_THREADS_PER_BLOCK} per block) every cross-chunk merge is rejected at launch; attention "
          "tp 1 runs all heads on each rank",
-         "issue 11 (K3: 96 MLA heads per rank at tp 1); kvproof kernels/merge_state.py launch_config",
+         "K3: 96 MLA heads per rank at tp 1 (docs/commands/config.md); kvproof kernels/merge_state.py launch_config",
          "no (the kernel launch fails at the first cross-chunk merge)",
          lambda r, m, a: any_(a.merge_state_head_tiled, r.tp < 1, r.tp * MERGE_STATE_UNTILED_MAX_HEADS >= m.mla_heads),
          lambda r, m: f"{-(-m.mla_heads // r.tp)} MLA heads per rank at attention tp {r.tp} "

@@ -1,4 +1,4 @@
-"""Edges a mutation run found untested (issue 13, part 5), each pinned with numbers worked by hand.
+"""Edges mutation runs found untested (docs/testing.md), each pinned with numbers worked by hand.
 
 Error paths must raise one clear error, boundaries must sit on the right side, the dtype tables
 must size real fields, and each extreme plan must be blamed on the property that owns it.
