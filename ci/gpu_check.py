@@ -19,6 +19,7 @@ benchmarks). Arguments after -- go to pytest. From the checkout: python -m kvpro
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
 import subprocess
@@ -107,8 +108,7 @@ def mla_rows() -> list[Row]:
         q_rope = torch.randn(batch, heads, 64, device="cuda", dtype=torch.bfloat16)
         splits = max(1, min(per_request, triton.cdiv(2 * sms, batch * triton.cdiv(heads, BLOCK_H))))
         moved = batch * context * WIDTH + q_lat.nbytes + q_rope.nbytes + batch * heads * (512 + 1) * 4
-        ms = bench(lambda q_lat=q_lat, q_rope=q_rope, splits=splits: mla_decode(
-            q_lat, q_rope, cache, table, lens, 192**-0.5, num_splits=splits))
+        ms = bench(functools.partial(mla_decode, q_lat, q_rope, cache, table, lens, 192**-0.5, num_splits=splits))
         label = f"mla_decode fp8 tp{tp} ({heads} heads, B{batch}, {context // 1024}K, {splits} splits)"
         rows.append(Row(label, ms, moved))
     return rows
@@ -154,8 +154,7 @@ def kda_rows() -> list[Row]:
         )
         state = sum(plan.field(f"layer.{layer}.{name}").payload_bytes for name in ("conv_state", "recurrent_state"))
         moved = batch * 2 * state + sum(t.nbytes for t in args.values()) + batch * heads * dim * 4
-        ms = bench(lambda arena=arena, binding=binding, layer=layer, table=table, args=args: kda_decode(
-            arena, binding, layer, table, validate=False, **args))
+        ms = bench(functools.partial(kda_decode, arena, binding, layer, table, validate=False, **args))
         rows.append(Row(f"kda_decode tp{tp} ({heads} heads, B{batch})", ms, moved))
     return rows
 

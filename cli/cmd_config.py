@@ -5,7 +5,7 @@ that fixes it (fewest flags changed, then the smallest change of the resolved si
 fewest flags given), found by z3 over the flag space within --time-limit: the change keeps every
 rule that held holding. With --engine tokenspeed
 it also runs the engine's own parallel resolution on the launch and reports every violated rule
-that tokenspeed enforces nowhere (its `engine_enforces` says "no") as a finding.
+that tokenspeed enforces nowhere (`Enforced.by == "nowhere"`) as a finding.
 """
 
 from __future__ import annotations
@@ -110,10 +110,10 @@ def _fix_text(fix: list[str] | None, fixed: list[str] | None, no_fix: str | None
 
 
 def _finding(launch: Launch, v: Violation) -> Finding:
-    return Finding(v.rule, v.reason, v.why, v.source, v.engine_enforces, v.only_if, *_fixed(launch, v.fix))
+    return Finding(v.rule, v.reason, v.why, v.source, v.engine_enforces.text, v.only_if, *_fixed(launch, v.fix))
 
 
-def _engine(parsed: ParsedLaunch, findings: list[Finding]) -> dict:
+def _engine(parsed: ParsedLaunch, violations: list[Violation]) -> dict:
     from kvproof.engines.tokenspeed.loader import SourceError
     from kvproof.engines.tokenspeed.parallel import ENFORCED_BY_RESOLUTION, engine_verdict
 
@@ -121,11 +121,11 @@ def _engine(parsed: ParsedLaunch, findings: list[Finding]) -> dict:
         verdict = engine_verdict(parsed.launch)
     except SourceError as err:
         raise UsageError(str(err)) from None
-    ours = sorted(f.rule for f in findings if f.rule in ENFORCED_BY_RESOLUTION)
+    ours = sorted(v.rule for v in violations if v.rule in ENFORCED_BY_RESOLUTION)
     return {
         "engine": "tokenspeed", "rejects": verdict,
         "agrees": bool(ours) == (verdict is not None),
-        "not_enforced": [f.rule for f in findings if verdict is None and f.engine_enforces.startswith("no")],
+        "not_enforced": [v.rule for v in violations if verdict is None and v.engine_enforces.by == "nowhere"],
         "ours_enforced_by_resolution": ours,
     }
 
@@ -179,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
     findings = [_finding(parsed.launch, v) for v in violations]
     whole = None if fix_all is None else dict(zip(("fix", "fixed", "no_fix"), _fixed(parsed.launch, fix_all),
                                                   strict=True))
-    engine = _engine(parsed, findings) if args.engine else None
+    engine = _engine(parsed, violations) if args.engine else None
     seconds = time.perf_counter() - start
     ok = not findings and (engine is None or engine["agrees"])
     if args.json:

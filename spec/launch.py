@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import Any, Literal
 
 import z3
 
@@ -165,12 +165,34 @@ def _heads(m: ModelGeometry) -> str:
 
 
 @dataclass(frozen=True)
+class Enforced:
+    """Where tokenspeed 0.1.1 itself rejects a launch that breaks a rule: in its parallel
+    resolution (Mapping, resolve_parallelism: what `verify config --engine` runs), elsewhere
+    (ServerArgs at start, a guarantee, the planner's boot check), or nowhere. `text` is shown."""
+
+    text: str
+    by: Literal["resolution", "elsewhere", "nowhere"]
+
+
+def resolution(text: str) -> Enforced:
+    return Enforced(text, "resolution")
+
+
+def elsewhere(text: str) -> Enforced:
+    return Enforced(text, "elsewhere")
+
+
+def nowhere(effect: str = "") -> Enforced:
+    return Enforced(f"no ({effect})" if effect else "no", "nowhere")
+
+
+@dataclass(frozen=True)
 class Rule:
     name: str
     flags: tuple[str, ...]  # the engine's flag spellings the rule is about
     why: str
     source: str
-    engine_enforces: str  # where tokenspeed 0.1.1 itself rejects a breaking launch, or "no"
+    engine_enforces: Enforced
     holds: Callable[[Resolved, ModelGeometry, Assumptions], Any]
     detail: Callable[[Resolved, ModelGeometry], str]  # the numbers that break it, on a concrete launch
 
@@ -180,13 +202,13 @@ RULES: tuple[Rule, ...] = (
          "the world is pp x attention tp x dp: pipeline stages split the world, and attention tp and dp "
          "tile one stage",
          "tokenspeed server_args.py resolve_parallelism and mapping.py _resolve_parallelism_sizes",
-         "Mapping (assert)",
+         resolution("Mapping (assert)"),
          lambda r, m, a: all_(divides(r.pp, r.world), r.tp * r.dp == r.stage),
          lambda r, m: f"world {r.world} is not pp {r.pp} x attention tp {r.tp} x dp {r.dp}"),
     Rule("tp_divides_heads", ("--tp",),
          "attention tp shards the MLA heads (and the KDA heads of a hybrid) evenly over its ranks",
          "the model's config.json head counts (kvproof.spec.catalog tp_domain)",
-         "no (fails later, in the model's weight loading)",
+         nowhere("fails later, in the model's weight loading"),
          lambda r, m, a: any_(r.tp < 1, member(r.tp, m.tp_domain)),
          lambda r, m: f"attention tp {r.tp} does not divide the head counts ({_heads(m)})"),
     Rule("dense_tp_is_attention_tp", ("--dense-tp-size", "--tp", "--data-parallel-size"),
@@ -194,13 +216,13 @@ RULES: tuple[Rule, ...] = (
          "communication manager and returns early on zero tokens, so token-holding ranks enter the dense "
          "all-reduce while idle ranks skip ahead into the MoE all-gather",
          "tokenspeed Kimi-K3 deployment notes (docs/commands/config.md)",
-         "no",
+         nowhere(),
          lambda r, m, a: implies(r.dp > 1, r.dense_tp == r.tp),
          lambda r, m: f"dense tp {r.dense_tp} != attention tp {r.tp} under attention dp {r.dp}"),
     Rule("dense_tp_tiles_stage", ("--dense-tp-size",),
          "dense tp and dense dp tile one pipeline stage's ranks",
          "tokenspeed mapping.py DenseLayerMapping",
-         "Mapping (assert)",
+         resolution("Mapping (assert)"),
          lambda r, m, a: divides(r.dense_tp, r.stage),
          lambda r, m: f"dense tp {r.dense_tp} does not divide the stage's {r.stage} ranks"),
     Rule("merge_state_heads", ("--tp",),
@@ -209,7 +231,7 @@ RULES: tuple[Rule, ...] = (
          f"> {MAX_THREADS_PER_BLOCK} per block) every cross-chunk merge is rejected at launch; attention "
          "tp 1 runs all heads on each rank",
          "K3: 96 MLA heads per rank at tp 1 (docs/commands/config.md); kvproof kernels/merge_state.py launch_config",
-         "no (the kernel launch fails at the first cross-chunk merge)",
+         nowhere("the kernel launch fails at the first cross-chunk merge"),
          lambda r, m, a: any_(a.merge_state_head_tiled, r.tp < 1, r.tp * MERGE_STATE_UNTILED_MAX_HEADS >= m.mla_heads),
          lambda r, m: f"{-(-m.mla_heads // r.tp)} MLA heads per rank at attention tp {r.tp} "
                       f"> {MERGE_STATE_UNTILED_MAX_HEADS}"),
@@ -217,56 +239,56 @@ RULES: tuple[Rule, ...] = (
          "a data-parallel or multi-node launch on bare metal needs --dist-init-addr host:port (only a "
          "launcher such as Slurm can derive it)",
          "tokenspeed server_args.py PortArgs.init_new",
-         "PortArgs.init_new (raises at start)",
+         elsewhere("PortArgs.init_new (raises at start)"),
          lambda r, m, a: implies(any_(r.dp > 1, r.nnodes > 1), r.dist_init_addr),
          lambda r, m: f"dp {r.dp} on {r.nnodes} node(s) without --dist-init-addr host:port"),
     Rule("moe_tiles_stage", ("--ep-size", "--moe-tp-size", "--enable-expert-parallel"),
          "MoE tp x EP must tile one stage's ranks (MoE dp takes the rest)",
          "tokenspeed mapping.py MoeLayerMapping",
-         "Mapping (assert)",
+         resolution("Mapping (assert)"),
          lambda r, m, a: divides(r.moe_tp * r.ep, r.stage),
          lambda r, m: f"MoE tp {r.moe_tp} x EP {r.ep} does not divide the stage's {r.stage} ranks"),
     Rule("moe_tp_or_ep", ("--ep-size", "--moe-tp-size", "--enable-expert-parallel"),
          "MoE tp and EP are not both above 1",
          "tokenspeed server_args.py resolve_parallelism",
-         "resolve_parallelism (raises)",
+         resolution("resolve_parallelism (raises)"),
          lambda r, m, a: any_(r.moe_tp == 1, r.ep == 1),
          lambda r, m: f"MoE tp {r.moe_tp} and EP {r.ep} are both above 1"),
     Rule("dcp_divides_tp", ("--decode-context-parallel-size", "--tp"),
          "decode context parallelism shards KV pages over a subgroup of attention tp",
          "tokenspeed mapping.py _resolve_dcp_size",
-         "Mapping (raises)",
+         resolution("Mapping (raises)"),
          lambda r, m, a: any_(r.tp < 1, divides(r.dcp, r.tp)),
          lambda r, m: f"DCP {r.dcp} does not divide attention tp {r.tp}"),
     Rule("nodes_tile_world", ("--nnodes", "--world-size"),
          "every node runs the same number of ranks",
          "tokenspeed mapping.py Mapping (nprocs_per_node x nnodes)",
-         "Mapping (assert)",
+         resolution("Mapping (assert)"),
          lambda r, m, a: divides(r.nnodes, r.world),
          lambda r, m: f"{r.nnodes} nodes do not divide the world of {r.world} ranks"),
     Rule("pp_without_attention_dp", ("--pipeline-parallel-size", "--data-parallel-size"),
          "pipeline stages with attention DP are not supported",
          "tokenspeed server_args.py (pipeline checks)",
-         "ServerArgs (raises at start)",
+         elsewhere("ServerArgs (raises at start)"),
          lambda r, m, a: implies(r.dp > 1, r.pp == 1),
          lambda r, m: f"pp {r.pp} with attention dp {r.dp}"),
     Rule("pp_needs_prefill_role", ("--pipeline-parallel-size", "--disaggregation-mode"),
          "pipeline parallelism is a prefill-node chunk-pipeline feature: a stage needs the prefill role's "
          "guarantees (no decode token feedback)",
          "tokenspeed server_args.py resolve_disaggregation",
-         "ServerArgs.resolve_disaggregation (raises at start)",
+         elsewhere("ServerArgs.resolve_disaggregation (raises at start)"),
          lambda r, m, a: implies(r.pp > 1, r.prefill),
          lambda r, m: f"pp {r.pp} without --disaggregation-mode prefill"),
     Rule("pp_within_layers", ("--pipeline-parallel-size",),
          "each pipeline stage runs a window of the model's layers; past one stage per layer a stage has none",
          "tokenspeed pp_stage.py pp_stage_windows (the even split)",
-         "no (the even split hands a stage an empty window)",
+         nowhere("the even split hands a stage an empty window"),
          lambda r, m, a: any_(r.stage < 1, r.pp <= m.num_layers),  # a stage of no ranks is world_product's
          lambda r, m: f"pp {r.pp} stages for {m.num_layers} layers"),
     Rule("kv_cache_dtype", ("--kv-cache-dtype",),
          "the cache contract covers fp8 (e4m3) and bf16 latent pages; mxfp8 needs an MHA backend",
          "tokenspeed server_args.py --kv-cache-dtype help; kvproof.spec.catalog CACHE_DTYPES",
-         "no",
+         nowhere(),
          lambda r, m, a: r.dtype != DTYPE_CODES.index(None),
          lambda r, m: "--kv-cache-dtype mxfp8 is outside the cache contract"),
 )

@@ -16,10 +16,12 @@ from kvproof.spec.contract import MAX_PADDING
 from kvproof.spec.launch import (
     RULE_NAMES,
     Assumptions,
+    Enforced,
     Launch,
     OutOfTime,
     Rule,
     assumption_cases,
+    elsewhere,
     resolve_launch,
     smallest_fix,
     violated,
@@ -113,7 +115,7 @@ class Violation:
     reason: str
     why: str
     source: str
-    engine_enforces: str
+    engine_enforces: Enforced
     only_if: str | None  # the assumption under which alone it is violated
     fix: Fix
 
@@ -156,6 +158,6 @@ def check(launch: Launch, model: ModelGeometry, tiled: bool | None, policy: Poli
             CONTRACT, f"at tp {point[0]} {point[1]} with {drafts.count} draft layer(s) under policy {policy.name}: "
             + "; ".join(contract_now),
             "the cache plan at the launch's (tp, dtype) point must satisfy every named property",
-            "kvproof.spec.prover (verify prove)", "boot check of the planner", None, fix))
+            "kvproof.spec.prover (verify prove)", elsewhere("boot check of the planner"), None, fix))
     whole = fix_for(launch, model, cases, rules, contract, search.share(calls)) if len(found) > 1 else None
     return found, whole

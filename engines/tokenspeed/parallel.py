@@ -19,7 +19,7 @@ from kvproof.impl import faults
 from kvproof.spec.launch import RULES, Launch
 
 # The rules whose breaking launches the loaded resolution itself rejects.
-ENFORCED_BY_RESOLUTION = frozenset(r.name for r in RULES if r.engine_enforces.startswith(("Mapping", "resolve_")))
+ENFORCED_BY_RESOLUTION = frozenset(r.name for r in RULES if r.engine_enforces.by == "resolution")
 
 
 def load_mapping() -> types.ModuleType:
