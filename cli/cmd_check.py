@@ -11,7 +11,7 @@ from pathlib import Path
 from kvproof.cli.args import UsageError
 from kvproof.spec.catalog import ConfigError, read_json
 from kvproof.spec.check import check
-from kvproof.spec.encoding import padding_bound_of
+from kvproof.spec.plan_reader import padding_bound_of
 from kvproof.spec.properties import PROPERTIES
 
 

@@ -10,7 +10,7 @@ import math
 from kvproof.cli.args import UsageError
 from kvproof.engines import baseline
 from kvproof.engines.verdict import EngineError, EngineRun, PointResult, RecipeResult
-from kvproof.spec.encoding import padding_bound_of
+from kvproof.spec.plan_reader import padding_bound_of
 
 # engine -> its adapter module, which has verify(recipes, tps, dtypes, engine_path) -> EngineRun.
 # Imported on use: an adapter needs its engine's dependencies (torch for tokenspeed's recipes, the

@@ -16,7 +16,9 @@ from fractions import Fraction
 from typing import Any
 
 from kvproof.spec import properties as P
-from kvproof.spec.encoding import Facts, affine_facts, violations
+from kvproof.spec.encoding import violations
+from kvproof.spec.facts import Facts
+from kvproof.spec.plan_reader import affine_facts
 
 BOOTS = "boots"  # an engine verdict, not a plan property: the engine refuses a supported point
 

@@ -17,7 +17,8 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from kvproof.spec import properties as P
-from kvproof.spec.encoding import concrete_facts, violations
+from kvproof.spec.encoding import violations
+from kvproof.spec.plan_reader import concrete_facts
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,9 @@ from fractions import Fraction
 from kvproof.spec import properties as P
 from kvproof.spec.catalog import CACHE_DTYPES, ModelGeometry
 from kvproof.spec.contract import DRAFT_DTYPE, MAX_PADDING, Layout, plan_for, recipe_layout
-from kvproof.spec.encoding import CHECKS, Facts, Violation, symbolic_facts
+from kvproof.spec.encoding import CHECKS, Violation
+from kvproof.spec.facts import Facts
+from kvproof.spec.plan_reader import symbolic_facts
 from kvproof.spec.policy import Policy, choose
 
 

@@ -2,7 +2,7 @@
 
 Another engine can validate its export with any JSON Schema tool; kvproof validates with
 `jsonschema` and turns the first error into the same one-line message, naming the key, that the
-semantic checks of spec/encoding.py give (ids that resolve, page counts). The schema also caps
+semantic checks of spec/plan_reader.py give (ids that resolve, page counts). The schema also caps
 every list and number a plan may hold, so no document can make the check allocate without
 bound.
 """

@@ -34,7 +34,8 @@ from kvproof.spec.contract import (
     plan_for,
     recipe_layout,
 )
-from kvproof.spec.encoding import Violation, symbolic_facts, violations
+from kvproof.spec.encoding import Violation, violations
+from kvproof.spec.plan_reader import symbolic_facts
 
 
 @dataclass(frozen=True)

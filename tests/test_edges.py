@@ -26,14 +26,8 @@ from kvproof.spec import properties as P
 from kvproof.spec.catalog import ConfigError, load_model, parse_config
 from kvproof.spec.check import check_plan
 from kvproof.spec.contract import recipe_layout
-from kvproof.spec.encoding import (
-    affine_facts,
-    concrete_facts,
-    in_bounds,
-    padding_bound_of,
-    page_id_limit,
-    symbolic_facts,
-)
+from kvproof.spec.encoding import in_bounds, page_id_limit
+from kvproof.spec.plan_reader import affine_facts, concrete_facts, padding_bound_of, symbolic_facts
 from kvproof.spec.policy import K_MLA, Policy, choose, policy_named
 from kvproof.spec.prover import plan_point
 from kvproof.spec.schema import validate
@@ -492,14 +486,15 @@ def _parent_of(doc: dict, parent: int) -> dict:
 
 
 def test_an_engine_plan_at_three_parent_counts_is_one_affine_plan(monkeypatch):
-    import kvproof.spec.encoding as E
+    import kvproof.spec.plan_reader as R
+    from kvproof.spec.facts import Affine
 
     checked = []
-    validate_once = E.validate
-    monkeypatch.setattr(E, "validate", lambda doc: checked.append(doc["num_parents"]) or validate_once(doc))
+    validate_once = R.validate
+    monkeypatch.setattr(R, "validate", lambda doc: checked.append(doc["num_parents"]) or validate_once(doc))
     facts = affine_facts(_bindings(3, 1, 2))
     # 32 B parents: arena (N + 1) x 32 B; N from 1 to (2^31 - 1) // 1 page ids; the bound kept.
-    assert (facts.parents, facts.arena_bytes, facts.max_padding) == ((1, 2**31 - 1), E.Affine(32, 32), Fraction(1, 4))
+    assert (facts.parents, facts.arena_bytes, facts.max_padding) == ((1, 2**31 - 1), Affine(32, 32), Fraction(1, 4))
     assert checked == [1]  # the schema on the first binding; the line fit checks the others
     with pytest.raises(ConfigError, match="three or more parent counts"):
         affine_facts(_bindings(1, 2))

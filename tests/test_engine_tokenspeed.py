@@ -18,7 +18,7 @@ from kvproof.engines.tokenspeed.configs import HFConfig, Strict
 from kvproof.engines.tokenspeed.loader import StubUsed, Unavailable
 from kvproof.impl import faults
 from kvproof.spec.catalog import ConfigError
-from kvproof.spec.encoding import affine_facts
+from kvproof.spec.plan_reader import affine_facts
 
 BASELINE = Path(__file__).resolve().parent.parent / "ci" / "baselines" / "tokenspeed.json"
 

@@ -15,7 +15,8 @@ from kvproof.spec import properties as P
 from kvproof.spec.catalog import load_model
 from kvproof.spec.check import check_plan
 from kvproof.spec.contract import bound, plan_for, recipe_layout
-from kvproof.spec.encoding import symbolic_facts, violations
+from kvproof.spec.encoding import violations
+from kvproof.spec.plan_reader import symbolic_facts
 from kvproof.spec.policy import POLICIES, Policy
 from kvproof.spec.prover import prove
 
