@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from kvproof.engines import baseline
+from kvproof.engines.stubs import StubUsed, Unavailable
 from kvproof.engines.tokenspeed import engine, loader
 from kvproof.engines.tokenspeed.configs import HFConfig, Strict
-from kvproof.engines.tokenspeed.loader import StubUsed, Unavailable
 from kvproof.impl import faults
 from kvproof.spec.catalog import ConfigError
 from kvproof.spec.plan_reader import affine_facts

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kvproof.engines.tokenspeed.loader import StubUsed
+from kvproof.engines.stubs import StubUsed
 
 
 class Strict:

@@ -15,9 +15,10 @@ import dataclasses
 import types
 from typing import Any
 
+from kvproof.engines.stubs import Unavailable
 from kvproof.engines.tokenspeed.configs import HFConfig, Strict
 from kvproof.engines.tokenspeed.inputs import CAPACITY, MATH, divisors, recipe, server_args
-from kvproof.engines.tokenspeed.loader import ASSUMPTIONS, Unavailable
+from kvproof.engines.tokenspeed.loader import ASSUMPTIONS
 
 MODELS = ("deepseek-v4-flash.json", "deepseek-v4-pro.json")
 MODULES = ("deepseek_v4", "plan", "configs.mla")

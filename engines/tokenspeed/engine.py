@@ -17,6 +17,7 @@ from importlib import resources
 from typing import Any
 
 from kvproof.engines import verdict
+from kvproof.engines.stubs import StubUsed
 from kvproof.engines.tokenspeed import deepseek_v4, kimi_k3, loader, mutants, nemotron_h, ordinary, pipeline, qwen35
 from kvproof.engines.verdict import EngineError, EngineRun, PointResult, RecipeResult
 
@@ -70,7 +71,7 @@ def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Seq
         return run(source, recipes, only, engine_path, unbounded)
     except loader.SourceError as err:
         raise EngineError(str(err)) from None
-    except loader.StubUsed as err:
+    except StubUsed as err:
         raise EngineError(f"{err}; the adapter must model this before the point can be checked") from None
 
 
@@ -161,7 +162,7 @@ def _points(source: loader.Source, family: str, profile: Profile, only: dict[str
                            *([f"--max-padding {float(unbounded)}"] if unbounded is not None else [])])
         try:
             outcome = _plan(profile, modules, published, point)
-        except loader.StubUsed:
+        except StubUsed:
             raise
         except Exception as err:  # the engine broke in a way it does not declare: no verdict
             raise EngineError(f"{family} at {_describe(point)}: {type(err).__name__}: "

@@ -12,8 +12,8 @@ import inspect
 from math import isqrt
 from typing import Any
 
+from kvproof.engines.stubs import Unavailable
 from kvproof.engines.tokenspeed.configs import HFConfig, Strict
-from kvproof.engines.tokenspeed.loader import Unavailable
 
 CAPACITY = "capacity and scheduling only; the arena layout never reads it"
 MATH = "attention math, not cache bytes"

@@ -16,9 +16,10 @@ import types
 from math import gcd
 from typing import Any
 
+from kvproof.engines.stubs import Unavailable
 from kvproof.engines.tokenspeed.configs import HFConfig, Strict
 from kvproof.engines.tokenspeed.inputs import CAPACITY, MATH, divisors
-from kvproof.engines.tokenspeed.loader import ASSUMPTIONS, Unavailable
+from kvproof.engines.tokenspeed.loader import ASSUMPTIONS
 from kvproof.engines.tokenspeed.qwen35 import hybrid_recipe
 
 MODELS = ("nemotron-h-56b-base-8k.json", "nemotron-3-super-120b-a12b-fp8.json")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import types
 from typing import Any
 
+from kvproof.engines.stubs import Unavailable
 from kvproof.engines.tokenspeed.configs import HFConfig, Strict
 from kvproof.engines.tokenspeed.inputs import (
     CAPACITY,
@@ -23,7 +24,7 @@ from kvproof.engines.tokenspeed.inputs import (
     recipe,
     server_args,
 )
-from kvproof.engines.tokenspeed.loader import ASSUMPTIONS, Unavailable
+from kvproof.engines.tokenspeed.loader import ASSUMPTIONS
 
 MODULES = ("ordinary", "plan", "configs.mla", "configs.dsa", "configs.mha")
 MLA_MODELS = ("deepseek-v3.json",)

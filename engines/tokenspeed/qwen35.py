@@ -15,9 +15,10 @@ import types
 from math import gcd
 from typing import Any
 
+from kvproof.engines.stubs import Unavailable
 from kvproof.engines.tokenspeed.configs import HFConfig, Strict
 from kvproof.engines.tokenspeed.inputs import CAPACITY, MATH, divisors, recipe, server_args
-from kvproof.engines.tokenspeed.loader import ASSUMPTIONS, Unavailable
+from kvproof.engines.tokenspeed.loader import ASSUMPTIONS
 
 MODELS = ("qwen3.5-27b.json",)
 MODULES = ("qwen35", "plan", "configs.mha", "configs.linear_attn")

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
+from kvproof.engines.stubs import StubUsed
 from kvproof.engines.tokenspeed import engine, kimi_k3, loader, mutants
 from kvproof.engines.verdict import EngineError, PointResult, from_refusal, planned
 from kvproof.spec.sweep import describe_set
@@ -108,7 +109,7 @@ class Runner:
         try:
             outcome = engine.pipeline.run(lambda: kimi_k3.build(self.modules, configs, point),
                                           self.modules["plan"])
-        except loader.StubUsed:
+        except StubUsed:
             raise
         except Exception as err:  # the engine broke in a way it does not declare: no verdict
             raise EngineError(f"kimi_k3 at {m.text()}: {type(err).__name__}: "
@@ -160,7 +161,7 @@ def verify(engine_path: str | None, family: Family, examples: int) -> EngineSwee
         return sweep(mutants.mutated(source), family, examples)
     except loader.SourceError as err:
         raise EngineError(str(err)) from None
-    except loader.StubUsed as err:
+    except StubUsed as err:
         raise EngineError(f"{err}; the adapter must model this before the family can be checked") from None
 
 
