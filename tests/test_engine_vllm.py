@@ -18,8 +18,9 @@ import pytest
 pytest.importorskip("vllm", reason="vllm is not installed: `make .venv/.vllm` installs it (make test does)")
 
 from kvproof.engines import baseline
+from kvproof.engines.stubs import StubUsed
 from kvproof.engines.verdict import EngineError
-from kvproof.engines.vllm import catalog, engine, planner
+from kvproof.engines.vllm import catalog, engine, planner, platform
 from kvproof.impl import faults
 
 BASELINE = Path(__file__).resolve().parent.parent / "ci" / "baselines" / "vllm.json"
@@ -152,7 +153,7 @@ def test_kimi_k3_on_a_platform_bound_at_import_that_is_not_the_points_raises(mon
     from vllm.platforms.cpu import CpuPlatform
 
     monkeypatch.setattr(kda, "current_platform", CpuPlatform())
-    with pytest.raises(planner.StubUsed, match="kimi_k3 was first imported under a platform with capability"):
+    with pytest.raises(StubUsed, match="kimi_k3 was first imported under a platform with capability"):
         planner.plan(point(K3))
 
 
@@ -282,7 +283,7 @@ def test_a_vllm_whose_planning_api_moved_is_one_line_not_a_finding(monkeypatch) 
         engine.run(["qwen3-next-80b-a3b"], {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"],
                                            "backend": ["FLASH_ATTN"], "spec": [0], "pp": [1], "prefix": ["off"]})
     shell = planner._shell(QWEN.state_layer_class())
-    with pytest.raises(planner.StubUsed, match="which a layer sets in its constructor"):
+    with pytest.raises(StubUsed, match="which a layer sets in its constructor"):
         planner._check_shell_call(lambda: shell.prefix, "GDN layer state", {"layer": shell})
     with pytest.raises(AttributeError, match="no_such_answer"):
         planner._check_shell_call(lambda: planning.no_such_answer, "GDN layer state", {"layer": shell})
@@ -436,9 +437,9 @@ def test_sm_90_and_sm_100_plan_in_one_process_each_with_its_own_answers() -> Non
     first = planner.plan(point(K3, tp=2))
     blackwell = planner.plan(planner.Point(K3, 2, "auto", "auto", True, catalog.FLASHINFER_MLA))
     again = planner.plan(point(K3, tp=2))
-    assert kda.current_platform is planner.cuda_assumed(planner._vllm())
+    assert kda.current_platform is platform.cuda_assumed(platform.modules())
     assert first.documents == again.documents and blackwell.block_size == first.block_size == 2944
-    with pytest.raises(planner.StubUsed, match="outside planning a point"):
+    with pytest.raises(StubUsed, match="outside planning a point"):
         kda.current_platform.get_device_capability()
 
 
@@ -459,9 +460,9 @@ def test_a_stand_in_raises_by_name_when_used_and_flashinfer_stays_absent() -> No
 
     flashattn_mla = sys.modules[catalog.FLASH_ATTN_MLA.load().__module__]
     flashinfer_mla = sys.modules[catalog.FLASHINFER_MLA.load().__module__]
-    with pytest.raises(planner.StubUsed, match=r"fa_utils\.flash_attn_varlen_func"):
+    with pytest.raises(StubUsed, match=r"fa_utils\.flash_attn_varlen_func"):
         flashattn_mla.flash_attn_varlen_func()
-    with pytest.raises(planner.StubUsed, match=r"flashinfer\.decode\.trtllm_batch_decode_with_kv_cache_mla\.shape"):
+    with pytest.raises(StubUsed, match=r"flashinfer\.decode\.trtllm_batch_decode_with_kv_cache_mla\.shape"):
         flashinfer_mla.trtllm_batch_decode_with_kv_cache_mla.shape  # noqa: B018
     assert "flashinfer" not in sys.modules and not has_flashinfer()
 
@@ -560,9 +561,9 @@ def test_vllms_own_validation_selects_flashinfer_mla_first_on_sm_100(model, tmp_
     from vllm.v1.attention.selector import AttentionSelectorConfig
 
     (tmp_path / "config.json").write_text(model.config_text(), encoding="utf-8")
-    v = planner._vllm()
+    v = platform.modules()
     flashinfer_mla, flash_attn_mla = catalog.FLASHINFER_MLA.load(), catalog.FLASH_ATTN_MLA.load()
-    with planner.point_answers(planner.cuda_assumed(v), (10, 0), [flashinfer_mla]):
+    with platform.point_answers(platform.cuda_assumed(v), (10, 0), [flashinfer_mla]):
         model_config = ModelConfig(model=str(tmp_path), skip_tokenizer_init=True, dtype="auto")
         with set_current_vllm_config(VllmConfig(model_config=model_config)):
             def reasons(backend: type, kv: str, capability: tuple[int, int]) -> list[str]:
@@ -622,7 +623,7 @@ def test_the_trtllm_assumption_is_what_vllm_asks_and_the_config_is_current(tmp_p
     (tmp_path / "config.json").write_text(QWEN.config_text(), encoding="utf-8")
 
     def sizes(capability: tuple[int, int], trtllm: bool, current: bool = True) -> tuple[list, int]:
-        with planner.point_answers(planner.cuda_assumed(planner._vllm()), capability, [backend], trtllm):
+        with platform.point_answers(platform.cuda_assumed(platform.modules()), capability, [backend], trtllm):
             config = VllmConfig(model_config=ModelConfig(model=str(tmp_path), skip_tokenizer_init=True,
                                                          dtype="auto"))
             with set_current_vllm_config(config) if current else contextlib.nullcontext():
@@ -638,9 +639,9 @@ def test_the_trtllm_assumption_is_what_vllm_asks_and_the_config_is_current(tmp_p
 def test_a_point_that_assumes_no_deployment_fact_refuses_to_guess() -> None:
     """FLASHINFER asks has_nvidia_artifactory, Qwen3-Next's GDN layer the CUDA runtime on sm_100: a point
     without the assumption raises StubUsed naming the axis, so no answer is ever this machine's."""
-    with pytest.raises(planner.StubUsed, match="give the point a trtllm axis"):
+    with pytest.raises(StubUsed, match="give the point a trtllm axis"):
         planner.plan(fi(NEMOTRON, trtllm=None))
-    with pytest.raises(planner.StubUsed, match="give the point a cuda_runtime axis"):
+    with pytest.raises(StubUsed, match="give the point a cuda_runtime axis"):
         planner.plan(planner.Point(QWEN, 1, "auto", "auto", True, catalog.FLASHINFER_SM100, trtllm=False))
 
 
@@ -675,7 +676,7 @@ def test_vllms_own_validation_accepts_flashinfer_for_both_gqa_models(model, tmp_
     backend = catalog.FLASHINFER_SM100.load()
     for capability in ((9, 0), (10, 0)):
         for trtllm in (True, False):
-            with planner.point_answers(planner.cuda_assumed(planner._vllm()), capability, [backend], trtllm, 13):
+            with platform.point_answers(platform.cuda_assumed(platform.modules()), capability, [backend], trtllm, 13):
                 model_config = ModelConfig(model=str(tmp_path), skip_tokenizer_init=True, dtype="auto")
                 with set_current_vllm_config(VllmConfig(model_config=model_config)):
                     for kv in ("auto", "fp8"):

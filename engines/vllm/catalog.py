@@ -17,6 +17,8 @@ from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any
 
+from kvproof.engines.stubs import StubUsed
+from kvproof.engines.vllm.platform import load_backend
 from kvproof.impl import faults
 
 
@@ -131,9 +133,7 @@ class Backend:
         return self.kernels + (self.trtllm_kernels or () if trtllm else ())
 
     def load(self) -> Any:
-        """The class, imported under kvproof's platform answering for this GPU (planner.load_backend)."""
-        from kvproof.engines.vllm.planner import load_backend
-
+        """The class, imported under kvproof's platform answering for this GPU (platform.load_backend)."""
         return load_backend(self.path, self.capability)
 
 
@@ -302,8 +302,6 @@ def _kimi_k3_kda_state(vllm_config: Any, aligned: bool) -> dict[str, Any]:
     from vllm.model_executor.layers.mamba.mamba_utils import MambaStateDtypeCalculator
     from vllm.models.kimi_k3.nvidia import kda
     from vllm.platforms import current_platform
-
-    from kvproof.engines.vllm.planner import StubUsed
 
     # kda.py binds current_platform when first imported (the first point's); the two answers
     # is_flashkda_supported asks of it must be the point's, or the backend would be another GPU's.

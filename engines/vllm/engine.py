@@ -19,7 +19,6 @@ import sys
 import time
 import traceback
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from fractions import Fraction
 from importlib import metadata
 from pathlib import Path
@@ -231,7 +230,7 @@ def _plan_all(model: catalog.Model, chosen: list[dict[str, Any]],
                                                      p["prefix"] == "on", backend, p.get("spec", 0), p["pp"], rank,
                                                      p["trtllm"] == "on" if "trtllm" in p else None,
                                                      p.get("cuda_runtime")),
-                                       _patches())
+                                       mutants.applied)
             except (ValueError, NotImplementedError, AssertionError) as err:  # vLLM refused a point it supports
                 where = f"rank {rank}: " if p["pp"] > 1 else ""
                 refused = verdict.from_refusal(model.recipe, p, f"{where}{type(err).__name__}: {_one_line(err)}",
@@ -293,12 +292,6 @@ def cross_tp(planned: list[tuple[PointResult, int | None]]) -> list[PointResult]
         out.append(PointResult(p.recipe, p.point, "counterexample", (*p.findings, finding), p.packing,
                                p.parent_bytes, p.worst_padding, p.parents, replay))
     return out
-
-
-def _patches() -> Any:
-    def patch(v: dict[str, Any]) -> AbstractContextManager[None]:
-        return mutants.applied(v)
-    return patch
 
 
 def _assumed(assume: Sequence[str] | None) -> dict[str, list[Any]]:

@@ -9,10 +9,12 @@ mutant that silently stopped applying proves nothing.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from kvproof.engines.vllm.platform import Vllm
 from kvproof.impl import faults
 
 
@@ -91,10 +93,9 @@ def active() -> list[str]:
 
 
 @contextmanager
-def applied(v: dict[str, Any]) -> Iterator[None]:
-    """Every active vLLM fault's replacement in place for the block, the originals restored after."""
-    import importlib
-
+def applied(v: Vllm) -> Iterator[None]:
+    """Every active vLLM fault's replacement in place for the block, the originals restored after
+    (planner.Patches: each replacement names its own module, so `v` is not read)."""
     saved = []
     try:
         for name in active():

@@ -6,35 +6,32 @@ What runs is vLLM's: `ModelConfig` reads the published config.json from a folder
 `MambaSpec` give the per-layer page sizes, `get_kv_cache_groups` unifies and groups them and
 `get_kv_cache_config_from_groups` emits the `KVCacheTensor`s, with the vLLM config current as in
 vLLM's worker. kvproof replaces exactly the answers that need a GPU, a deployment or built layers,
-each loudly (see `CudaAssumed`, `point_answers` and `_LayerShells`): which attention backend the
-CUDA platform selected (the point's `backend` assumption), that the platform supports the hybrid
-KV-cache manager (vllm/platforms/cuda.py:683), the device capability (the point's `gpu`), and,
-only at points that assume them, the CUDA runtime's major version and whether FlashInfer's TRTLLM
-kernels are obtainable (vllm/utils/flashinfer.py:647). Everything else it would need raises
-`StubUsed`, the guarded stand-ins that let three backends' modules import on a CPU included
-(stand_ins.py).
+each loudly (see `CudaAssumed` and `point_answers` in platform.py, and `_LayerShells`): which
+attention backend the CUDA platform selected (the point's `backend` assumption), that the
+platform supports the hybrid KV-cache manager (vllm/platforms/cuda.py:683), the device capability
+(the point's `gpu`), and, only at points that assume them, the CUDA runtime's major version and
+whether FlashInfer's TRTLLM kernels are obtainable (vllm/utils/flashinfer.py:647). Everything
+else it would need raises `StubUsed`, the guarded stand-ins that let three backends' modules
+import on a CPU included (stand_ins.py).
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib
-import logging
 import math
-import os
 import re
 import tempfile
-import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kvproof.engines.stubs import StubUsed
 from kvproof.engines.vllm.catalog import Backend, Model
+from kvproof.engines.vllm.platform import Vllm, cuda_assumed, modules, point_answers
 
-
-class StubUsed(RuntimeError):
-    """Planning asked kvproof's stand-in something it does not model: the adapter is incomplete."""
+# Replaces vLLM functions for one planning call (the seeded historical bugs): a context manager.
+Patches = Callable[[Vllm], AbstractContextManager[None]]
 
 
 @dataclass(frozen=True)
@@ -62,145 +59,7 @@ class Point:
     cuda_runtime: int | None = None  # the CUDA runtime's major version (get_cuda_runtime_major); None: not assumed
 
 
-@dataclass(frozen=True)
-class Answers:
-    """What kvproof's platform answers while one point is planned: the point's GPU and backend,
-    and the deployment facts the point assumes (None: it assumes none, and a question raises)."""
-
-    capability: tuple[int, int]
-    backends: list[type]  # the backends vLLM finds on the rank's built layers
-    trtllm: bool | None = None
-    cuda_runtime: int | None = None
-
-
 BIND_AT = (1, 2, 3, 1000)  # parent counts: the plan must be affine in N (checked, not assumed)
-
-
-def _vllm() -> dict[str, Any]:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the config is a local file; never reach for a hub
-    # vLLM's warnings about the plans (padding it wastes, layers it pads) are kvproof's findings to
-    # report, and thousands of them per run would bury an error; VLLM_LOGGING_LEVEL=WARNING shows them.
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-    # requests (a vLLM dependency) warns at import that it has no charset detector: it would need
-    # one only to decode a response body, and planning makes no request
-    warnings.filterwarnings("ignore", message="Unable to find acceptable character detection dependency")
-    logging.getLogger("vllm").setLevel(os.environ["VLLM_LOGGING_LEVEL"].upper())  # vLLM's own reading
-    names = {
-        "config": "vllm.config", "platforms": "vllm.platforms", "interface": "vllm.platforms.interface",
-        "kvi": "vllm.v1.kv_cache_interface", "planning": "vllm.v1.core.kv_cache_planning",
-        "worker_utils": "vllm.v1.worker.utils", "backend_utils": "vllm.v1.attention.backends.utils",
-        "registry": "vllm.v1.attention.backends.registry", "models": "vllm.model_executor.models",
-        "torch_utils": "vllm.utils.torch_utils", "dist_utils": "vllm.distributed.utils",
-    }
-    return {key: importlib.import_module(name) for key, name in names.items()}
-
-
-_ASSUMED: dict[Any, Any] = {}  # vllm's Platform class -> the one CudaAssumed instance of this process
-
-
-def cuda_assumed(v: dict[str, Any]) -> Any:
-    """The one Platform of this process that answers as the CUDA platform would on the point's GPU
-    with the point's backend, and runs the interface's own block-size logic. It is one instance for
-    every point because vLLM modules bind `current_platform` when first imported (kda.py, the
-    backends): each answers the point being planned (`point_answers`), so one process plans sm_90
-    and sm_100 points alike; asked outside a point it raises StubUsed. Its hooks are the only
-    answers kvproof gives; a hook it does not override and vLLM's interface leaves abstract raises."""
-    interface = v["interface"]
-    base: Any = interface.Platform
-    if base in _ASSUMED:
-        return _ASSUMED[base]
-
-    class CudaAssumed(base):
-        _enum = interface.PlatformEnum.CUDA
-        device_name = "cuda"
-        device_type = "cuda"
-        _point: Answers | None = None
-
-        @classmethod
-        def _answers(cls) -> Answers:
-            if cls._point is None:
-                raise StubUsed("vLLM asked kvproof's CUDA platform for the GPU outside planning a point; it "
-                               "answers only for the point being planned")
-            return cls._point
-
-        @classmethod
-        def _find_non_ssm_backends(cls, vllm_config: Any) -> list[type]:
-            return list(cls._answers().backends)  # the point's backend: vLLM finds it on built layers
-
-        @classmethod
-        def support_hybrid_kv_cache(cls) -> bool:
-            return True  # vllm/platforms/cuda.py:683
-
-        @classmethod
-        def get_device_capability(cls, device_id: int = 0) -> Any:
-            return interface.DeviceCapability(*cls._answers().capability)
-
-        @classmethod
-        def get_cuda_runtime_major(cls) -> int:
-            """CudaPlatform's (torch.version.cuda's major, cuda.py:286): the point's assumption."""
-            major = cls._answers().cuda_runtime
-            if major is None:
-                raise StubUsed("vLLM asked the CUDA runtime's major version (get_cuda_runtime_major) at a point "
-                               "that assumes none; give the point a cuda_runtime axis")
-            return major
-
-    _ASSUMED[base] = CudaAssumed()
-    return _ASSUMED[base]
-
-
-@contextlib.contextmanager
-def point_answers(platform: Any, capability: tuple[int, int], backends: list[type], trtllm: bool | None = None,
-                  cuda_runtime: int | None = None) -> Iterator[None]:
-    """The platform installed as vLLM's current_platform, answering for one point, and vLLM's
-    has_nvidia_artifactory answering the point's `trtllm` assumption (never a network request).
-
-    vLLM caches supports_trtllm_attention per process (vllm/utils/flashinfer.py:674), where one GPU
-    and one deployment never change; kvproof plans many points in one process, so the cache is
-    emptied on entering and leaving each point. vllm.utils.flashinfer binds current_platform when
-    first imported (:24), which happens before any point, under this machine's CPU platform, so its
-    platform is the point's for the point too."""
-    platforms: Any = importlib.import_module("vllm.platforms")
-    flashinfer: Any = importlib.import_module("vllm.utils.flashinfer")
-    envs: Any = importlib.import_module("vllm.envs")
-    if trtllm and envs.VLLM_BATCH_INVARIANT:
-        raise StubUsed("VLLM_BATCH_INVARIANT is set in this process, so vLLM turns TRTLLM attention off "
-                       "(vllm/utils/flashinfer.py:683) whatever the point assumes; unset it to plan")
-
-    def has_nvidia_artifactory() -> bool:
-        if trtllm is None:
-            raise StubUsed("vLLM asked whether FlashInfer's TRTLLM kernels are obtainable (has_nvidia_artifactory) "
-                           "at a point that assumes neither; give the point a trtllm axis")
-        return trtllm
-
-    previous, asked, bound = platforms._current_platform, flashinfer.has_nvidia_artifactory, flashinfer.current_platform
-    type(platform)._point = Answers(capability, backends, trtllm, cuda_runtime)
-    platforms._current_platform = platform
-    flashinfer.has_nvidia_artifactory, flashinfer.current_platform = has_nvidia_artifactory, platform
-    flashinfer.supports_trtllm_attention.cache_clear()
-    try:
-        yield
-    finally:
-        type(platform)._point = None
-        platforms._current_platform = previous
-        flashinfer.has_nvidia_artifactory, flashinfer.current_platform = asked, bound
-        flashinfer.supports_trtllm_attention.cache_clear()
-
-
-def load_backend(path: str, capability: tuple[int, int]) -> Any:
-    """A backend class, its module imported (if first here) with kvproof's platform as
-    current_platform, answering for `capability`, and with the guarded stand-ins of
-    stand_ins.py for the GPU packages it binds; a module bound to another platform raises."""
-    from kvproof.engines.vllm import stand_ins
-
-    module_name, cls = path.split(":")
-    platform = cuda_assumed(_vllm())
-    with point_answers(platform, capability, []), stand_ins.installed():
-        module = importlib.import_module(module_name)
-    bound = vars(module).get("current_platform", platform)
-    if bound is not platform:
-        raise StubUsed(f"{module_name} was imported before planning under {type(bound).__name__}, so its answers "
-                       "are not the point's; plan in a process that has not imported it")
-    return getattr(module, cls)
 
 
 class _LayerShells(dict):
@@ -226,31 +85,26 @@ def _check_shell_call(fn: Callable[[], Any], what: str, shells: dict[str, Any]) 
                        "builds no layers") from None
 
 
-def plan(point: Point, patches: Callable[[dict[str, Any]], Any] | None = None) -> Planned:
+def plan(point: Point, patches: Patches | None = None) -> Planned:
     """The point through vLLM's planner. `patches(v)` may replace vLLM functions for the call (the
-    seeded historical bugs do): it returns a context manager."""
-    v = _vllm()
-    folder = tempfile.mkdtemp(prefix="kvproof-vllm-")
-    try:
+    seeded historical bugs do)."""
+    v = modules()
+    with tempfile.TemporaryDirectory(prefix="kvproof-vllm-") as folder:
         (Path(folder) / "config.json").write_text(point.model.config_text(), encoding="utf-8")
         return _plan(v, point, folder, patches)
-    finally:
-        for child in Path(folder).iterdir():
-            child.unlink()
-        Path(folder).rmdir()
 
 
-def _rank_layers(v: dict[str, Any], layers: list[tuple[str, str]], hf: Any,
+def _rank_layers(v: Vllm, layers: list[tuple[str, str]], hf: Any,
                  point: Point) -> tuple[tuple[int, int], list[tuple[str, str]]]:
     """The hidden layers a pipeline stage builds: vLLM's own split (make_layers asks
     get_pp_indices, vllm/distributed/utils.py:198), so every model layer's name carries its index."""
-    start, end = v["dist_utils"].get_pp_indices(hf.num_hidden_layers, point.rank, point.pp)
+    start, end = v.dist_utils.get_pp_indices(hf.num_hidden_layers, point.rank, point.pp)
     return (start, end), [(name, kind) for name, kind in layers
                           if start <= int(re.search(r"layers\.(\d+)", name).group(1)) < end]  # type: ignore[union-attr]
 
 
-def _plan(v: dict[str, Any], point: Point, folder: str, patches: Callable[[dict[str, Any]], Any] | None) -> Planned:
-    config = v["config"]
+def _plan(v: Vllm, point: Point, folder: str, patches: Patches | None) -> Planned:
+    config = v.config
     backend = point.backend.load()
     found = [backend]
     platform = cuda_assumed(v)
@@ -273,32 +127,32 @@ def _plan(v: dict[str, Any], point: Point, folder: str, patches: Callable[[dict[
         if speculative is not None:  # the draft's layers keep pages in the same cache
             layers += point.model.draft_layers(speculative.draft_model_config.hf_config)
         model_cls: Any
-        model_cls, _ = v["models"].ModelRegistry.resolve_model_cls(model_config.architecture,
+        model_cls, _ = v.models.ModelRegistry.resolve_model_cls(model_config.architecture,
                                                                     model_config=model_config)
         shells = {name: _shell(point.model.state_layer_class()) for name, kind in layers if kind == "state"}
         if point.model.state_init is not None:  # what each layer's constructor would set, from vLLM's code
             for shell in shells.values():
                 vars(shell).update(point.model.state_init(vllm_config, False))
         vllm_config.compilation_config.static_forward_context = _LayerShells(shells)
-        context = patches(v) if patches else _nothing()
+        context = patches(v) if patches else nullcontext()
         # vLLM's worker plans with its config current (worker_base.py:350, :358: initialize_from_config,
         # where the model runner asks select_common_block_size); backends read it (flashinfer.py:590)
         with context, config.set_current_vllm_config(vllm_config):
             _check_shell_call(lambda: platform.update_block_size_for_backend(vllm_config),
                               f"{point.model.state_layer_class().__name__} layer state", shells)
             specs = _specs(v, vllm_config, model_cls, backend, layers, point)
-            layout_names = [lay.name for lay in v["backend_utils"].get_supported_kv_cache_layouts(
-                [backend, point.model.state_backend(v["registry"])] if attends
-                else [point.model.state_backend(v["registry"])])]
-            layout = v["backend_utils"].resolve_kv_cache_layout(vllm_config, [layout_names], list(specs.values()))
+            layout_names = [lay.name for lay in v.backend_utils.get_supported_kv_cache_layouts(
+                [backend, point.model.state_backend(v.registry)] if attends
+                else [point.model.state_backend(v.registry)])]
+            layout = v.backend_utils.resolve_kv_cache_layout(vllm_config, [layout_names], list(specs.values()))
             attention = [spec for (_, kind), spec in zip(layers, specs.values(), strict=True) if kind == "attention"]
             # what the model runner hands the kernel: a divisor of the block, chosen by this function
             # when it builds an attention group (vllm/v1/worker/utils.py:295)
-            kernel_tokens = v["worker_utils"].select_common_block_size(
+            kernel_tokens = v.worker_utils.select_common_block_size(
                 cache_config.block_size, [backend], attention[:1]) if attention else None
-            groups = v["planning"].get_kv_cache_groups(vllm_config, specs)
-            per_block = v["planning"]._get_kv_cache_bytes_per_block(groups, layout)
-            configs = {n: v["planning"].get_kv_cache_config_from_groups(vllm_config, groups, per_block * (n + 1))
+            groups = v.planning.get_kv_cache_groups(vllm_config, specs)
+            per_block = v.planning._get_kv_cache_bytes_per_block(groups, layout)
+            configs = {n: v.planning.get_kv_cache_config_from_groups(vllm_config, groups, per_block * (n + 1))
                        for n in BIND_AT}
         kernels = [{"name": k.name, "tokens": kernel_tokens, "block": k.block, "max_tokens": k.max_tokens,
                     **({"power_of_two": True} if k.power_of_two else {})}
@@ -309,21 +163,13 @@ def _plan(v: dict[str, Any], point: Point, folder: str, patches: Callable[[dict[
                        span, attends)
 
 
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-def _specs(v: dict[str, Any], vllm_config: Any, model_cls: Any, backend: type,
+def _specs(v: Vllm, vllm_config: Any, model_cls: Any, backend: type,
            layers: list[tuple[str, str]], point: Point) -> dict[str, Any]:
     """Each layer's KVCacheSpec, built with vLLM's spec classes from the same inputs the layers'
     own get_kv_cache_spec reads (attention.py:611, mla_attention.py:1371, mamba/abstract.py:72)."""
-    kvi, cache, model = v["kvi"], vllm_config.cache_config, vllm_config.model_config
+    kvi, cache, model = v.kvi, vllm_config.cache_config, vllm_config.model_config
     quant = kvi.get_kv_quant_mode(cache.cache_dtype)
-    torch_dtype = v["torch_utils"].kv_cache_dtype_str_to_dtype(cache.cache_dtype, model)
+    torch_dtype = v.torch_utils.kv_cache_dtype_str_to_dtype(cache.cache_dtype, model)
     if model.use_mla:
         attention = kvi.MLAAttentionSpec(
             block_size=cache.block_size, num_kv_heads=1, max_tp_shards=1, head_size=model.get_head_size(),
@@ -332,12 +178,12 @@ def _specs(v: dict[str, Any], vllm_config: Any, model_cls: Any, backend: type,
         attention = kvi.FullAttentionSpec(
             block_size=cache.block_size, num_kv_heads=model.get_num_kv_heads(vllm_config.parallel_config),
             head_size=model.get_head_size(), dtype=torch_dtype, kv_quant_mode=quant)
-    attention = v["worker_utils"].customize_attention_spec(backend, attention)
+    attention = v.worker_utils.customize_attention_spec(backend, attention)
     state = kvi.MambaSpec(
         shapes=tuple(model_cls.get_mamba_state_shape_from_config(vllm_config)),
         dtypes=tuple(model_cls.get_mamba_state_dtype_from_config(vllm_config)),
         block_size=cache.mamba_block_size, page_size_padded=cache.mamba_page_size_padded,
-        mamba_type=point.model.state_backend_enum(v["registry"]), mamba_cache_mode=cache.mamba_cache_mode,
+        mamba_type=point.model.state_backend_enum(v.registry), mamba_cache_mode=cache.mamba_cache_mode,
         num_speculative_blocks=vllm_config.num_speculative_tokens,
         **dict(point.model.state_spec), **(point.model.state_init(vllm_config, True) if point.model.state_init else {}))
     return {name: attention if kind == "attention" else state for name, kind in layers}
@@ -388,7 +234,7 @@ def document(kv_config: Any, layout: Any, parents: int, kernels: list[dict] | No
                                f"{t.block_stride}; kvproof does not translate that yet")
             spec = group.kv_cache_spec
             spec = getattr(spec, "kv_cache_specs", {}).get(name, spec)
-            alignment = _lcm(alignment, spec.get_block_stride_alignment())
+            alignment = math.lcm(alignment, spec.get_block_stride_alignment())
             fields += _fields(f"{gid}.{name}", gid, plane[0], spec, t.block_stride, kernels or [], readers or [])
     ordered = sorted(planes.items())
     parent = sum(stride for _, (_, stride) in ordered)
@@ -400,10 +246,6 @@ def document(kv_config: Any, layout: Any, parents: int, kernels: list[dict] | No
     }
 
 
-def _lcm(a: int, b: int) -> int:
-    return math.lcm(a, b)
-
-
 def _fields(prefix: str, group: str, plane: str, spec: Any, stride: int, kernels: list[dict],
             readers: list[dict]) -> list[dict]:
     if hasattr(spec, "shapes"):  # MambaSpec: states one after another in the page
@@ -413,7 +255,7 @@ def _fields(prefix: str, group: str, plane: str, spec: Any, stride: int, kernels
             out.append({"id": f"{prefix}.state{k}", "group": group, "plane": plane, "shape": list(shape),
                         "dtype": _dtype(dtype), "offset": offset, "stride": stride, "exact_stride": False,
                         "readers": readers})
-            offset += itemsize * _prod(shape)
+            offset += itemsize * math.prod(int(d) for d in shape)
         return out
     per_token = spec.real_page_size_bytes // spec.block_size  # the payload: a padded page shows as stride > payload
     dtype = _dtype(spec.dtype)
@@ -440,10 +282,3 @@ def _split(block: int, kernels: list[dict]) -> bool:
     such a split (FlashInfer's own stride handling was not read: split, it needs the exact stride
     whatever it does)."""
     return any(k["tokens"] < block for k in kernels)
-
-
-def _prod(shape: Any) -> int:
-    out = 1
-    for d in shape:
-        out *= int(d)
-    return out

@@ -28,15 +28,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from kvproof.engines.stubs import StubUsed
+
 FLASHINFER = ("flashinfer", "flashinfer.decode", "flashinfer.prefill", "flashinfer.utils")
 FA_UTILS = "vllm.v1.attention.backends.fa_utils"
 FA_ENTRY_POINTS = ("flash_attn_varlen_func", "get_scheduler_metadata")
-
-
-def _stub_used(message: str) -> Exception:
-    from kvproof.engines.vllm.planner import StubUsed
-
-    return StubUsed(message)
 
 
 class _Guarded(type):
@@ -44,12 +40,12 @@ class _Guarded(type):
     any use of it raises."""
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
-        raise _stub_used(f"planning called {cls.__qualname__}, kvproof's stand-in for a GPU package's entry point "
-                         "(engines/vllm/stand_ins.py); the plan may not depend on it")
+        raise StubUsed(f"planning called {cls.__qualname__}, kvproof's stand-in for a GPU package's entry point "
+                       "(engines/vllm/stand_ins.py); the plan may not depend on it")
 
     def __getattr__(cls, name: str) -> Any:
-        raise _stub_used(f"planning read {cls.__qualname__}.{name}, kvproof's stand-in for a GPU package "
-                         "(engines/vllm/stand_ins.py); the plan may not depend on it")
+        raise StubUsed(f"planning read {cls.__qualname__}.{name}, kvproof's stand-in for a GPU package "
+                       "(engines/vllm/stand_ins.py); the plan may not depend on it")
 
 
 def guard(name: str) -> type:
