@@ -178,6 +178,19 @@ def test_engine_path_takes_a_checkout_layout(installed, tmp_path) -> None:
     assert f"tokenspeed 9.9.9 (path: {tmp_path / 'python' / 'tokenspeed'}" in proc.stdout
 
 
+def test_a_checkouts_version_is_its_projects_not_another_tables(tmp_path) -> None:
+    """The version is [project]'s, never another table's version key; a pyproject whose version is
+    dynamic leaves it to version.py."""
+    package = tmp_path / "python" / "tokenspeed"
+    package.mkdir(parents=True)
+    (tmp_path / "python" / "pyproject.toml").write_text(
+        '[tool.bumpver]\nversion = "0.0.1"\n\n[project]\nname = "tokenspeed"\nversion = "9.9.9"\n')
+    assert loader._version_at(package) == "9.9.9"
+    (tmp_path / "python" / "pyproject.toml").write_text('[project]\nname = "tokenspeed"\ndynamic = ["version"]\n')
+    (package / "version.py").write_text('__version__ = "1.2.3"\n')
+    assert loader._version_at(package) == "1.2.3"
+
+
 # ---------------------------------------------------------------- seeded engine bugs
 
 

@@ -18,6 +18,7 @@ import importlib.machinery
 import importlib.util
 import subprocess
 import sys
+import tomllib
 import types
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -241,12 +242,15 @@ def path_source(path: str | Path) -> Source:
 
 
 def _version_at(package_dir: Path) -> str:
+    """[project] version of the checkout's pyproject.toml, else version.py's __version__."""
     for project in (package_dir.parent / "pyproject.toml", package_dir.parent.parent / "pyproject.toml"):
         if project.is_file():
-            for line in project.read_text(encoding="utf-8", errors="replace").splitlines():
-                key, _, value = line.partition("=")
-                if key.strip() == "version":
-                    return value.strip().strip('"\'')
+            try:
+                version = tomllib.loads(project.read_text(encoding="utf-8", errors="replace"))["project"]["version"]
+            except (tomllib.TOMLDecodeError, KeyError, TypeError):
+                continue  # no static version there (a dynamic one, or not a project file)
+            if isinstance(version, str):
+                return version
     version_file = package_dir / "version.py"
     if version_file.is_file():
         for line in version_file.read_text(encoding="utf-8", errors="replace").splitlines():
