@@ -3,7 +3,7 @@ command: median wall seconds of several fresh processes, imports included, as a 
 see it.
 
 Usage: python -m kvproof.ci.bench_prove [--runs 7] [--model kimi-k3]
-       python -m kvproof.ci.bench_prove --verify "engine tokenspeed --baseline ci/baselines/tokenspeed.json"
+       python -m kvproof.ci.bench_prove --verify "engine tokenspeed --baseline engines/tokenspeed/baseline.json"
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ def prove_all() -> list[dict]:
 
 
 # Engines checked on every run, each with its baseline of known findings in a released version.
-ENGINE_BASELINES = {"tokenspeed": "ci/baselines/tokenspeed.json", "vllm": "ci/baselines/vllm.json"}
+ENGINE_BASELINES = {"tokenspeed": "engines/tokenspeed/baseline.json", "vllm": "engines/vllm/baseline.json"}
 
 
 def check_engines() -> list[dict]:

@@ -20,7 +20,7 @@ from kvproof.impl import faults
 from kvproof.spec.catalog import ConfigError
 from kvproof.spec.plan_reader import affine_facts
 
-BASELINE = Path(__file__).resolve().parent.parent / "ci" / "baselines" / "tokenspeed.json"
+BASELINE = Path(__file__).resolve().parent.parent / "engines" / "tokenspeed" / "baseline.json"
 
 
 def verify(*args: str) -> subprocess.CompletedProcess:

@@ -23,7 +23,7 @@ from kvproof.engines.verdict import EngineError
 from kvproof.engines.vllm import catalog, engine, planner, platform
 from kvproof.impl import faults
 
-BASELINE = Path(__file__).resolve().parent.parent / "ci" / "baselines" / "vllm.json"
+BASELINE = Path(__file__).resolve().parent.parent / "engines" / "vllm" / "baseline.json"
 QWEN = catalog.MODELS["qwen3-next-80b-a3b"]
 KIMI = catalog.MODELS["kimi-linear-48b-a3b"]
 K3 = catalog.MODELS["kimi-k3"]
