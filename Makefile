@@ -40,7 +40,7 @@ lint: $(VENV)/.test $(VENV)/.vllm
 gate: $(VENV)/.test $(VENV)/.vllm
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m kvproof.ci.gate
 
-# Mutation testing of impl/ and spec/ (README, "Mutation testing"); mutmut is not in the test extra.
+# Mutation testing of impl/ and spec/ (docs/testing.md); mutmut is not in the test extra.
 MUTATION_ARGS ?= --sample 1 --budget-min 60
 $(VENV)/.mutation: ci/mutation-requirements.txt $(VENV)/.test
 	$(BIN)/python -m pip install -q -r ci/mutation-requirements.txt

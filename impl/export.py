@@ -1,6 +1,6 @@
 """A bound plan as the engine-neutral plan document that `verify check` reads.
 
-The schema (README, "verify check") is deliberately flat: any engine can emit it from its own
+The schema (docs/plan-schema.md) is deliberately flat: any engine can emit it from its own
 planner and have kvproof check it against the same named properties.
 """
 

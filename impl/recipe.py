@@ -7,7 +7,7 @@ layers reuse those planes, so a parent owned by a state group holds K_lin reques
 
 Draft layers of a speculative decoder (DSpark, MTP) continue the layer numbering, join the
 full-attention group with its packing and add one plane each; state groups stay on the target
-planes. With any draft the engine checks no padding (README, "Draft layers").
+planes. With any draft the engine checks no padding (docs/contract.md#draft-layers).
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ MAX_PADDING = Fraction(1, 4)
 STRIDE_ALIGNMENT = 16  # TMA descriptors need 16-byte page strides
 PACKING_LIMIT = 256  # the largest packing `search` and the synthesizer consider
 FULL = "full_attention"
-# Draft layers (README, "Draft layers"): tokenspeed forces a K3 DSpark draft's cache to bf16.
+# Draft layers (docs/contract.md#draft-layers): tokenspeed forces a K3 DSpark draft's cache to bf16.
 DRAFT_DTYPE = "bf16"
 DRAFT_LIMIT = 64  # more draft layers than any drafter runs; keeps a point's plan small
 

@@ -159,7 +159,7 @@ def test_ties_go_to_dropping_a_flag(capsys):
     """Equal on flags changed and on sizes, the fix with fewer flags given wins (the third
     objective), whatever path z3 takes. MoE tp 8 x EP 8 on a stage of 8: `--ep-size 1` and
     dropping --moe-tp-size both change one flag by 7; the drop leaves one flag fewer given.
-    The README example: `--tp 8 --data-parallel-size 1` ties with dropping the dp flag."""
+    The example of docs/commands/config.md: `--tp 8 --data-parallel-size 1` ties with dropping the dp flag."""
     launch = Launch(tp=2, dp=4, dense_tp=2, ep=8, moe_tp=8, dist_init_addr=True)
     fix = smallest_fix(launch, load_model("kimi-k3"), assumption_cases(None), RULES)
     assert fix is not None and fix.changed == ("moe_tp",) and fix.launch.moe_tp is None

@@ -23,7 +23,7 @@ from kvproof.spec.prover import plan_point
 
 def spec_numbers(model: ModelGeometry, tp: int, dtype: str, policy: str, drafts: int = 0,
                  draft_dtype: str = "bf16") -> dict:
-    # impl's verdict is the engine's: no padding bound once a draft layer is in (README).
+    # impl's verdict is the engine's: no padding bound once a draft layer is in (docs/contract.md#draft-layers).
     bound = None if drafts else Fraction(1, 4)
     point = plan_point(model, tp, dtype, POLICIES[policy], drafts=drafts, draft_dtype=draft_dtype, bound=bound)
     plan = point.plan

@@ -1,4 +1,4 @@
-"""Draft layers (README, "Draft layers"): hand-worked numbers at one point, the tokenspeed facts
+"""Draft layers (docs/contract.md#draft-layers): hand-worked numbers at one point, the tokenspeed facts
 (planes, grouping, field names), the padding finding over the bound the user accepts, and the
 `verify plan / prove / synth / check` flags that carry them."""
 
@@ -138,13 +138,15 @@ def test_synth_finds_the_packing_within_the_bound_or_says_none(capsys):
     engine = plan_model(K3, 32, "bf16", "search", 1, "bf16").plan
     assert engine.packing["full_attention"] == 2 and max(g.padding for g in engine.groups) > BOUND
     best = synthesize(K3, 32, "bf16", 1, "bf16")
+    assert best.packing is not None and best.worst_padding is not None
     assert best.packing["full_attention"] == 3 and best.packing["linear_attention_0"] == 2
     assert best.worst_padding <= BOUND and not best.violations
     assert synthesize(K3, 8, "fp8", 5, "bf16").packing is None
-    # 24 + D x r <= 28.75 (README): 5 fp8 drafts on bf16 (r = 1/2) fit, 5 same-dtype ones do not
+    # 24 + D x r <= 28.75 (docs/commands/synth.md): 5 fp8 drafts on bf16 (r = 1/2) fit, 5 same-dtype ones do not
     assert synthesize(K3, 8, "fp8", 5, "fp8").packing is None
     fp8_drafts = synthesize(K3, 8, "bf16", 5, "fp8")
-    assert fp8_drafts.packing is not None and fp8_drafts.worst_padding <= BOUND
+    assert fp8_drafts.packing is not None and fp8_drafts.worst_padding is not None
+    assert fp8_drafts.worst_padding <= BOUND
     assert (fp8_drafts.packing["full_attention"], fp8_drafts.packing["linear_attention_0"]) == (17, 3)
     code, out = _run(capsys, "synth", "--tp", "8", "--dtype", "fp8", "--drafts", "5")
     assert code == 1 and out["points"][0]["packing"] is None

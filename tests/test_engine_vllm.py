@@ -10,8 +10,10 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,6 +26,7 @@ from kvproof.engines.vllm import catalog, engine, planner, platform
 from kvproof.impl import faults
 
 BASELINE = Path(__file__).resolve().parent.parent / "engines" / "vllm" / "baseline.json"
+Only = dict[str, Sequence[Any] | None]  # engine.run's narrowing: the values kept per axis (None: all)
 QWEN = catalog.MODELS["qwen3-next-80b-a3b"]
 KIMI = catalog.MODELS["kimi-linear-48b-a3b"]
 K3 = catalog.MODELS["kimi-k3"]
@@ -161,7 +164,7 @@ def test_a_mamba2_hybrid_keeps_one_block_size_at_every_tp() -> None:
     """Nemotron-H-56B: 8 KV heads and 256 Mamba heads in 8 groups all shard with tp, so A1 and M
     shrink together and B = 16 x ceil(M / (16 x A1)) stays 4128 tokens (bf16; the model's config
     hook makes the SSM state float32)."""
-    only = {"tp": [1, 8], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["on"], "backend": ["FLASH_ATTN"],
+    only: Only = {"tp": [1, 8], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["on"], "backend": ["FLASH_ATTN"],
             "pp": [1]}
     points = engine.run(["nemotron-h-56b-base-8k"], only).recipes[0].points
     assert [p.verdict for p in points] == ["ok", "ok"]
@@ -176,7 +179,7 @@ def test_qwen3_next_with_prefix_caching_aligns_to_flashinfers_checkpoints() -> N
     on = planner.plan(point(prefix=True))
     assert (on.block_size, planner.plan(point()).block_size) == (576, 544)
     assert on.mamba_padded == 576 * 2048
-    only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["on"], "backend": ["TRITON_ATTN"],
+    only: Only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["on"], "backend": ["TRITON_ATTN"],
             "spec": [0, 2], "pp": [1]}
     assert [p.verdict for p in engine.run(["qwen3-next-80b-a3b"], only).recipes[0].points] == ["ok", "ok"]
     assert True in QWEN.prefix_caching and "prefix caching" not in QWEN.limits
@@ -216,7 +219,7 @@ def test_vllm_plans_are_held_to_the_contracts_padding_bound() -> None:
     pads (7 x 2,211,840 - 6 x 2,170,880) / (6 x 2,170,880) = 0.1887. At tp 32 the state shrinks with
     its one KDA head, M = 3 x 384 x 2 + 128 x 128 x 4 = 67,840 B, while the MLA page cannot go below
     128 tokens x 1,152 B = 147,456 B: (7 x 147,456 - 6 x 67,840) / (6 x 67,840) = 1.5358."""
-    only = {"tp": [1, 32], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["off"], "backend": ["FLASHMLA"],
+    only: Only = {"tp": [1, 32], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["off"], "backend": ["FLASHMLA"],
             "pp": [1]}
     at_tp1, at_tp32 = engine.run(["kimi-linear-48b-a3b"], only).recipes[0].points
     assert at_tp1.verdict == "ok" and at_tp1.worst_padding == pytest.approx((7 * 2_211_840 - 6 * 2_170_880)
@@ -231,7 +234,7 @@ def test_points_with_draft_tokens_state_no_bound_as_in_the_contract() -> None:
     """The contract bounds a plan without drafts only (spec/contract.py); so does the default here.
     Qwen3-Next at tp 4, bf16, prefix caching, with one MTP token pads 0.2745, past 1/4: no finding
     by default, one when `--max-padding 0.25` holds every point."""
-    only = {"tp": [4], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["on"], "backend": ["FLASH_ATTN"],
+    only: Only = {"tp": [4], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["on"], "backend": ["FLASH_ATTN"],
             "pp": [1], "spec": [1]}
     (default,) = engine.run(["qwen3-next-80b-a3b"], only).recipes[0].points
     assert default.worst_padding == pytest.approx(0.2745, abs=5e-5)
@@ -259,7 +262,7 @@ def test_a_vllm_that_moved_an_answer_a_point_needs_is_one_line(monkeypatch) -> N
 def test_a_run_narrowed_past_tp_1_still_compares_with_tp_1() -> None:
     """tp_block_size compares a point with the same configuration at tp 1: a run narrowed to tp 4
     plans that reference for its block only, so it finds what the full run finds (544 tokens at
-    tp 1, 272 at 4, README's table) and the baseline entry is known, not stale; the reference is
+    tp 1, 272 at 4, docs/findings/vllm-0.33.0.md) and the baseline entry is known, not stale; the reference is
     not reported as a point of the run."""
     run = engine.run(["qwen3-next-80b-a3b"], {"tp": [4], "dtype": ["auto"], "mamba_dtype": ["auto"],
                                              "backend": ["FLASH_ATTN"], "spec": [0], "pp": [1], "prefix": ["off"]})
@@ -285,8 +288,9 @@ def test_a_vllm_whose_planning_api_moved_is_one_line_not_a_finding(monkeypatch) 
     shell = planner._shell(QWEN.state_layer_class())
     with pytest.raises(StubUsed, match="which a layer sets in its constructor"):
         planner._check_shell_call(lambda: shell.prefix, "GDN layer state", {"layer": shell})
-    with pytest.raises(AttributeError, match="no_such_answer"):
-        planner._check_shell_call(lambda: planning.no_such_answer, "GDN layer state", {"layer": shell})
+    missing = "no_such_answer"  # a name, not an attribute: mypy would refuse planning.no_such_answer
+    with pytest.raises(AttributeError, match=missing):
+        planner._check_shell_call(lambda: getattr(planning, missing), "GDN layer state", {"layer": shell})
 
 
 def test_the_baseline_lists_exactly_what_these_points_find() -> None:
@@ -300,7 +304,7 @@ def test_the_baseline_lists_exactly_what_these_points_find() -> None:
 @pytest.mark.parametrize(("fault", "expect"), [("vllm_hybrid_block_floor", "boots"),
                                                ("vllm_state_slab_by_payload", "no_overlap")])
 def test_each_seeded_vllm_bug_is_flagged_and_the_release_is_clean(fault, expect) -> None:
-    only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "backend": ["FLASH_ATTN"], "spec": [0], "pp": [1],
+    only: Only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "backend": ["FLASH_ATTN"], "spec": [0], "pp": [1],
             "prefix": ["off"]}
     (clean,) = engine.run(["qwen3-next-80b-a3b"], only).recipes[0].points
     assert clean.verdict == "ok"
@@ -332,7 +336,7 @@ def test_padding_planned_without_the_speculative_widening_is_flagged() -> None:
     """vllm#57721 reintroduced: the block is aligned to the unwidened state (544 tokens, P =
     1,114,112 B) while the layers keep 2 speculative conv rows (1,130,496 B): vLLM's own assertion
     that the padded page holds the state fails. One token still fits (1,114,112 B exactly)."""
-    only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "backend": ["FLASH_ATTN"], "spec": [1, 2],
+    only: Only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "backend": ["FLASH_ATTN"], "spec": [1, 2],
             "prefix": ["off"]}
     assert [p.verdict for p in engine.run(["qwen3-next-80b-a3b"], only).recipes[0].points] == ["ok", "ok"]
     with faults.inject("vllm_spec_padding_unwidened"):
@@ -346,7 +350,7 @@ def test_a_pipeline_stage_without_attention_skips_the_alignment(monkeypatch) -> 
     all KDA, so that worker finds no attention backend and keeps the default block of 16 tokens
     (its state checkpoints every 16 tokens) while stages 1-7 align to 1,920. With the fix (every
     stage aligned as one that holds attention, vllm#51764) the stages agree."""
-    only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["on"], "backend": ["FLASHMLA"],
+    only: Only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["on"], "backend": ["FLASHMLA"],
             "pp": [8]}
     # the stages' padding is padding_bound's (a test of its own); this one is about their blocks
     (found,) = engine.run(["kimi-linear-48b-a3b"], only, None).recipes[0].points
@@ -374,7 +378,7 @@ def test_every_state_reader_walks_the_plans_stride_and_a_flipped_entry_is_caught
     for model in catalog.MODELS.values():
         assert {r.walks for r in model.readers} == {"page"} and catalog.LMCACHE in model.readers
         assert all(re.search(r"(\S+:\d+|#\d+)", r.source) for r in model.readers)
-    only = {"tp": [1], "mamba_dtype": ["auto"], "backend": ["FLASH_ATTN"], "spec": [0], "pp": [1], "prefix": ["off"]}
+    only: Only = {"tp": [1], "mamba_dtype": ["auto"], "backend": ["FLASH_ATTN"], "spec": [0], "pp": [1], "prefix": ["off"]}
     assert {p.verdict for p in engine.run(["qwen3-next-80b-a3b"], only).recipes[0].points} == {"ok"}
     with faults.inject("lmcache_walks_by_payload"):
         auto, fp8 = engine.run(["qwen3-next-80b-a3b"], only).recipes[0].points
@@ -396,7 +400,7 @@ def test_each_kernel_gets_a_page_its_own_source_allows() -> None:
 
 def test_a_raised_block_handed_to_flashmla_is_flagged() -> None:
     """vllm#25811 reintroduced: select_common_block_size hands the kernel the manager's block."""
-    only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["off"], "pp": [1]}
+    only: Only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["off"], "pp": [1]}
     with faults.inject("vllm_kernel_gets_raised_block"):
         run = engine.run(["kimi-linear-48b-a3b"], only)
     by_backend = {p.point["backend"]: p for p in run.recipes[0].points}
@@ -488,7 +492,7 @@ def test_a_padded_page_split_into_kernel_pages_is_flagged() -> None:
     """vllm_split_page_padded: every layer-outer block reserves two pages. Kimi-Linear at tp 1, bf16:
     P = 1,920 x 1,152 = 2,211,840 B becomes a stride of 4,423,680 B. FlashMLA's split 64-token pages
     then miss the block (exact_stride); Triton MLA steps by the stride and reads every page right."""
-    only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["off"], "pp": [1]}
+    only: Only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["off"], "pp": [1]}
     with faults.inject("vllm_split_page_padded"):
         run = engine.run(["kimi-linear-48b-a3b"], only)
     by_backend = {p.point["backend"]: p for p in run.recipes[0].points}
@@ -691,7 +695,7 @@ def test_a_raised_block_handed_to_flashinfers_trtllm_kernels_is_flagged() -> Non
     """vllm#25811 as reported (Qwen3-Next on GB200) reintroduced: the model runner hands FlashInfer the
     manager's 544-token block. trtllm-gen takes power-of-two pages only (kernelParams.h:887), FA2 any page,
     so only the TRTLLM-on point is flagged; on sm_90 XQA's 128-token limit flags it too."""
-    only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["off"], "pp": [1], "spec": [0],
+    only: Only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["off"], "pp": [1], "spec": [0],
             "backend": ["FLASHINFER"]}
     clean = engine.run(["qwen3-next-80b-a3b"], only).recipes[0].points
     assert {p.verdict for p in clean} == {"ok"} and len(clean) == 2 + 4  # sm_90 x trtllm, sm_100 x trtllm x cuda

@@ -1,4 +1,4 @@
-"""`verify report`'s picture: what each cell says (the figures are the README's, by hand)."""
+"""`verify report`'s picture: what each cell says (the figures are docs/commands/report.md's, by hand)."""
 
 from __future__ import annotations
 

@@ -39,7 +39,7 @@ class HFConfig:
     """A published config.json as transformers exposes it: its keys as attributes (nested
     objects stay dicts, as the recipes expect), AttributeError for a key the file lacks, plus
     the properties tokenspeed's own config class derives (passed in `derived`, each computed
-    from the file's keys by the formula of the class that the README cites)."""
+    from the file's keys by the formula of the class that docs/engines/tokenspeed.md cites)."""
 
     def __init__(self, keys: Mapping[str, Any], derived: Mapping[str, Any] | None = None) -> None:
         self._keys = {**keys, **(derived or {})}

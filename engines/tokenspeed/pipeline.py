@@ -98,7 +98,7 @@ def _one_line(err: Exception) -> str:
 
 
 def document(plan: Any, alignment: int, max_padding: float, exact_stride: Callable[[str], bool]) -> dict:
-    """A tokenspeed CacheMemoryPlan as kvproof's plan document (README, "verify check").
+    """A tokenspeed CacheMemoryPlan as kvproof's plan document (docs/plan-schema.md).
 
     tokenspeed's plan keeps which fields walk pages by payload size only in the declared field
     specs, so `exact_stride` looks it up by field id. An infinite padding bound (the engine
