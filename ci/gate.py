@@ -15,6 +15,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from kvproof.engines import registry
 from kvproof.spec.catalog import BUILTIN_MODELS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,14 +46,12 @@ def prove_all() -> list[dict]:
     return out
 
 
-# Engines checked on every run, each with its baseline of known findings in a released version.
-ENGINE_BASELINES = {"tokenspeed": "engines/tokenspeed/baseline.json", "vllm": "engines/vllm/baseline.json"}
-
-
 def check_engines() -> list[dict]:
+    """Every registered engine against its baseline of known findings in a released version."""
     out = []
-    for engine, known in ENGINE_BASELINES.items():
-        code, result, err = _verify("engine", engine, "--baseline", known)
+    for adapter in registry.adapters():
+        engine = adapter.name
+        code, result, err = _verify("engine", engine, "--baseline", str(adapter.baseline))
         out.append({"engine": engine, "exit": code, "passed": code == 0, "result": result, "error": err.strip()})
     return out
 

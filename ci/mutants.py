@@ -1,5 +1,6 @@
 """The seeded-bug catalog: every fault of kvproof.impl.faults, plus the historical policies, with
-the checks that must kill each.
+the checks that must kill each. An engine's seeded bugs are its adapter's (`mutants` of
+kvproof.engines.interface.EngineAdapter), in registry order.
 
 A check is a pytest node id (run with the fault switched on through KVPROOF_FAULTS) or a `verify`
 command line (run with the mutant's --policy). Every check must first pass as it is (the
@@ -9,31 +10,10 @@ the expected property), and survives otherwise.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from kvproof.engines import registry
+from kvproof.engines.interface import Mutant
 from kvproof.impl.faults import FAULTS
 from kvproof.spec.launch_fix import UNCHECKED
-
-
-@dataclass(frozen=True)
-class Mutant:
-    """A fault of impl.faults (switched on by name while the checks run), or a historical policy
-    (the checks run with --policy `policy`). With `expect`, a check kills it only by a
-    counterexample or finding for that property, not by any failure."""
-
-    name: str
-    checks: tuple[str, ...]
-    policy: str | None = None
-    expect: str | None = None
-
-    @property
-    def fault(self) -> str | None:
-        return None if self.policy else self.name
-
-    @property
-    def description(self) -> str:
-        return POLICY_HISTORY[self.name] if self.policy else FAULTS[self.name]
-
 
 POLICY_HISTORY = {
     "policy_pinned12": "K_mla pinned to 12: every attention-DP boot (tp < 8) breaks the MLA stride",
@@ -43,11 +23,6 @@ POLICY_HISTORY = {
 PACKER = "tests/test_packer_properties.py::"
 MACHINE = "tests/test_cache_stateful.py::test_synthetic_arena_matches_oracle"
 KDA = "tests/test_kda_decode.py::"
-TOKENSPEED_FP8 = "verify engine tokenspeed --recipe kimi_k3 --dtype fp8"
-# K3's mla_every 4 at 80 layers: 60 KDA layers, three groups of 20; the released recipe boots at fp8.
-TOKENSPEED_FAMILY = "verify sweep --engine tokenspeed --vary num_layers=80 --dtype fp8"
-# one tp, no pipeline stages: clean at 0.33.0 (its tp_block_size findings span tp, pp_block_size pp 8)
-VLLM_TP1 = "verify engine vllm --tp 1 --assume pp=1"
 CONFIG = "tests/test_config.py::"
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -78,33 +53,15 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("kda_beta_no_sigmoid", (KDA + "test_matches_oracle_k3",)),
     Mutant("kda_dense_state_stride", (KDA + "test_matches_oracle_k3",)),
     Mutant("kda_no_page_guard", (KDA + "test_unchecked_bad_page_leaves_arena_alone",)),
-    # tokenspeed's own code, edited in a temporary copy; the released engine's fp8 points are clean.
-    Mutant("ts_k3_packing_floor", (TOKENSPEED_FP8,), expect="boots"),
-    # Right at K3's own 69 KDA layers, so only a family reaches it (tests/test_engine_sweep.py).
-    Mutant("ts_k3_group_size_literal", (TOKENSPEED_FAMILY,), expect="boots"),
-    Mutant("ts_plan_widened_stride", (TOKENSPEED_FP8,), expect="exact_stride"),
-    # The engine's own layout checks refuse these (boots): kvproof reports the refusal.
-    Mutant("ts_mamba2_kv_same_segment", ("verify engine tokenspeed --recipe mamba2 --tp 8 --dtype fp8",),
-           expect="boots"),
-    Mutant("ts_v4_state_own_plane", ("verify engine tokenspeed --recipe deepseek_v4 --tp 8 --dtype fp8",),
-           expect="boots"),
-    Mutant("ts_bind_forgets_null_parent", (TOKENSPEED_FP8,), expect="no_overlap"),
-    # vLLM's own functions, replaced for the planning call; the released engine's tp-1 points are clean.
-    Mutant("vllm_hybrid_block_floor", (VLLM_TP1,), expect="boots"),
-    Mutant("vllm_state_slab_by_payload", (VLLM_TP1,), expect="no_overlap"),
-    Mutant("vllm_kernel_gets_raised_block", (VLLM_TP1,), expect="kernel_page"),
-    Mutant("vllm_flashinfer_mla_gets_raised_block", (VLLM_TP1 + " backend=FLASHINFER_MLA",), expect="kernel_page"),
-    Mutant("vllm_flashinfer_gets_raised_block", (VLLM_TP1 + " backend=FLASHINFER@sm_100 trtllm=on",),
-           expect="kernel_page"),
-    Mutant("vllm_spec_padding_unwidened", (VLLM_TP1,), expect="boots"),
-    Mutant("vllm_split_page_padded", (VLLM_TP1,), expect="exact_stride"),
-    Mutant("lmcache_walks_by_payload", (VLLM_TP1,), expect="consumer_stride"),
+    *(mutant for adapter in registry.adapters() for mutant in adapter.mutants),
     *(Mutant(fault, (f"{CONFIG}test_each_rule_fails_and_its_fix_passes[{rule}]",))
       for rule, fault in UNCHECKED.items()),
     Mutant("launch_fix_ignores_flag_count", (CONFIG + "test_fix_changes_the_fewest_flags_then_the_least",)),
-    Mutant("launch_engine_moe_check_dropped", ("tests/test_config_engine.py::test_cli_shows_the_engines_own_rejection",
-                                               "tests/test_config_engine.py::"
-                                               "test_resolution_rules_reject_exactly_what_the_engine_rejects")),
     Mutant("plan_draft_bound_dropped", ("tests/test_drafts.py::test_plan_reports_padding_over_the_accepted_bound",)),
     Mutant("draft_takes_target_dtype", ("tests/test_drafts.py::test_hand_worked_k3_fp8_tp8_five_bf16_drafts",)),
 )
+
+
+def describe(mutant: Mutant) -> str:
+    """What the mutant breaks: the historical policy, or the fault as its description says."""
+    return POLICY_HISTORY[mutant.name] if mutant.policy else FAULTS[mutant.name]

@@ -3,23 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import math
 
 from kvproof.cli.args import UsageError
-from kvproof.engines import baseline
+from kvproof.engines import baseline, registry
+from kvproof.engines.interface import Narrowing
 from kvproof.engines.verdict import EngineError, EngineRun, PointResult, RecipeResult
 from kvproof.spec.plan_reader import padding_bound_of
 
-# engine -> its adapter module, which has verify(recipes, tps, dtypes, engine_path) -> EngineRun.
-# Imported on use: an adapter needs its engine's dependencies (torch for tokenspeed's recipes, the
-# vllm wheel for vllm's planner).
-ENGINES = {"tokenspeed": "kvproof.engines.tokenspeed.engine", "vllm": "kvproof.engines.vllm.engine"}
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("engine", choices=sorted(ENGINES), help="the engine whose planner is under test")
+    parser.add_argument("engine", choices=sorted(registry.ENGINES), help="the engine whose planner is under test")
     parser.add_argument("--recipe", nargs="+", help="only these recipes (default: every recipe the engine registers)")
     parser.add_argument("--engine-path", metavar="DIR", help="a checkout or unpacked package (default: installed)")
     parser.add_argument("--tp", type=int, nargs="+", help="narrow the domain to these attention tp")
@@ -41,13 +36,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     known = baseline.load(args.baseline) if args.baseline else set()  # a bad baseline fails before the run
-    adapter = importlib.import_module(ENGINES[args.engine])
+    adapter = registry.adapter(args.engine)
     try:
-        narrowed: dict = {axis: value for axis, value in
-                          (("drafts", args.drafts), ("models", args.model), ("assume", args.assume)) if value}
+        narrowed: Narrowing = {}
+        if args.drafts:
+            narrowed["drafts"] = args.drafts
+        if args.model:
+            narrowed["models"] = args.model
+        if args.assume:
+            narrowed["assume"] = args.assume
         if args.max_padding is not None:  # else the adapter's own default
-            narrowed["unbounded"] = (None if args.max_padding == math.inf
-                                     else padding_bound_of(args.max_padding, "--max-padding"))
+            narrowed["padding_bound"] = (None if args.max_padding == math.inf
+                                         else padding_bound_of(args.max_padding, "--max-padding"))
         result: EngineRun = adapter.verify(args.recipe, args.tp, args.dtype, args.engine_path, **narrowed)
     except EngineError as err:
         raise UsageError(str(err)) from None
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {len(set(found))} finding(s) to {args.write_baseline}")
         return 0
     cmp = baseline.compare(found, known, name, version, baseline.ran(result.recipes))
-    across = set(getattr(adapter, "CROSS_POINT", ()))
+    across = set(adapter.cross_point)
     if args.json:
         doc = result.as_dict()
         doc["new_findings"] = [list(k) for k in cmp.new]

@@ -95,13 +95,13 @@ def from_refusal(recipe: str, point: dict[str, Any], message: str, unsupported: 
 
 
 def planned(recipe: str, point: dict[str, Any], documents: dict[int, dict], replay: str,
-            unbounded: Fraction | None = None) -> PointResult:
+            padding_bound: Fraction | None = None) -> PointResult:
     """Check an engine's bound plans for every N the plan allows (affine_facts shows the
     bindings lie on one line in N, then the prover's encoding checks all N at once).
-    `unbounded` is the padding bound to hold a plan to when its engine sets none."""
+    `padding_bound` is the bound to hold a plan to when its engine sets none."""
     facts = affine_facts(documents)
-    if facts.max_padding is None and unbounded is not None:
-        facts = replace(facts, max_padding=unbounded)
+    if facts.max_padding is None and padding_bound is not None:
+        facts = replace(facts, max_padding=padding_bound)
     found = tuple(Finding(v.property, v.message) for v in violations(facts, tuple(P.PROPERTIES)))
     return PointResult(recipe, point, "counterexample" if found else "ok", found,
                        {g.id: g.packing for g in facts.groups}, facts.parent_bytes,

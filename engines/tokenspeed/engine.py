@@ -14,14 +14,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from kvproof.engines import verdict
+from kvproof.engines.interface import Adapter, EngineAdapter
 from kvproof.engines.stubs import StubUsed
 from kvproof.engines.tokenspeed import deepseek_v4, kimi_k3, loader, mutants, nemotron_h, ordinary, pipeline, qwen35
 from kvproof.engines.verdict import EngineError, EngineRun, PointResult, RecipeResult
 
 ENGINE = "tokenspeed"
+BASELINE = Path(__file__).with_name("baseline.json")  # the known findings of the released version
 
 
 @dataclass(frozen=True)
@@ -63,12 +66,12 @@ def configs(profile: Profile) -> dict[str, dict]:
 
 def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Sequence[str] | None,
            engine_path: str | None, drafts: Sequence[int] | None = None, models: Sequence[str] | None = None,
-           assume: Sequence[str] | None = None, unbounded: Fraction | None = None) -> EngineRun:
+           assume: Sequence[str] | None = None, padding_bound: Fraction | None = None) -> EngineRun:
     """`verify engine tokenspeed`: the installed release, or the package at --engine-path."""
     try:
         source = loader.source_of(engine_path)
         only = {"tp": tps, "dtype": dtypes, "drafts": drafts, "model": models, "assume": _assumed(assume)}
-        return run(source, recipes, only, engine_path, unbounded)
+        return run(source, recipes, only, engine_path, padding_bound)
     except loader.SourceError as err:
         raise EngineError(str(err)) from None
     except StubUsed as err:
@@ -77,7 +80,7 @@ def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Seq
 
 def run(source: loader.Source, recipes: Sequence[str] | None = None,
         only: dict[str, Sequence[Any] | None] | None = None, engine_path: str | None = None,
-        unbounded: Fraction | None = None) -> EngineRun:
+        padding_bound: Fraction | None = None) -> EngineRun:
     """Every point of every chosen recipe; `only` narrows axes ({"tp": [8], "dtype": None, ...})."""
     start = time.perf_counter()
     source = mutants.mutated(source)
@@ -94,7 +97,7 @@ def run(source: loader.Source, recipes: Sequence[str] | None = None,
             results.append(RecipeResult(family, (), "no published config and domain for this family in kvproof yet"))
             continue
         try:
-            points = tuple(_points(source, family, profile, only or {}, engine_path, unbounded))
+            points = tuple(_points(source, family, profile, only or {}, engine_path, padding_bound))
         except loader.SourceError as err:  # this release lacks a module the profile plans with
             results.append(RecipeResult(family, (), f"cannot load: {err}"))
             continue
@@ -145,7 +148,7 @@ def _plan(profile: Profile, modules: dict[str, types.ModuleType], published: dic
 
 
 def _points(source: loader.Source, family: str, profile: Profile, only: dict[str, Sequence[Any] | None],
-            engine_path: str | None, unbounded: Fraction | None) -> list[PointResult]:
+            engine_path: str | None, padding_bound: Fraction | None) -> list[PointResult]:
     modules = loader.load(source, profile.modules)
     published = configs(profile)
     out = []
@@ -159,7 +162,7 @@ def _points(source: loader.Source, family: str, profile: Profile, only: dict[str
                            *(f"--{axis} {' '.join(value.split(','))}" if axis == "assume" else f"--{axis} {value}"
                              for axis, value in point.items()),
                            *([f"--engine-path {engine_path}"] if engine_path else []),
-                           *([f"--max-padding {float(unbounded)}"] if unbounded is not None else [])])
+                           *([f"--max-padding {float(padding_bound)}"] if padding_bound is not None else [])])
         try:
             outcome = _plan(profile, modules, published, point)
         except StubUsed:
@@ -173,7 +176,7 @@ def _points(source: loader.Source, family: str, profile: Profile, only: dict[str
         else:
             key = json.dumps(outcome.documents, sort_keys=True)
             if key not in checked:
-                checked[key] = verdict.planned(family, point, outcome.documents, replay, unbounded)
+                checked[key] = verdict.planned(family, point, outcome.documents, replay, padding_bound)
             out.append(dataclasses.replace(checked[key], point=point, replay=replay))
     return out
 
@@ -198,3 +201,8 @@ def _wanted(axis: str, value: Any, wanted: Sequence[Any]) -> bool:
 
 def _describe(point: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in point.items())
+
+
+# No finding of tokenspeed's spans points: each point's plan is the whole answer.
+ADAPTER: EngineAdapter = Adapter(name=ENGINE, verify=verify, cross_point=frozenset(), mutants=mutants.MUTANTS,
+                                 baseline=BASELINE)

@@ -13,6 +13,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from kvproof.engines.interface import Mutant
 from kvproof.engines.tokenspeed.loader import Source, SourceError
 from kvproof.impl import faults
 
@@ -70,3 +71,26 @@ def mutated(source: Source) -> Source:
             raise SourceError(f"mutant {name} no longer applies: {path} has no {text!r}")
         target.write_text(original.replace(text, broken), encoding="utf-8")
     return Source(copy, source.version, f"{source.origin}, mutated: {', '.join(chosen)}", source.commit)
+
+
+FP8 = "verify engine tokenspeed --recipe kimi_k3 --dtype fp8"
+# K3's mla_every 4 at 80 layers: 60 KDA layers, three groups of 20; the released recipe boots at fp8.
+FAMILY = "verify sweep --engine tokenspeed --vary num_layers=80 --dtype fp8"
+
+# The released engine's fp8 points are clean, so a finding at one is the edit's.
+MUTANTS: tuple[Mutant, ...] = (
+    Mutant("ts_k3_packing_floor", (FP8,), expect="boots"),
+    # Right at K3's own 69 KDA layers, so only a family reaches it (tests/test_engine_sweep.py).
+    Mutant("ts_k3_group_size_literal", (FAMILY,), expect="boots"),
+    Mutant("ts_plan_widened_stride", (FP8,), expect="exact_stride"),
+    # The engine's own layout checks refuse these (boots): kvproof reports the refusal.
+    Mutant("ts_mamba2_kv_same_segment", ("verify engine tokenspeed --recipe mamba2 --tp 8 --dtype fp8",),
+           expect="boots"),
+    Mutant("ts_v4_state_own_plane", ("verify engine tokenspeed --recipe deepseek_v4 --tp 8 --dtype fp8",),
+           expect="boots"),
+    Mutant("ts_bind_forgets_null_parent", (FP8,), expect="no_overlap"),
+    # kvproof's load of tokenspeed's parallel resolution for `verify config --engine` (parallel.py)
+    Mutant("launch_engine_moe_check_dropped", ("tests/test_config_engine.py::test_cli_shows_the_engines_own_rejection",
+                                               "tests/test_config_engine.py::"
+                                               "test_resolution_rules_reject_exactly_what_the_engine_rejects")),
+)

@@ -25,11 +25,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kvproof.engines import verdict
+from kvproof.engines.interface import Adapter, EngineAdapter
 from kvproof.engines.verdict import EngineError, EngineRun, Finding, PointResult, RecipeResult
 from kvproof.engines.vllm import catalog, mutants, planner
 from kvproof.spec.contract import MAX_PADDING
 
 ENGINE = "vllm"
+BASELINE = Path(__file__).with_name("baseline.json")  # the known findings of the released version
 TP_BLOCK_SIZE = "tp_block_size"  # the cross-point finding: block size differs across tp
 PP_BLOCK_SIZE = "pp_block_size"  # the cross-rank finding: pipeline stages of one point plan different blocks
 CROSS_POINT = (TP_BLOCK_SIZE, PP_BLOCK_SIZE)  # findings across points: `verify engine` exits 3 on these alone
@@ -107,14 +109,14 @@ def _assumptions(model: catalog.Model, backend: catalog.Backend) -> list[dict[st
 
 def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Sequence[str] | None,
            engine_path: str | None, drafts: Sequence[int] | None = None, models: Sequence[str] | None = None,
-           assume: Sequence[str] | None = None, unbounded: Bound = CONTRACT) -> EngineRun:
+           assume: Sequence[str] | None = None, padding_bound: Bound = CONTRACT) -> EngineRun:
     """The installed vLLM, or the checkout at --engine-path (its Python files plan; the installed
     wheel's dependencies serve it, and no compiled extension is needed)."""
     if drafts or models:
         raise EngineError("--drafts and --model do not apply to vllm: --recipe names the model")
     checkout = use_checkout(engine_path) if engine_path else None
     try:
-        return run(recipes, {"tp": tps, "dtype": dtypes, **_assumed(assume)}, unbounded, checkout)
+        return run(recipes, {"tp": tps, "dtype": dtypes, **_assumed(assume)}, padding_bound, checkout)
     except EngineError:
         raise
     except Exception as err:  # importing a backend or answering a point, before any point plans
@@ -149,7 +151,7 @@ def use_checkout(path: str) -> tuple[str, str, str | None]:
 
 
 def run(recipes: Sequence[str] | None = None, only: dict[str, Sequence[Any] | None] | None = None,
-        unbounded: Bound = CONTRACT, checkout: tuple[str, str, str | None] | None = None) -> EngineRun:
+        padding_bound: Bound = CONTRACT, checkout: tuple[str, str, str | None] | None = None) -> EngineRun:
     start = time.perf_counter()
     release, where, commit = checkout or (version(), "installed", None)
     unknown = sorted(set(recipes or ()) - set(catalog.MODELS))
@@ -168,7 +170,7 @@ def run(recipes: Sequence[str] | None = None, only: dict[str, Sequence[Any] | No
         if chosen[name]:
             model = catalog.MODELS[name]
             references = _tp1_references(model, chosen[name])
-            checked = cross_tp(_plan_all(model, chosen[name] + references, unbounded))[:len(chosen[name])]
+            checked = cross_tp(_plan_all(model, chosen[name] + references, padding_bound))[:len(chosen[name])]
             results.append(RecipeResult(name, tuple(checked), None, model.limits))
     source = f"vllm {release} ({where}, planned on CPU)"
     if empty:
@@ -212,12 +214,12 @@ def _tp1_references(model: catalog.Model, chosen: list[dict[str, Any]]) -> list[
 
 
 def _plan_all(model: catalog.Model, chosen: list[dict[str, Any]],
-              unbounded: Bound) -> list[tuple[PointResult, int | None]]:
+              padding_bound: Bound) -> list[tuple[PointResult, int | None]]:
     backends = {b.label: b for b in model.backends}
     out: list[tuple[PointResult, int | None]] = []
     for p in chosen:
         backend = backends[p["backend"]]
-        bound = (None if p.get("spec") else PADDING_BOUND) if unbounded == CONTRACT else unbounded
+        bound = (None if p.get("spec") else PADDING_BOUND) if padding_bound == CONTRACT else padding_bound
         replay = (f"verify engine vllm --recipe {model.recipe} --tp {p['tp']} --dtype {p['dtype']} --assume "
                   f"backend={backend.label} mamba_dtype={p['mamba_dtype']} prefix={p['prefix']}"
                   + (f" spec={p['spec']}" if "spec" in p else "") + f" pp={p['pp']}"
@@ -323,3 +325,7 @@ def _one_line(err: Exception) -> str:
 
 def _describe(point: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in point.items())
+
+
+ADAPTER: EngineAdapter = Adapter(name=ENGINE, verify=verify, cross_point=frozenset(CROSS_POINT),
+                                 mutants=mutants.MUTANTS, baseline=BASELINE)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from kvproof.engines.interface import Mutant
 from kvproof.engines.vllm.platform import Vllm
 from kvproof.impl import faults
 
@@ -113,3 +114,20 @@ def applied(v: Vllm) -> Iterator[None]:
     finally:
         for owner, attr, original in reversed(saved):
             setattr(owner, attr, original)
+
+
+# One tp, no pipeline stages: clean at 0.33.0 (its tp_block_size findings span tp, pp_block_size pp 8).
+TP1 = "verify engine vllm --tp 1 --assume pp=1"
+
+MUTANTS: tuple[Mutant, ...] = (
+    Mutant("vllm_hybrid_block_floor", (TP1,), expect="boots"),
+    Mutant("vllm_state_slab_by_payload", (TP1,), expect="no_overlap"),
+    Mutant("vllm_kernel_gets_raised_block", (TP1,), expect="kernel_page"),
+    Mutant("vllm_flashinfer_mla_gets_raised_block", (TP1 + " backend=FLASHINFER_MLA",), expect="kernel_page"),
+    Mutant("vllm_flashinfer_gets_raised_block", (TP1 + " backend=FLASHINFER@sm_100 trtllm=on",),
+           expect="kernel_page"),
+    Mutant("vllm_spec_padding_unwidened", (TP1,), expect="boots"),
+    Mutant("vllm_split_page_padded", (TP1,), expect="exact_stride"),
+    # not a replaced vLLM function: the catalog's LMCache reader entry flipped (catalog.Model.state_readers)
+    Mutant("lmcache_walks_by_payload", (TP1,), expect="consumer_stride"),
+)
