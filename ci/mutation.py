@@ -87,7 +87,7 @@ EQUIVALENT: dict[str, str] = {
                                                "both z3 terms or both ints, never one of each",
     "kvproof.spec.launch.x_smallest_fix__mutmut_161": "2 x the count of changed flags has the same minimizers "
                                                       "(the objectives are lexicographic)",
-    "kvproof.spec.contract.x_recipe_layout__mutmut_81": "state sized for a model with no KDA layer too: parse_config "
+    "kvproof.spec.contract.x_recipe_layout__mutmut_82": "state sized for a model with no KDA layer too: parse_config "
                                                         "leaves its kda_heads and kda_head_dim 0, so its state "
                                                         "fields hold 0 bytes and state is 0 either way",
     "kvproof.spec.encoding.x_page_id_limit__mutmut_31": "count - 1 is N x K in every Facts (page_count is checked "

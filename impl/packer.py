@@ -194,13 +194,21 @@ class Binding:
         return P.parent_of(page, self.plan.group(group_id).packing)
 
 
-def field_offsets(fields: Sequence[FieldSpec]) -> tuple[dict[str, int], int]:
+@dataclass(frozen=True)
+class FieldOffsets:
+    """Where the fields of one (plane, group) sit in a page."""
+
+    offset_bytes: dict[str, int]  # field id -> bytes from the start of the page
+    end_bytes: int  # bytes from the start of the page to the end of its last field
+
+
+def field_offsets(fields: Sequence[FieldSpec]) -> FieldOffsets:
     """Offsets of one (plane, group)'s fields in id order, each rounded up to its element size."""
     offsets, end = {}, 0
     for f in sorted(fields, key=lambda f: f.id):
         offsets[f.id] = end if faults.active("field_offset_unrounded") else align_up(end, f.itemsize)
         end = offsets[f.id] + (prod(f.shape) if faults.active("field_end_in_elements") else f.payload_bytes)
-    return offsets, end
+    return FieldOffsets(offsets, end)
 
 
 def derive_packings(group_bytes: Mapping[str, int], shared_exact: Sequence[tuple[str, str]]) -> dict[str, int]:
@@ -269,9 +277,9 @@ def pack(
         for plane_id in plane_ids:
             on_plane = [f for f in g.fields if f.plane == plane_id]
             if on_plane:
-                offs, end = field_offsets(on_plane)
-                offsets |= offs
-                extent[(plane_id, g.id)] = end
+                page = field_offsets(on_plane)
+                offsets |= page.offset_bytes
+                extent[(plane_id, g.id)] = page.end_bytes
 
     group_bytes = {g.id: max(b for (_, gid), b in extent.items() if gid == g.id) for g in groups}
     exact_groups = {g.id for g in groups if any(f.exact_stride for f in g.fields)}

@@ -119,7 +119,7 @@ def plan_model(model: ModelGeometry, tp: int, dtype: str, policy: str = "search"
         raise PlanError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
     groups = recipe_groups(model, tp, dtype, drafts, draft_dtype)
     page = groups[0].fields[0].payload_bytes
-    state = field_offsets(kda_fields(model, tp, 0, "slot.0"))[1] if model.hybrid else 0
+    state = field_offsets(kda_fields(model, tp, 0, "slot.0")).end_bytes if model.hybrid else 0
     ceil_k = cdiv(state, page)
     if not model.hybrid:
         # One group, nothing to share a plane with: a page per plane is exact and unpadded.

@@ -110,13 +110,21 @@ def _state_group_sizes(n_kda: int, n_mla: int) -> list[int]:
     return [base + 1] * extra + [base] * (count - extra)
 
 
-def _place(fields: list[Field]) -> tuple[dict[str, int], int]:
+@dataclass(frozen=True)
+class Placed:
+    """Where the fields of one (plane, group) sit in a page (item a)."""
+
+    offset_bytes: dict[str, int]  # field id -> bytes from the start of the page
+    end_bytes: int  # bytes from the start of the page to the end of its last field
+
+
+def _place(fields: list[Field]) -> Placed:
     """Item a: fields of one (plane, group) in id order, each offset rounded up to its element size."""
     offsets, end = {}, 0
     for f in sorted(fields, key=lambda f: f.id):
         offsets[f.id] = align_up(end, f.itemsize)
         end = offsets[f.id] + f.payload
-    return offsets, end
+    return Placed(offsets, end)
 
 
 def recipe_layout(model: ModelGeometry, tp: int, dtype: str, drafts: int = 0,
@@ -149,9 +157,10 @@ def recipe_layout(model: ModelGeometry, tp: int, dtype: str, drafts: int = 0,
     offsets: dict[str, int] = {}
     extent: dict[tuple[str, str], int] = {}
     for key, stack in stacks.items():
-        placed, extent[key] = _place(stack)
-        offsets |= placed
-    state = _place(list(_state_fields(model, tp, 0, "", "")))[1] if model.hybrid else 0
+        placed = _place(stack)
+        offsets |= placed.offset_bytes
+        extent[key] = placed.end_bytes
+    state = _place(list(_state_fields(model, tp, 0, "", ""))).end_bytes if model.hybrid else 0
     page = fields[0].payload
     return Layout(tuple(groups), planes, tuple(fields), offsets, extent, state, page, drafts)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from fractions import Fraction
 from math import prod
 from typing import Any
@@ -69,7 +70,20 @@ def _bound(plan: dict) -> Fraction | None:
     return padding_bound_of(_get(plan, "max_padding", (int, float), ""))
 
 
-def _static(plan: dict) -> tuple[int, int, Fraction | None, list[dict], list[dict], tuple[FieldFact, ...]]:
+@dataclass(frozen=True)
+class StaticKeys:
+    """What a plan says whatever N is, read and cross-checked. The planes and groups stay the
+    plan's objects: a bound plan's arena offsets and page counts are read from them."""
+
+    parent_bytes: int
+    alignment: int
+    max_padding: Fraction | None
+    planes: list[dict]
+    groups: list[dict]
+    fields: tuple[FieldFact, ...]
+
+
+def _static(plan: dict) -> StaticKeys:
     parent, alignment = _positive(plan, "parent_bytes", ""), _positive(plan, "alignment", "")
     bound = _bound(plan)
     planes, groups = _get(plan, "planes", list, ""), _get(plan, "groups", list, "")
@@ -102,7 +116,8 @@ def _static(plan: dict) -> tuple[int, int, Fraction | None, list[dict], list[dic
         fields.append(FieldFact(
             field_ids[i], group, plane, dtype, prod(shape) * DTYPE_BYTES[dtype],
             _get(f, "offset", int, at), _get(f, "stride", int, at), _get(f, "exact_stride", bool, at),
-            *_kernels(f, at), tuple((r["name"], r["walks"]) for r in f.get("readers", [])),
+            tokens=f.get("tokens"), kernels=_kernels(f, at),
+            readers=tuple((r["name"], r["walks"]) for r in f.get("readers", [])),
         ))
     stacks: dict[tuple[str, str], int] = {}
     for i, f in enumerate(fields):
@@ -114,15 +129,15 @@ def _static(plan: dict) -> tuple[int, int, Fraction | None, list[dict], list[dic
     for i, group in enumerate(group_ids):
         if group not in used:
             raise ConfigError(f"plan key 'groups[{i}]': group {group!r} has no fields, so its padding is undefined")
-    return parent, alignment, bound, planes, groups, tuple(fields)
+    return StaticKeys(parent, alignment, bound, planes, groups, tuple(fields))
 
 
-def _kernels(field: dict, at: str) -> tuple[int | None, tuple[KernelFact, ...]]:
+def _kernels(field: dict, at: str) -> tuple[KernelFact, ...]:
     kernels = field.get("kernels", [])
     if kernels and "tokens" not in field:
         raise ConfigError(f"plan key '{at}kernels' needs '{at}tokens', the tokens per page the kernels split")
-    return field.get("tokens"), tuple(KernelFact(k["name"], k["tokens"], k["block"], k["max_tokens"],
-                                                        k.get("power_of_two", False)) for k in kernels)
+    return tuple(KernelFact(k["name"], k["tokens"], k["block"], k["max_tokens"], k.get("power_of_two", False))
+                 for k in kernels)
 
 
 def concrete_facts(plan: dict, validated: bool = False) -> Facts:
@@ -131,15 +146,16 @@ def concrete_facts(plan: dict, validated: bool = False) -> Facts:
     each other is checked here."""
     if not validated:
         validate(plan)
-    parent, alignment, bound, planes, groups, fields = _static(plan)
+    static = _static(plan)
     n = _positive(plan, "num_parents", "")
     arena = [PlaneFact(p["id"], p["bytes"], Affine(0, _get(p, "arena_offset", int, f"planes[{i}].")),
                        p.get("alignment"))
-             for i, p in enumerate(planes)]
+             for i, p in enumerate(static.planes)]
     arena.sort(key=lambda p: p.arena_offset.fixed)
-    bound_groups = tuple(_bound_group(g, i, n) for i, g in enumerate(groups))
+    bound_groups = tuple(_bound_group(g, i, n) for i, g in enumerate(static.groups))
     allocated = Affine(0, _positive(plan, "arena_bytes", "")) if "arena_bytes" in plan else None
-    return Facts(parent, alignment, bound, tuple(arena), bound_groups, fields, (n, n), allocated)
+    return Facts(static.parent_bytes, static.alignment, static.max_padding, tuple(arena), bound_groups, static.fields,
+                 (n, n), allocated)
 
 
 def _bound_group(group: dict, i: int, num_parents: int) -> GroupFact:
@@ -154,13 +170,14 @@ def _bound_group(group: dict, i: int, num_parents: int) -> GroupFact:
 
 def symbolic_facts(plan: dict) -> Facts:
     """A plan derived from the contract, bound to a symbolic N in 1..max_parents (item f)."""
-    parent, alignment, bound, planes, groups, fields = _static(plan)
-    top = P.max_parents(parent, [g["packing"] for g in groups]) if 2 * parent <= P.BYTES_MAX else 0
+    static = _static(plan)
+    parent_bytes = static.parent_bytes
+    top = P.max_parents(parent_bytes, [g["packing"] for g in static.groups]) if 2 * parent_bytes <= P.BYTES_MAX else 0
     return Facts(
-        parent, alignment, bound,
-        tuple(PlaneFact(p["id"], p["bytes"], Affine(p["offset"], p["offset"])) for p in planes),
-        tuple(GroupFact(g["id"], g["packing"], Affine(g["packing"], 1)) for g in groups),
-        fields, (1, top),
+        parent_bytes, static.alignment, static.max_padding,
+        tuple(PlaneFact(p["id"], p["bytes"], Affine(p["offset"], p["offset"])) for p in static.planes),
+        tuple(GroupFact(g["id"], g["packing"], Affine(g["packing"], 1)) for g in static.groups),
+        static.fields, (1, top),
     )
 
 

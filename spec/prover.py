@@ -68,6 +68,14 @@ class PointPlan:
         return not any(self.violations.values())
 
 
+@dataclass(frozen=True)
+class DerivedPlan:
+    """The plan the contract gives one packing, as its document and the facts read from it."""
+
+    document: dict
+    facts: Facts
+
+
 @dataclass
 class Proof:
     model: str
@@ -95,20 +103,20 @@ class _Point:
 
     def __init__(self, layout: Layout, seconds: dict[str, float], bound: Fraction | None) -> None:
         self.layout, self.seconds, self.bound = layout, seconds, bound
-        self.plans: dict[tuple, tuple[dict, Facts]] = {}
+        self.plans: dict[tuple, DerivedPlan] = {}
         self.verdicts: dict[tuple, dict[str, tuple[Violation, ...]]] = {}
 
-    def plan(self, packing: dict[str, int]) -> tuple[dict, Facts]:
+    def plan(self, packing: dict[str, int]) -> DerivedPlan:
         key = tuple(sorted(packing.items()))
         if key not in self.plans:
             plan = plan_for(self.layout, packing, self.bound)
-            self.plans[key] = (plan, symbolic_facts(plan))
+            self.plans[key] = DerivedPlan(plan, symbolic_facts(plan))
         return self.plans[key]
 
     def violations(self, packing: dict[str, int], prop: str) -> tuple[Violation, ...]:
         verdict = self.verdicts.setdefault(tuple(sorted(packing.items())), {})
         if prop not in verdict:
-            facts = self.plan(packing)[1]
+            facts = self.plan(packing).facts
             start = time.perf_counter()
             verdict[prop] = tuple(CHECKS[prop](facts))
             self.seconds[prop] = self.seconds.get(prop, 0.0) + time.perf_counter() - start
@@ -121,7 +129,7 @@ class _Point:
         engine = self.layout.engine_bound
         if engine == self.bound:
             return not self.violations(packing, "padding_bound")
-        parent = self.plan(packing)[0]["parent_bytes"]
+        parent = self.plan(packing).document["parent_bytes"]
         return engine is None or all(
             P.padding_within(parent, packing[g], self.layout.raw(g), engine) for g in self.layout.groups
         )
@@ -151,7 +159,7 @@ def plan_point(model: ModelGeometry, tp: int, dtype: str, policy: Policy,
     point = _Point(layout, {} if seconds is None else seconds, layout.checked_bound(bound))
     packing = choose(policy, layout, point.accepted)
     verdict = {prop: point.violations(packing, prop) for prop in CHECKS}
-    return PointPlan(tp, dtype, layout, point.plan(packing)[0], verdict, draft_dtype)
+    return PointPlan(tp, dtype, layout, point.plan(packing).document, verdict, draft_dtype)
 
 
 def draft_points(drafts: Iterable[int], draft_dtypes: Iterable[str]) -> list[tuple[int, str]]:

@@ -54,6 +54,16 @@ class Synthesis:
         return max(self.padding.values()) if self.padding else None
 
 
+@dataclass(frozen=True)
+class Problem:
+    """A legal plan as z3 constraints, and the terms the synthesizer solves them for."""
+
+    constraints: list[Any]
+    packing: dict[str, Any]  # group -> its K_g (the state groups share one)
+    parent_bytes: Any
+    least_payload_bytes: Any  # at most every K_g x raw_g: the evenest plan maximizes it
+
+
 def _scaled_multiple(k: Any, unit: int, coefficient: int, x: Any, name: str) -> Any:
     """coefficient x x is a multiple of k x unit, as a disjunction over the concrete packings c:
     coefficient x x == 0 (mod c x unit) exactly when x is a multiple of
@@ -64,7 +74,7 @@ def _scaled_multiple(k: Any, unit: int, coefficient: int, x: Any, name: str) -> 
     ]))
 
 
-def encode(layout: Layout, bound: Fraction | None = MAX_PADDING) -> tuple[list[Any], dict[str, Any], Any, Any]:
+def encode(layout: Layout, bound: Fraction | None = MAX_PADDING) -> Problem:
     """Constraints of a legal plan (items b-e with every exact stride met, padding within
     `bound` unless None), the packing variables, the parent and the least K_g x raw_g."""
     # The recipe gives every state group one K_lin (they hold the same per-layer state).
@@ -96,27 +106,28 @@ def encode(layout: Layout, bound: Fraction | None = MAX_PADDING) -> tuple[list[A
         facts.append(_scaled_multiple(packing, unit, payload, k[group], f"q[plane/{i}]"))
         facts.append(P.divides(ALIGNMENT // gcd(ALIGNMENT, payload), k[group]))  # ALIGNMENT | K x payload
     facts.append(parent >= total)
-    return facts, k, parent, least
+    return Problem(facts, k, parent, least)
 
 
 def synthesize(model: ModelGeometry, tp: int, dtype: str, drafts: int = 0, draft_dtype: str = DRAFT_DTYPE,
                bound: Fraction | None = MAX_PADDING) -> Synthesis:
     layout = recipe_layout(model, tp, dtype, drafts, draft_dtype)
     bound = layout.checked_bound(bound)
-    facts, k, parent, least = encode(layout, bound)
+    problem = encode(layout, bound)
+    parent = problem.parent_bytes
     # Two rounds rather than one lexicographic objective: z3 finishes both in well under a second,
     # where the combined objective sometimes ran for minutes.
     smallest = z3.Optimize()
-    smallest.add(*facts)
+    smallest.add(*problem.constraints)
     smallest.minimize(parent)
     if smallest.check() != z3.sat:
         return Synthesis(tp, dtype, None, None, {}, (), drafts, draft_dtype)
     evenest = z3.Optimize()
-    evenest.add(*facts, parent == smallest.model()[parent])
-    evenest.maximize(least)
+    evenest.add(*problem.constraints, parent == smallest.model()[parent])
+    evenest.maximize(problem.least_payload_bytes)
     evenest.check()
     found = evenest.model()
-    packing = {g: found[k[g]].as_long() for g in layout.groups}
+    packing = {g: found[problem.packing[g]].as_long() for g in layout.groups}
     plan = plan_for(layout, packing, bound)
     checked = tuple(violations(symbolic_facts(plan)))
     pad = {g: P.padding(plan["parent_bytes"], packing[g], layout.raw(g)) for g in layout.groups}

@@ -535,7 +535,7 @@ def test_two_exact_stride_fields_on_one_plane_tie_their_packings():
     # K_mla is a multiple of 2^8 = 256 and K_lin of 265: past the packing limit of 256.
     for plan, sat in ((layout, z3.sat), (tied, z3.unsat)):
         solver = z3.Solver()
-        solver.add(*encode(plan, None)[0])
+        solver.add(*encode(plan, None).constraints)
         assert solver.check() == sat
 
 
