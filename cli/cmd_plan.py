@@ -64,8 +64,8 @@ def summary(rp: RecipePlan, bound: Fraction | None, missed: list[dict], over: li
         "padding": {g.id: float(g.padding) for g in plan.groups},
         "max_padding": None if bound is None else float(bound),
         "engine_max_padding": None if plan.max_padding is None else float(plan.max_padding),
-        "stride": {g.id: sorted({f.stride for f in plan.fields_of(g.id)}) for g in plan.groups},
-        "planes": [{"id": p.id, "bytes": p.bytes, "alignment": p.alignment} for p in plan.planes],
+        "stride": {g.id: sorted({f.page_stride_bytes for f in plan.fields_of(g.id)}) for g in plan.groups},
+        "planes": [{"id": p.id, "bytes": p.plane_bytes, "alignment": p.alignment} for p in plan.planes],
         "max_parents": plan.max_parents,
         "violations": [{"property": v.property, "message": v.message} for v in plan.violations],
         "missed_by_packer": missed,
@@ -87,11 +87,11 @@ def render(rp: RecipePlan, bound: Fraction | None, missed: list[dict], over: lis
     ]
     for g in plan.groups:
         fields = plan.fields_of(g.id)
-        strides = sorted({f.stride for f in fields})
+        strides = sorted({f.page_stride_bytes for f in fields})
         stride = f"{strides[0]:,}" if len(strides) == 1 else f"{strides[0]:,}..{strides[-1]:,}"
         flag = "  > bound" if bound is not None and g.padding > bound else ""
         lines.append(f"{g.id:<22}{g.packing:>8}{len(fields):>8}{stride:>22}{g.raw_bytes:>16,}{float(g.padding):>9.3f}{flag}")
-    sizes = Counter(p.bytes for p in plan.planes)
+    sizes = Counter(p.plane_bytes for p in plan.planes)
     if rp.drafts:
         layers = draft_layers(rp.model, rp.drafts)
         lines += ["", f"drafts: {rp.drafts} x {rp.draft_dtype} (layer.{_span(layers[0], layers[-1])} in "

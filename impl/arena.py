@@ -59,21 +59,21 @@ class Arena:
             inner = [dtype.itemsize]
             for d in reversed(f.shape[1:]):
                 inner.insert(0, inner[0] * d)
-            stride = f.stride
+            page_stride_bytes = f.page_stride_bytes
             if faults.active("arena_dense_page_stride"):
-                stride = f.payload_bytes
+                page_stride_bytes = f.payload_bytes
             try:
                 view = np.ndarray(
                     (self.binding.page_count(f.group), *f.shape),
                     dtype=dtype,
                     buffer=self.buffer,
-                    offset=self.binding.offset(field_id, 0),
-                    strides=(stride, *inner),
+                    offset=self.binding.offset_bytes(field_id, 0),
+                    strides=(page_stride_bytes, *inner),
                 )
             except ValueError:
                 raise ArenaError(
-                    f"pages of {field_id} (stride {stride:,} B from byte {self.binding.offset(field_id, 0):,}) "
-                    f"run past the arena of {len(self.buffer):,} B"
+                    f"pages of {field_id} (stride {page_stride_bytes:,} B from byte "
+                    f"{self.binding.offset_bytes(field_id, 0):,}) run past the arena of {len(self.buffer):,} B"
                 ) from None
             self._views[field_id] = view
         return view

@@ -24,7 +24,8 @@ def plan_document(binding: Binding, bound: Fraction | str | None = "plan") -> di
         "max_padding": None if bound is None else float(bound),
         "arena_bytes": binding.arena_bytes,
         "planes": [
-            {"id": p.id, "bytes": p.bytes, "alignment": p.alignment, "arena_offset": binding.plane_offset(p.id)}
+            {"id": p.id, "bytes": p.plane_bytes, "alignment": p.alignment,
+             "arena_offset": binding.plane_offset_bytes(p.id)}
             for p in plan.planes
         ],
         "groups": [
@@ -37,8 +38,8 @@ def plan_document(binding: Binding, bound: Fraction | str | None = "plan") -> di
                 "plane": f.plane,
                 "shape": list(f.shape),
                 "dtype": f.dtype,
-                "offset": f.offset,
-                "stride": f.stride,
+                "offset": f.offset_bytes,
+                "stride": f.page_stride_bytes,
                 "exact_stride": f.exact_stride,
             }
             for f in plan.fields

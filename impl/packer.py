@@ -80,8 +80,8 @@ class PlacedField:
     shape: tuple[int, ...]
     dtype: str
     exact_stride: bool
-    offset: int  # bytes from the start of the page
-    stride: int  # bytes from one page to the next
+    offset_bytes: int  # from the start of the page
+    page_stride_bytes: int  # from one page to the next
     payload_bytes: int
 
     @property
@@ -92,9 +92,9 @@ class PlacedField:
 @dataclass(frozen=True)
 class Plane:
     id: str
-    bytes: int
+    plane_bytes: int
     alignment: int
-    offset: int  # bytes from the start of a parent (sum of the planes before it)
+    offset_bytes: int  # from the start of a parent (sum of the planes before it)
 
 
 @dataclass(frozen=True)
@@ -173,22 +173,23 @@ class Binding:
 
     @property
     def arena_bytes(self) -> int:
-        return (self.num_parents + 1) * sum(p.bytes for p in self.plan.planes)
+        return (self.num_parents + 1) * sum(p.plane_bytes for p in self.plan.planes)
 
-    def plane_offset(self, plane_id: str) -> int:
-        return (self.num_parents + 1) * self.plan.plane(plane_id).offset
+    def plane_offset_bytes(self, plane_id: str) -> int:
+        return (self.num_parents + 1) * self.plan.plane(plane_id).offset_bytes
 
     def page_count(self, group_id: str) -> int:
         return 1 + self.num_parents * self.plan.group(group_id).packing
 
-    def offset(self, field_id: str, page: int) -> int:
+    def offset_bytes(self, field_id: str, page: int) -> int:
         f = self.plan.field(field_id)
         if not 0 <= page < self.page_count(f.group):
             raise IndexError(f"page {page} outside 0..{self.page_count(f.group) - 1} of {f.group}")
         plane = self.plan.plane(f.plane)
         if faults.active("offset_skips_null_slot"):
-            return self.plane_offset(f.plane) + page * f.stride + f.offset
-        return P.page_offset(self.plane_offset(f.plane), plane.bytes, f.stride, page, f.offset)
+            return self.plane_offset_bytes(f.plane) + page * f.page_stride_bytes + f.offset_bytes
+        return P.page_offset(self.plane_offset_bytes(f.plane), plane.plane_bytes, f.page_stride_bytes, page,
+                             f.offset_bytes)
 
     def parent_of(self, group_id: str, page: int) -> int:
         return P.parent_of(page, self.plan.group(group_id).packing)
@@ -292,7 +293,7 @@ def pack(
     k = derive_packings(group_bytes, shared_exact) | pinned
 
     planes: list[Plane] = []
-    cursor = 0
+    offset_bytes = 0
     for plane_id in plane_ids:
         users = [g for g in groups if (plane_id, g.id) in extent]
         need = max(k[g.id] * extent[(plane_id, g.id)] for g in users)
@@ -301,21 +302,22 @@ def pack(
             *(k[g.id] * f.itemsize for g in users for f in g.fields if f.plane == plane_id),
             *(k[g.id] * f.stride_alignment for g in users for f in g.fields if f.plane == plane_id),
         )
-        size = align_up(need, align)
-        planes.append(Plane(plane_id, size, align, cursor))
-        cursor += size
-    parent_bytes = align_up(cursor, lcm(alignment, *k.values()))
+        plane_bytes = align_up(need, align)
+        planes.append(Plane(plane_id, plane_bytes, align, offset_bytes))
+        offset_bytes += plane_bytes
+    parent_bytes = align_up(offset_bytes, lcm(alignment, *k.values()))
 
     placed: list[PlacedField] = []
     plane_by_id = {p.id: p for p in planes}
     for g in groups:
         for f in g.fields:
-            stride = plane_by_id[f.plane].bytes // k[g.id]
+            page_stride_bytes = plane_by_id[f.plane].plane_bytes // k[g.id]
             if faults.active("stride_in_elements"):
-                stride //= f.itemsize
+                page_stride_bytes //= f.itemsize
             placed.append(
                 PlacedField(
-                    f.id, g.id, f.plane, f.shape, f.dtype, f.exact_stride, offsets[f.id], stride, f.payload_bytes
+                    f.id, g.id, f.plane, f.shape, f.dtype, f.exact_stride, offsets[f.id], page_stride_bytes,
+                    f.payload_bytes,
                 )
             )
     group_plans = tuple(
@@ -331,12 +333,12 @@ def boot_check(plan: Plan) -> list[Violation]:
     """The checks an engine runs before it boots a plan, with the numbers and the fix."""
     out: list[Violation] = []
     for f in plan.fields:
-        if f.exact_stride and not P.exact_stride(f.stride, f.payload_bytes):
+        if f.exact_stride and not P.exact_stride(f.page_stride_bytes, f.payload_bytes):
             k, plane = plan.group(f.group).packing, plan.plane(f.plane)
             out.append(Violation(
                 "exact_stride",
-                f"field {f.id} needs stride {f.payload_bytes:,} B (its payload) but gets {f.stride:,} B "
-                f"(plane {f.plane} {plane.bytes:,} B / packing {k}); fix: pick a packing for {f.group} "
+                f"field {f.id} needs stride {f.payload_bytes:,} B (its payload) but gets {f.page_stride_bytes:,} B "
+                f"(plane {f.plane} {plane.plane_bytes:,} B / packing {k}); fix: pick a packing for {f.group} "
                 f"with K x {f.payload_bytes:,} B >= every group's bytes on the plane (policy search)",
             ))
     for g in plan.groups:
@@ -354,9 +356,9 @@ def boot_check(plan: Plan) -> list[Violation]:
                 "partition", f"packing {g.packing} of {g.id} does not divide parent {plan.parent_bytes:,} B"
             ))
     for p in plan.planes:
-        if not P.divides(p.alignment, p.bytes):
+        if not P.divides(p.alignment, p.plane_bytes):
             out.append(Violation(
-                "partition", f"plane {p.id} of {p.bytes:,} B is not a multiple of its alignment {p.alignment}"
+                "partition", f"plane {p.id} of {p.plane_bytes:,} B is not a multiple of its alignment {p.alignment}"
             ))
     if plan.parent_bytes > P.BYTES_MAX // 2:
         out.append(Violation(

@@ -45,8 +45,8 @@ def field_pages(arena: torch.Tensor, binding: Binding, field_id: str) -> torch.T
         inner.insert(0, inner[0] * d)
     return typed.as_strided(
         (binding.page_count(f.group), *f.shape),
-        (f.stride // size, *inner),
-        binding.offset(field_id, 0) // size,
+        (f.page_stride_bytes // size, *inner),
+        binding.offset_bytes(field_id, 0) // size,
     )
 
 
@@ -59,7 +59,7 @@ def latent_cache(arena: torch.Tensor, binding: Binding, field_id: str) -> torch.
     typed, size = _typed(arena, f.dtype)
     rows, _, width = f.shape
     pages = binding.page_count(f.group)
-    start = binding.offset(field_id, 0) // size
+    start = binding.offset_bytes(field_id, 0) // size
     # A wrong stride can push the dense view past the arena: clamp so the view stays legal and
     # the kernel reads whatever bytes the engine would have read.
     pages = min(pages, (typed.numel() - start) // (rows * width))

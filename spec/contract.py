@@ -61,7 +61,7 @@ class Field:
         return DTYPE_BYTES[self.dtype]
 
     @property
-    def payload(self) -> int:
+    def payload_bytes(self) -> int:
         return prod(self.shape) * self.itemsize
 
 
@@ -72,7 +72,7 @@ class Layout:
     groups: tuple[str, ...]
     planes: tuple[str, ...]  # in arena order
     fields: tuple[Field, ...]
-    offsets: dict[str, int]  # field id -> bytes from the start of its page (item a)
+    offset_bytes: dict[str, int]  # field id -> bytes from the start of its page (item a)
     extent: dict[tuple[str, str], int]  # (plane, group) -> bytes of the group's page there
     state: int  # one KDA layer's state bytes per request, offsets rounded (0 for MLA-only)
     page: int  # one target MLA page: granularity x latent dim x element size
@@ -90,7 +90,7 @@ class Layout:
         return checked_bound(self.engine_bound, accepted)
 
     def raw(self, group: str) -> int:
-        return sum(f.payload for f in self.fields if f.group == group)
+        return sum(f.payload_bytes for f in self.fields if f.group == group)
 
 
 def _state_fields(model: ModelGeometry, tp: int, layer: int, group: str, plane: str) -> tuple[Field, ...]:
@@ -123,7 +123,7 @@ def _place(fields: list[Field]) -> Placed:
     offsets, end = {}, 0
     for f in sorted(fields, key=lambda f: f.id):
         offsets[f.id] = align_up(end, f.itemsize)
-        end = offsets[f.id] + f.payload
+        end = offsets[f.id] + f.payload_bytes
     return Placed(offsets, end)
 
 
@@ -161,7 +161,7 @@ def recipe_layout(model: ModelGeometry, tp: int, dtype: str, drafts: int = 0,
         offsets |= placed.offset_bytes
         extent[key] = placed.end_bytes
     state = _place(list(_state_fields(model, tp, 0, "", ""))).end_bytes if model.hybrid else 0
-    page = fields[0].payload
+    page = fields[0].payload_bytes
     return Layout(tuple(groups), planes, tuple(fields), offsets, extent, state, page, drafts)
 
 
@@ -199,7 +199,7 @@ def plan_for(layout: Layout, packing: dict[str, int], bound: Fraction | None = M
         "groups": [{"id": g, "packing": packing[g]} for g in layout.groups],
         "fields": [
             {"id": f.id, "group": f.group, "plane": f.plane, "shape": list(f.shape), "dtype": f.dtype,
-             "offset": layout.offsets[f.id], "stride": plane_bytes[f.plane] // packing[f.group],
+             "offset": layout.offset_bytes[f.id], "stride": plane_bytes[f.plane] // packing[f.group],
              "exact_stride": f.exact_stride}
             for f in layout.fields
         ],

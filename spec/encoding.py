@@ -48,11 +48,11 @@ def _val(env: Env, term: Any) -> int:
 def exact_stride(facts: Facts) -> list[Violation]:
     out = []
     for f in facts.fields:
-        if f.exact_stride and not P.exact_stride(f.stride, f.payload):
+        if f.exact_stride and not P.exact_stride(f.page_stride_bytes, f.payload_bytes):
             plane, k = facts.plane(f.plane), facts.group(f.group).packing
             out.append(Violation("exact_stride",
-                f"field {f.id} needs stride {f.payload:,} B (its payload) but gets {f.stride:,} B "
-                f"(plane {f.plane} {plane.bytes:,} B / packing {k})"))
+                f"field {f.id} needs stride {f.payload_bytes:,} B (its payload) but gets {f.page_stride_bytes:,} B "
+                f"(plane {f.plane} {plane.plane_bytes:,} B / packing {k})"))
     return out
 
 
@@ -79,30 +79,30 @@ def partition(facts: Facts) -> list[Violation]:
         if not P.divides(g.packing, facts.parent_bytes):
             out.append(Violation("partition",
                                  f"packing {g.packing} of {g.id} does not divide parent {facts.parent_bytes:,} B"))
-    total = sum(p.bytes for p in facts.planes)
+    total = sum(p.plane_bytes for p in facts.planes)
     if total > facts.parent_bytes:
         out.append(Violation("partition", f"planes take {total:,} B, more than the parent's {facts.parent_bytes:,} B"))
     for p in facts.planes:
         here = facts.on_plane[p.id]
         unit = lcm(facts.alignment, *(facts.group(f.group).packing * f.itemsize for f in here))
-        if not P.divides(unit, p.bytes):
-            out.append(Violation("partition", f"plane {p.id} of {p.bytes:,} B is not a multiple of {unit} "
+        if not P.divides(unit, p.plane_bytes):
+            out.append(Violation("partition", f"plane {p.id} of {p.plane_bytes:,} B is not a multiple of {unit} "
                                               "(alignment and every packing x element size on it)"))
-        if p.alignment is not None and not P.divides(p.alignment, p.bytes):
-            out.append(Violation("partition", f"plane {p.id} of {p.bytes:,} B is not a multiple of its "
+        if p.alignment is not None and not P.divides(p.alignment, p.plane_bytes):
+            out.append(Violation("partition", f"plane {p.id} of {p.plane_bytes:,} B is not a multiple of its "
                                               f"declared alignment {p.alignment}"))
     for f in facts.fields:
         k, plane = facts.group(f.group).packing, facts.plane(f.plane)
-        if f.stride * k != plane.bytes:
-            out.append(Violation("partition", f"field {f.id}: stride {f.stride:,} B x packing {k} != plane "
-                                              f"{f.plane} {plane.bytes:,} B"))
+        if f.page_stride_bytes * k != plane.plane_bytes:
+            out.append(Violation("partition", f"field {f.id}: stride {f.page_stride_bytes:,} B x packing {k} != plane "
+                                              f"{f.plane} {plane.plane_bytes:,} B"))
     return out + _witnesses(facts, "partition", _slab_alignment(facts))
 
 
 def _slab_alignment(facts: Facts) -> Iterable[Check]:
     """Every plane slab starts on the plan's alignment, for every N (the arena base is aligned)."""
     for p in facts.planes:
-        start, a = p.arena_offset, facts.alignment
+        start, a = p.arena_offset_bytes, facts.alignment
         if P.divides(a, start.per_parent) and P.divides(a, start.fixed):
             continue
         yield (negate(P.divides(a, lift(start.term()))),
@@ -111,9 +111,9 @@ def _slab_alignment(facts: Facts) -> Iterable[Check]:
 
 
 def field_alignment(facts: Facts) -> list[Violation]:
-    return [Violation("field_alignment", f"field {f.id} ({f.dtype}) starts at page byte {f.offset:,}, not a "
+    return [Violation("field_alignment", f"field {f.id} ({f.dtype}) starts at page byte {f.offset_bytes:,}, not a "
                                          f"multiple of its element size {f.itemsize}")
-            for f in facts.fields if not P.field_aligned(f.offset, f.itemsize)]
+            for f in facts.fields if not P.field_aligned(f.offset_bytes, f.itemsize)]
 
 
 def page_id_limit(facts: Facts) -> list[Violation]:
@@ -133,14 +133,14 @@ def page_id_limit(facts: Facts) -> list[Violation]:
     return _witnesses(facts, "page_id_limit", checks.values())
 
 
-def _page_base(plane: PlaneFact, stride: int, page: Any) -> Any:
+def _page_base(plane: PlaneFact, page_stride_bytes: int, page: Any) -> Any:
     """Bytes from the start of the plane slab to a page (item f, properties.page_offset)."""
-    return P.page_offset(0, plane.bytes, stride, page, 0)
+    return P.page_offset(0, plane.plane_bytes, page_stride_bytes, page, 0)
 
 
 def _footprint(stack: list[FieldFact]) -> tuple[int, int]:
     """The bytes of a page that its fields on one plane cover, from the first to the last."""
-    return min(f.offset for f in stack), max(f.offset + f.payload for f in stack)
+    return min(f.offset_bytes for f in stack), max(f.offset_bytes + f.payload_bytes for f in stack)
 
 
 def in_bounds(facts: Facts) -> list[Violation]:
@@ -152,7 +152,7 @@ def in_bounds(facts: Facts) -> list[Violation]:
                      lambda m: f"arena of {_val(m, arena):,} B at N={_val(m, N):,} exceeds 2^63 - 1"),
     }
     for p in facts.planes:
-        start, end = p.arena_offset, p.arena_offset + p.slab
+        start, end = p.arena_offset_bytes, p.arena_offset_bytes + p.slab
         if ("slab", start, end) not in checks:
             checks["slab", start, end] = (
                 any_of(lift(start.term()) < 0, lift(end.term()) > arena),
@@ -162,14 +162,14 @@ def in_bounds(facts: Facts) -> list[Violation]:
             )
     for (group, plane_id), stack in facts.stacks.items():
         g, plane = facts.group(group), facts.plane(plane_id)
-        stride, (low, high) = stack[0].stride, _footprint(stack)
-        key = (g.packing, g.page_count, plane.bytes, stride, low, high)
+        page_stride_bytes, (low, high) = stack[0].page_stride_bytes, _footprint(stack)
+        key = (g.packing, g.page_count, plane.plane_bytes, page_stride_bytes, low, high)
         if key in checks:
             continue
-        base = _page_base(plane, stride, PAGE)
+        base = _page_base(plane, page_stride_bytes, PAGE)
         parent = P.parent_of(PAGE, g.packing)
         valid = all_of(PAGE >= 0, g.page_count.term() > PAGE)
-        where = f"group {group} on plane {plane_id} (stride {stride:,} B, page bytes {low:,}..{high:,})"
+        where = f"group {group} on plane {plane_id} (stride {page_stride_bytes:,} B, page bytes {low:,}..{high:,})"
         checks[key] = (
             all_of(valid, any_of(base + low < 0, base + high > plane.slab.term())),
             lambda m, where=where, base=base: f"{where}: page {_val(m, PAGE):,} at slab bytes "
@@ -177,7 +177,7 @@ def in_bounds(facts: Facts) -> list[Violation]:
         )
         checks[(*key, "parent")] = (
             all_of(valid, PAGE >= 1,
-                   any_of(base + low < parent * plane.bytes, base + high > (parent + 1) * plane.bytes)),
+                   any_of(base + low < parent * plane.plane_bytes, base + high > (parent + 1) * plane.plane_bytes)),
             lambda m, where=where, parent=parent: f"{where}: page {_val(m, PAGE):,} is not inside parent "
             f"{_val(m, parent):,} = (p + K - 1) // K",
         )
@@ -187,14 +187,15 @@ def in_bounds(facts: Facts) -> list[Violation]:
 def no_overlap(facts: Facts) -> list[Violation]:
     out = []
     for (group, _), stack in facts.stacks.items():
-        ordered = sorted(stack, key=lambda f: f.offset)
+        ordered = sorted(stack, key=lambda f: f.offset_bytes)
         for a, b in itertools.pairwise(ordered):
-            if a.offset + a.payload > b.offset:
-                out.append(Violation("no_overlap", f"fields {a.id} ({a.offset:,}+{a.payload:,} B) and {b.id} "
-                                                   f"(from {b.offset:,}) of one page of {group} overlap"))
+            if a.offset_bytes + a.payload_bytes > b.offset_bytes:
+                out.append(Violation("no_overlap", f"fields {a.id} ({a.offset_bytes:,}+{a.payload_bytes:,} B) and "
+                                                   f"{b.id} (from {b.offset_bytes:,}) of one page of {group} overlap"))
     checks: dict[tuple, Check] = {}
     for p, q in itertools.pairwise(facts.planes):
-        gap = q.arena_offset + Affine(-p.arena_offset.per_parent, -p.arena_offset.fixed) + Affine(-p.bytes, -p.bytes)
+        gap = (q.arena_offset_bytes + Affine(-p.arena_offset_bytes.per_parent, -p.arena_offset_bytes.fixed)
+               + Affine(-p.plane_bytes, -p.plane_bytes))
         if ("slab", gap) not in checks:
             checks["slab", gap] = (
                 lift(gap.term()) < 0,
@@ -205,20 +206,21 @@ def no_overlap(facts: Facts) -> list[Violation]:
         for a in stack:
             for b in stack:
                 # the plane's bytes and base cancel out of every pair: only relative offsets matter
-                key = (g.page_count, a.stride, b.stride, b.offset - a.offset, a.payload, b.payload)
+                key = (g.page_count, a.page_stride_bytes, b.page_stride_bytes, b.offset_bytes - a.offset_bytes,
+                       a.payload_bytes, b.payload_bytes)
                 if key in checks:
                     continue
                 count = g.page_count.term()
-                start_a = _page_base(plane, a.stride, PAGE) + a.offset
-                start_b = _page_base(plane, b.stride, OTHER) + b.offset
+                start_a = _page_base(plane, a.page_stride_bytes, PAGE) + a.offset_bytes
+                start_b = _page_base(plane, b.page_stride_bytes, OTHER) + b.offset_bytes
                 checks[key] = (
                     # p < q covers every pair of distinct pages: (a, b) and (b, a) are both checked
                     all_of(PAGE >= 0, PAGE < OTHER, count > OTHER,
-                           start_a < start_b + b.payload, start_b < start_a + a.payload),
+                           start_a < start_b + b.payload_bytes, start_b < start_a + a.payload_bytes),
                     lambda m, a=a, b=b, group=group, plane_id=plane_id:
                         f"plane {plane_id}: {a.id} of page {_val(m, PAGE):,} and {b.id} of page "
-                        f"{_val(m, OTHER):,} of {group} share bytes (strides {a.stride:,}/{b.stride:,} B, "
-                        f"N={_val(m, N):,})",
+                        f"{_val(m, OTHER):,} of {group} share bytes (strides {a.page_stride_bytes:,}/"
+                        f"{b.page_stride_bytes:,} B, N={_val(m, N):,})",
                 )
     return out + _witnesses(facts, "no_overlap", checks.values())
 
@@ -227,11 +229,11 @@ def null_page(facts: Facts) -> list[Violation]:
     out = []
     for (group, plane_id), stack in facts.stacks.items():
         plane = facts.plane(plane_id)
-        base, (low, high) = _page_base(plane, stack[0].stride, 0), _footprint(stack)
-        if not P.null_page(base + low, base + high, plane.bytes):
+        base, (low, high) = _page_base(plane, stack[0].page_stride_bytes, 0), _footprint(stack)
+        if not P.null_page(base + low, base + high, plane.plane_bytes):
             out.append(Violation("null_page", f"page 0 of {group} on plane {plane_id} (bytes {base + low:,}.."
                                               f"{base + high:,} of the slab) is not inside null parent 0 "
-                                              f"(bytes 0..{plane.bytes:,})"))
+                                              f"(bytes 0..{plane.plane_bytes:,})"))
     return out
 
 
@@ -254,13 +256,14 @@ def kernel_page(facts: Facts) -> list[Violation]:
 def consumer_stride(facts: Facts) -> list[Violation]:
     out = []
     for (group, plane), stack in facts.stacks.items():
-        payload = sum(f.payload for f in stack)  # what a reader walking by payload steps by
+        payload_bytes = sum(f.payload_bytes for f in stack)  # what a reader walking by payload steps by
         walkers = sorted({name for f in stack for name, walks in f.readers if walks == "payload"})
         for name in walkers:
-            if not P.exact_stride(stack[0].stride, payload):
+            if not P.exact_stride(stack[0].page_stride_bytes, payload_bytes):
                 out.append(Violation("consumer_stride", f"{name} walks the pages of {group} on plane {plane} by their "
-                                     f"payload {payload:,} B, but the plan's stride is {stack[0].stride:,} B: page p "
-                                     "is read at the wrong bytes for every p >= 1"))
+                                     f"payload {payload_bytes:,} B, but the plan's stride is "
+                                     f"{stack[0].page_stride_bytes:,} B: page p is read at the wrong bytes for every "
+                                     "p >= 1"))
     return out
 
 

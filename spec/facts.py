@@ -40,14 +40,14 @@ class Affine:
 @dataclass(frozen=True)
 class PlaneFact:
     id: str
-    bytes: int
-    arena_offset: Affine
+    plane_bytes: int
+    arena_offset_bytes: Affine
     alignment: int | None = None  # the plane alignment the engine declares, if it declares one
 
     @property
     def slab(self) -> Affine:
         """(N + 1) x plane bytes: the plane's slab, null parent included."""
-        return Affine(self.bytes, self.bytes)
+        return Affine(self.plane_bytes, self.plane_bytes)
 
 
 @dataclass(frozen=True)
@@ -74,9 +74,9 @@ class FieldFact:
     group: str
     plane: str
     dtype: str
-    payload: int
-    offset: int
-    stride: int
+    payload_bytes: int
+    offset_bytes: int
+    page_stride_bytes: int
     exact_stride: bool
     tokens: int | None = None  # tokens per page, where the plan says
     kernels: tuple[KernelFact, ...] = ()
@@ -103,7 +103,7 @@ class Facts:
         """The bytes every slab must lie in: the engine's allocation, or (N + 1) x the plane bytes."""
         if self.arena_bytes is not None:
             return self.arena_bytes
-        total = sum(p.bytes for p in self.planes)
+        total = sum(p.plane_bytes for p in self.planes)
         return Affine(total, total)
 
     def plane(self, plane_id: str) -> PlaneFact:
@@ -132,7 +132,7 @@ class Facts:
     def _raw(self) -> dict[str, int]:
         out = dict.fromkeys(self._groups, 0)
         for f in self.fields:
-            out[f.group] += f.payload
+            out[f.group] += f.payload_bytes
         return out
 
     @cached_property

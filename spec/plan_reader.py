@@ -84,7 +84,7 @@ class StaticKeys:
 
 
 def _static(plan: dict) -> StaticKeys:
-    parent, alignment = _positive(plan, "parent_bytes", ""), _positive(plan, "alignment", "")
+    parent_bytes, alignment = _positive(plan, "parent_bytes", ""), _positive(plan, "alignment", "")
     bound = _bound(plan)
     planes, groups = _get(plan, "planes", list, ""), _get(plan, "groups", list, "")
     for key, items in (("planes", planes), ("groups", groups)):
@@ -129,7 +129,7 @@ def _static(plan: dict) -> StaticKeys:
     for i, group in enumerate(group_ids):
         if group not in used:
             raise ConfigError(f"plan key 'groups[{i}]': group {group!r} has no fields, so its padding is undefined")
-    return StaticKeys(parent, alignment, bound, planes, groups, tuple(fields))
+    return StaticKeys(parent_bytes, alignment, bound, planes, groups, tuple(fields))
 
 
 def _kernels(field: dict, at: str) -> tuple[KernelFact, ...]:
@@ -151,7 +151,7 @@ def concrete_facts(plan: dict, validated: bool = False) -> Facts:
     arena = [PlaneFact(p["id"], p["bytes"], Affine(0, _get(p, "arena_offset", int, f"planes[{i}].")),
                        p.get("alignment"))
              for i, p in enumerate(static.planes)]
-    arena.sort(key=lambda p: p.arena_offset.fixed)
+    arena.sort(key=lambda p: p.arena_offset_bytes.fixed)
     bound_groups = tuple(_bound_group(g, i, n) for i, g in enumerate(static.groups))
     allocated = Affine(0, _positive(plan, "arena_bytes", "")) if "arena_bytes" in plan else None
     return Facts(static.parent_bytes, static.alignment, static.max_padding, tuple(arena), bound_groups, static.fields,
@@ -211,10 +211,12 @@ def affine_facts(documents: dict[int, dict]) -> Facts:
         if (f.parent_bytes, f.alignment, f.max_padding, f.fields) != (
                 first.parent_bytes, first.alignment, first.max_padding, first.fields):
             raise ConfigError(f"engine plan: parent, alignment, bound or fields differ between N={n1} and N={n}")
-        if [(p.id, p.bytes, p.alignment) for p in f.planes] != [(p.id, p.bytes, p.alignment) for p in first.planes]:
+        if [(p.id, p.plane_bytes, p.alignment) for p in f.planes] != [
+                (p.id, p.plane_bytes, p.alignment) for p in first.planes]:
             raise ConfigError(f"engine plan: plane order, bytes or alignment differ between N={n1} and N={n}")
     planes = tuple(
-        PlaneFact(p.id, p.bytes, line(f"planes[{p.id}].arena_offset", lambda f, i=i: f.planes[i].arena_offset.fixed),
+        PlaneFact(p.id, p.plane_bytes,
+                  line(f"planes[{p.id}].arena_offset", lambda f, i=i: f.planes[i].arena_offset_bytes.fixed),
                   p.alignment)
         for i, p in enumerate(first.planes))
     groups = tuple(

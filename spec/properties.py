@@ -48,26 +48,26 @@ def _div(a: Num, b: Num) -> Num:
     return a // b if isinstance(a, int) and isinstance(b, int) else a / b
 
 
-def exact_stride(stride: Num, payload: Num) -> Any:
-    return stride == payload
+def exact_stride(page_stride_bytes: Num, payload_bytes: Num) -> Any:
+    return page_stride_bytes == payload_bytes
 
 
-def padding_within(parent: Num, packing: Num, raw: Num, bound: Fraction) -> Any:
+def padding_within(parent_bytes: Num, packing: Num, raw_bytes: Num, bound: Fraction) -> Any:
     """(parent / K - raw) / raw <= bound, cleared of division: parent <= (1 + bound) * K * raw."""
-    return parent * bound.denominator <= (bound.denominator + bound.numerator) * packing * raw
+    return parent_bytes * bound.denominator <= (bound.denominator + bound.numerator) * packing * raw_bytes
 
 
-def padding(parent: int, packing: int, raw: int) -> Fraction:
-    return Fraction(parent, packing * raw) - 1
+def padding(parent_bytes: int, packing: int, raw_bytes: int) -> Fraction:
+    return Fraction(parent_bytes, packing * raw_bytes) - 1
 
 
 def divides(divisor: Num, value: Num) -> Any:
     return value % divisor == 0
 
 
-def field_aligned(offset: Num, itemsize: Num) -> Any:
+def field_aligned(offset_bytes: Num, itemsize: Num) -> Any:
     """Item a: a field starts on a multiple of its element size within its page."""
-    return divides(itemsize, offset)
+    return divides(itemsize, offset_bytes)
 
 
 def kernel_block_multiple(kernel_tokens: Num, block: Num) -> Any:
@@ -96,9 +96,10 @@ def page_ids_fit(num_parents: Num, packing: Num) -> Any:
     return num_parents * packing <= PAGE_ID_MAX
 
 
-def page_offset(plane_offset: Num, plane_bytes: Num, stride: Num, page: Num, field_offset: Num) -> Num:
+def page_offset(plane_offset_bytes: Num, plane_bytes: Num, page_stride_bytes: Num, page: Num,
+                field_offset_bytes: Num) -> Num:
     """Byte offset of a field of page `page`. Page 0 is the last slot of the null parent."""
-    return plane_offset + plane_bytes - stride + page * stride + field_offset
+    return plane_offset_bytes + plane_bytes - page_stride_bytes + page * page_stride_bytes + field_offset_bytes
 
 
 def parent_of(page: Num, packing: Num) -> Num:

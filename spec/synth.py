@@ -95,12 +95,12 @@ def encode(layout: Layout, bound: Fraction | None = MAX_PADDING) -> Problem:
         exact = [f for f in here if f.exact_stride]
         if not exact:
             raise ConfigError(f"plane {plane} has no exact-stride field; synthesis needs one to fix its bytes")
-        size = k[exact[0].group] * exact[0].payload  # stride == payload, so plane bytes == K x payload
+        size = k[exact[0].group] * exact[0].payload_bytes  # stride == payload, so plane bytes == K x payload
         total = total + size
-        facts += [P.exact_stride(size, k[f.group] * f.payload) for f in exact[1:]]
+        facts += [P.exact_stride(size, k[f.group] * f.payload_bytes) for f in exact[1:]]
         facts += [size >= k[g] * layout.extent[(plane, g)] for g in layout.groups if (plane, g) in layout.extent]
         for f in here:
-            key = (exact[0].group, exact[0].payload, k[f.group])
+            key = (exact[0].group, exact[0].payload_bytes, k[f.group])
             units[key] = lcm(units.get(key, 1), f.itemsize, f.stride_alignment)
     for i, ((group, payload, packing), unit) in enumerate(units.items()):
         facts.append(_scaled_multiple(packing, unit, payload, k[group], f"q[plane/{i}]"))

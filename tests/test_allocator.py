@@ -137,7 +137,7 @@ def test_views_sit_at_the_plans_offsets():
         for f in plan.fields:
             view, last = arena.pages(f.id), binding.page_count(f.group) - 1
             for page in {0, 1, last}:
-                assert _address(view[page]) - _address(arena.buffer) == binding.offset(f.id, page), f.id
+                assert _address(view[page]) - _address(arena.buffer) == binding.offset_bytes(f.id, page), f.id
             assert view[last].nbytes == f.payload_bytes
 
 
@@ -187,7 +187,7 @@ def test_a_page_outside_the_binding_raises():
 def test_a_view_past_the_arena_raises_instead_of_reading_foreign_memory():
     plan = _plans()[1]
     f = plan.fields[-1]
-    broken = replace(plan, fields=(*plan.fields[:-1], replace(f, stride=f.stride * 4)))
+    broken = replace(plan, fields=(*plan.fields[:-1], replace(f, page_stride_bytes=f.page_stride_bytes * 4)))
     with pytest.raises(ArenaError, match=f.id):
         Arena(broken.bind(1)).pages(f.id)
 

@@ -156,7 +156,7 @@ class CacheMachine(RuleBasedStateMachine):
 
     def _ranges(self, group: str, pages: list[int]) -> list[tuple[int, int]]:
         return [
-            (self.binding.offset(f.id, p), self.binding.offset(f.id, p) + f.payload_bytes)
+            (self.binding.offset_bytes(f.id, p), self.binding.offset_bytes(f.id, p) + f.payload_bytes)
             for p in pages
             for f in self.plan.fields_of(group)
         ]
@@ -270,10 +270,10 @@ class CacheMachine(RuleBasedStateMachine):
             for p in sorted(self.oracle.live(g)):
                 parent = self._parent(g, p)
                 for f in self.plan.fields_of(g):
-                    start = self.binding.offset(f.id, p)
+                    start = self.binding.offset_bytes(f.id, p)
                     plane = self.plan.plane(f.plane)
-                    lo = self.binding.plane_offset(f.plane) + parent * plane.bytes
-                    assert lo <= start and start + f.payload_bytes <= lo + plane.bytes, (
+                    lo = self.binding.plane_offset_bytes(f.plane) + parent * plane.plane_bytes
+                    assert lo <= start and start + f.payload_bytes <= lo + plane.plane_bytes, (
                         f"{f.id} page {p} at byte {start} is outside its parent {parent} on {f.plane}"
                     )
                     spans.append((start, start + f.payload_bytes, f"{f.id} page {p}"))

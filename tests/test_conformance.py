@@ -44,10 +44,10 @@ def impl_numbers(model: ModelGeometry, tp: int, dtype: str, policy: str, drafts:
     plan = plan_model(model, tp, dtype, policy, drafts, draft_dtype).plan
     return {
         "packing": plan.packing,
-        "planes": {p.id: p.bytes for p in plan.planes},
+        "planes": {p.id: p.plane_bytes for p in plan.planes},
         "parent": plan.parent_bytes,
-        "stride": {f.id: f.stride for f in plan.fields},
-        "offset": {f.id: f.offset for f in plan.fields},
+        "stride": {f.id: f.page_stride_bytes for f in plan.fields},
+        "offset": {f.id: f.offset_bytes for f in plan.fields},
         "padding": {g.id: Fraction(g.padding) for g in plan.groups},
         "accepted": plan.accepted,
         "violated": sorted({v.property for v in plan.violations}),

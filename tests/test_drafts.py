@@ -35,14 +35,14 @@ def test_hand_worked_k3_fp8_tp8_five_bf16_drafts():
     state_groups = [f"linear_attention_{i}" for i in range(3)]
     assert plan.packing == {"full_attention": 12} | dict.fromkeys(state_groups, 1)
     assert plan.parent_bytes == spec["parent_bytes"] == 30_081_024
-    planes = {p.id: p.bytes for p in plan.planes}
+    planes = {p.id: p.plane_bytes for p in plan.planes}
     assert planes == {f"slot.{n}": 884_736 for n in range(24)} | {f"slot.{n}": 1_769_472 for n in range(24, 29)}
     assert {p["id"]: p["bytes"] for p in spec["planes"]} == planes
     for n, layer in enumerate(range(94, 99)):
         f = plan.field(f"layer.{layer}.latent_kv")
-        assert (f.plane, f.dtype, f.group, f.stride, f.payload_bytes) == (
+        assert (f.plane, f.dtype, f.group, f.page_stride_bytes, f.payload_bytes) == (
             f"slot.{24 + n}", "bfloat16", "full_attention", 147_456, 147_456)
-    assert plan.field("layer.4.latent_kv").stride == 73_728
+    assert plan.field("layer.4.latent_kv").page_stride_bytes == 73_728
     assert plan.group("full_attention").padding == 0
     for g in state_groups:
         assert plan.group(g).padding == Fraction(30_081_024 - 18_723_840, 18_723_840)

@@ -314,9 +314,9 @@ def test_fp8_int32_and_int64_fields_are_sized_and_aligned_by_their_element():
         FieldSpec("a", "p", (5,), "float8_e4m3fn"), FieldSpec("c", "p", (1,), "float8_e4m3fn"),
     ))
     plan = pack([group], granularity=1, alignment=8, max_padding=Fraction(1, 2))
-    assert {f.id: (f.offset, f.payload_bytes) for f in plan.fields} == {
+    assert {f.id: (f.offset_bytes, f.payload_bytes) for f in plan.fields} == {
         "a": (0, 5), "b": (8, 8), "c": (16, 1), "d": (20, 8)}
-    assert plan.plane("p").bytes == 32 and plan.group("m").padding == Fraction(5, 11) and plan.accepted
+    assert plan.plane("p").plane_bytes == 32 and plan.group("m").padding == Fraction(5, 11) and plan.accepted
     doc = plan_document(plan.bind(1))
     assert check_plan(doc) == []
 
@@ -449,7 +449,7 @@ def test_a_field_view_is_built_once_and_a_page_past_the_end_is_named():
     # One group alone: K = 1, so 1 + 2 parents x 1 = 3 pages, 0..2.
     assert binding.page_count("tok") == 3
     with pytest.raises(IndexError, match=r"^page 3 outside 0\.\.2 of tok$"):
-        binding.offset("t.k", 3)
+        binding.offset_bytes("t.k", 3)
 
 
 def test_an_unreadable_json_file_is_named_in_the_error(tmp_path):
@@ -581,7 +581,7 @@ def test_a_plane_off_its_alignment_is_a_partition_violation():
     from kvproof.impl.packer import Violation, boot_check
 
     plan = pack([TOK], granularity=4, alignment=16)  # one plane p0 of 32 B, alignment 16
-    off = replace(plan, planes=(replace(plan.planes[0], bytes=40),))
+    off = replace(plan, planes=(replace(plan.planes[0], plane_bytes=40),))
     assert boot_check(plan) == []
     assert boot_check(off) == [Violation("partition", "plane p0 of 40 B is not a multiple of its alignment 16")]
 

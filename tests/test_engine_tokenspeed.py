@@ -105,7 +105,7 @@ def _doc(n: int, slab_gap: int = 0) -> dict:
 
 def test_affine_facts_spans_every_parent_count() -> None:
     facts = affine_facts({n: _doc(n) for n in (1, 2, 3)})
-    assert facts.plane("b").arena_offset.per_parent == 512 and facts.plane("b").arena_offset.fixed == 512
+    assert facts.plane("b").arena_offset_bytes.per_parent == 512 and facts.plane("b").arena_offset_bytes.fixed == 512
     assert facts.group("g").page_count.per_parent == 2 and facts.parents == (1, (2**31 - 1) // 2)
 
 
@@ -223,8 +223,9 @@ def _impl_numbers(plan) -> dict:
     return {
         "packing": dict(plan.packing),
         "parent": plan.parent_bytes,
-        "planes": {p.id: p.bytes for p in plan.planes},
-        "fields": {engine_id(f.id): (f.offset, f.stride, bound.page_count(f.group)) for f in plan.fields},
+        "planes": {p.id: p.plane_bytes for p in plan.planes},
+        "fields": {engine_id(f.id): (f.offset_bytes, f.page_stride_bytes, bound.page_count(f.group))
+                   for f in plan.fields},
     }
 
 

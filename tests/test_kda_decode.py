@@ -5,7 +5,7 @@ Every run starts from an arena filled with 0xFF bytes (NaN in bf16 and fp32), wr
 states only into the addressed state pages, and poisons the output with NaN. Afterwards every
 output element must match the oracle, the addressed states must hold the oracle's new states,
 and every other byte of the arena, page 0 included, must still be 0xFF. The states are read and
-written here through Binding.offset in bytes, independently of the kernel's typed views.
+written here through Binding.offset_bytes, independently of the kernel's typed views.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ class Case:
 
 
 def field_bytes(b: Binding, field_id: str, page: int) -> slice:
-    start = b.offset(field_id, page)
+    start = b.offset_bytes(field_id, page)
     return slice(start, start + b.plan.field(field_id).payload_bytes)
 
 
@@ -220,7 +220,7 @@ def test_unchecked_bad_page_leaves_arena_alone() -> None:
     heads, dim, _ = b.plan.field(f"layer.{layer}.recurrent_state").shape
     rng = np.random.default_rng(3)
     # A plane's worth of guard bytes past the arena: where an unguarded page past the end lands.
-    guard = max(p.bytes for p in b.plan.planes)
+    guard = max(p.plane_bytes for p in b.plan.planes)
     arena = torch.from_numpy(rng.integers(0, 256, b.arena_bytes + guard, dtype=np.uint8)).to(DEVICE)
     before = arena.clone()
 

@@ -192,7 +192,7 @@ def test_pinned12_layout_breaks_the_dense_view() -> None:
     the oracle. Through the plan's own stride the same arena decodes correctly."""
     assert not plan_model(K3, 4, "fp8", "pinned12").plan.accepted
     case = write_arena("pinned12")
-    assert case.binding.plan.field(case.field_id).stride != 128 * WIDTH
+    assert case.binding.plan.field(case.field_id).page_stride_bytes != 128 * WIDTH
     with pytest.raises(AssertionError, match="via the dense view"):
         decode_arena(case, "dense")
     decode_arena(case, "field")

@@ -20,18 +20,18 @@ def _plan(k_tok=5, k_st=8, bound=Fraction(1, 4)):
 
 def test_a_field_offsets_in_id_order_rounded_to_element_size():
     plan = _plan()
-    assert plan.field("s.a").offset == 0 and plan.field("s.b").offset == 8
+    assert plan.field("s.a").offset_bytes == 0 and plan.field("s.b").offset_bytes == 8
 
 
 def test_b_plane_bytes_and_alignment():
     # need = max(5 x 32, 8 x 20) = 160; alignment = lcm(16, 5 x 2, 5 x 1, 8 x 1, 8 x 4, 8 x 1) = 160.
     plane = _plan().plane("p0")
-    assert (plane.bytes, plane.alignment) == (160, 160)
+    assert (plane.plane_bytes, plane.alignment) == (160, 160)
 
 
 def test_c_stride_is_plane_over_packing_and_exactness_is_enforced():
     plan = _plan()
-    assert plan.field("t.k").stride == 32 and plan.field("s.b").stride == 20 and plan.accepted
+    assert plan.field("t.k").page_stride_bytes == 32 and plan.field("s.b").page_stride_bytes == 20 and plan.accepted
     bad = _plan(k_tok=4)  # need 160, alignment lcm(16, 8, 4, 8, 32) = 32: stride 40 != 32
     assert not bad.accepted
     (v,) = bad.violations
@@ -57,13 +57,13 @@ def test_f_bind_offsets_page_counts_and_parents():
     binding = _plan().bind(2)
     assert binding.page_count("tok") == 11 and binding.page_count("st") == 17
     assert binding.arena_bytes == 3 * 160
-    assert binding.offset("t.k", 0) == 160 - 32  # last slot of the null parent
-    assert binding.offset("t.k", 1) == 160 and binding.offset("t.k", 5) == 288
+    assert binding.offset_bytes("t.k", 0) == 160 - 32  # last slot of the null parent
+    assert binding.offset_bytes("t.k", 1) == 160 and binding.offset_bytes("t.k", 5) == 288
     assert binding.parent_of("tok", 5) == 1 and binding.parent_of("tok", 6) == 2
-    assert binding.offset("s.b", 0) == 160 - 20 + 8
-    assert binding.offset("s.b", 16) + 12 == 480 and binding.parent_of("st", 16) == 2
+    assert binding.offset_bytes("s.b", 0) == 160 - 20 + 8
+    assert binding.offset_bytes("s.b", 16) + 12 == 480 and binding.parent_of("st", 16) == 2
     with pytest.raises(IndexError):
-        binding.offset("s.b", 17)
+        binding.offset_bytes("s.b", 17)
 
 
 def test_f_bind_limits():
@@ -86,7 +86,7 @@ def test_unpinned_exact_groups_sharing_a_plane_agree_by_byte_ratio():
     b = GroupSpec("b", (FieldSpec("b.x", "q", (75,), "bfloat16", exact_stride=True),))  # 150 B
     plan = pack([a, b], granularity=1, alignment=1)
     assert plan.packing == {"a": 3, "b": 2} and plan.accepted
-    assert plan.field("a.x").stride == 100 and plan.field("b.x").stride == 150
+    assert plan.field("a.x").page_stride_bytes == 100 and plan.field("b.x").page_stride_bytes == 150
 
 
 @pytest.mark.parametrize(

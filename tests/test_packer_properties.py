@@ -45,13 +45,14 @@ def test_field_ranges_inside_a_page_never_overlap(case):
     plan, _ = case
     for g in plan.groups:
         for plane in {f.plane for f in plan.fields_of(g.id)}:
-            on_plane = sorted((f for f in plan.fields_of(g.id) if f.plane == plane), key=lambda f: f.offset)
+            on_plane = sorted((f for f in plan.fields_of(g.id) if f.plane == plane), key=lambda f: f.offset_bytes)
             for f in on_plane:
-                assert f.offset % f.itemsize == 0, f"{f.id} offset {f.offset} not aligned to {f.itemsize}"
+                assert f.offset_bytes % f.itemsize == 0, f"{f.id} offset {f.offset_bytes} not aligned to {f.itemsize}"
             for a, b in itertools.pairwise(on_plane):
-                assert a.offset + a.payload_bytes <= b.offset, f"{a.id} overlaps {b.id}"
+                assert a.offset_bytes + a.payload_bytes <= b.offset_bytes, f"{a.id} overlaps {b.id}"
             last = on_plane[-1]
-            assert last.offset + last.payload_bytes <= last.stride, f"{last.id} spills into the next page"
+            assert last.offset_bytes + last.payload_bytes <= last.page_stride_bytes, (
+                f"{last.id} spills into the next page")
 
 
 @given(geometries())
@@ -59,11 +60,12 @@ def test_stride_times_packing_is_the_plane(case):
     plan, _ = case
     for f in plan.fields:
         k = plan.group(f.group).packing
-        assert f.stride * k == plan.plane(f.plane).bytes, f"{f.id}: {f.stride} x {k} != plane"
+        assert f.page_stride_bytes * k == plan.plane(f.plane).plane_bytes, (
+            f"{f.id}: {f.page_stride_bytes} x {k} != plane")
         assert plan.parent_bytes % k == 0
     for p in plan.planes:
-        assert p.bytes % p.alignment == 0 and p.alignment % plan.alignment == 0
-    assert plan.parent_bytes >= sum(p.bytes for p in plan.planes)
+        assert p.plane_bytes % p.alignment == 0 and p.alignment % plan.alignment == 0
+    assert plan.parent_bytes >= sum(p.plane_bytes for p in plan.planes)
 
 
 @given(geometries(), st.data())
@@ -72,16 +74,16 @@ def test_every_page_inside_its_slab_and_parent(case, data):
     binding = plan.bind(n)
     for f in plan.fields:
         plane = plan.plane(f.plane)
-        slab = binding.plane_offset(f.plane)
-        assert slab + (n + 1) * plane.bytes <= binding.arena_bytes
+        slab = binding.plane_offset_bytes(f.plane)
+        assert slab + (n + 1) * plane.plane_bytes <= binding.arena_bytes
         last = binding.page_count(f.group) - 1
         for page in {0, 1, last, data.draw(st.integers(0, last), label="page")}:
-            start = binding.offset(f.id, page)
+            start = binding.offset_bytes(f.id, page)
             parent = binding.parent_of(f.group, page)
             assert 0 <= parent <= n
             # The page lies inside its parent's slice of the plane slab.
-            assert slab + parent * plane.bytes <= start, f"{f.id} page {page} before parent {parent}"
-            end = slab + (parent + 1) * plane.bytes
+            assert slab + parent * plane.plane_bytes <= start, f"{f.id} page {page} before parent {parent}"
+            end = slab + (parent + 1) * plane.plane_bytes
             assert start + f.payload_bytes <= end, f"{f.id} page {page} past parent {parent}"
 
 
@@ -91,10 +93,11 @@ def test_page_zero_lives_in_the_null_parent(case):
     binding = plan.bind(n)
     for f in plan.fields:
         assert binding.parent_of(f.group, 0) == 0
-        start = binding.offset(f.id, 0)
-        assert start + f.payload_bytes <= binding.plane_offset(f.plane) + plan.plane(f.plane).bytes
+        start = binding.offset_bytes(f.id, 0)
+        assert start + f.payload_bytes <= binding.plane_offset_bytes(f.plane) + plan.plane(f.plane).plane_bytes
         if binding.page_count(f.group) > 1:
-            assert binding.offset(f.id, 1) >= binding.plane_offset(f.plane) + plan.plane(f.plane).bytes
+            assert binding.offset_bytes(f.id, 1) >= (
+                binding.plane_offset_bytes(f.plane) + plan.plane(f.plane).plane_bytes)
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,7 @@
 Each run fills the arena with random canary bytes, poisons the addressed rows with NaN, stores,
 and then checks (a) the layer's field, decoded, equals the oracle's update of the same field,
 so every addressed element was written with the oracle's rounding, and (b) no byte outside the
-addressed rows changed, located with the packer's own offsets (Binding.offset), not the view.
+addressed rows changed, located with the packer's own offsets (Binding.offset_bytes), not the view.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def run_store(
     for s, p in zip(seq.tolist(), pos.tolist(), strict=True):
         page = int(table[s, p // PAGE_TOKENS]) if p >= 0 else 0
         if page:
-            start = binding.offset(field_id, page) + (p % PAGE_TOKENS) * row_bytes
+            start = binding.offset_bytes(field_id, page) + (p % PAGE_TOKENS) * row_bytes
             addressed.append(start)
             field[page, p % PAGE_TOKENS].view(torch.int16 if size == 2 else torch.uint8).fill_(NAN_BYTES[cache_dtype])
     before = buf.clone()
