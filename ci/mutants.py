@@ -1,6 +1,6 @@
-"""The seeded-bug catalog: every fault of kvproof.impl.faults, plus the historical policies, with
-the checks that must kill each. An engine's seeded bugs are its adapter's (`mutants` of
-kvproof.engines.interface.EngineAdapter), in registry order.
+"""The seeded-bug catalog: every fault declared to kvproof.impl.faults, plus the historical
+policies, with the checks that must kill each. An engine's seeded bugs are its adapter's (`mutants`
+of kvproof.engines.interface.EngineAdapter), in registry order.
 
 A check is a pytest node id (run with the fault switched on through KVPROOF_FAULTS) or a `verify`
 command line (run with the mutant's --policy). Every check must first pass as it is (the
@@ -10,10 +10,23 @@ the expected property), and survives otherwise.
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Mapping
+
 from kvproof.engines import registry
 from kvproof.engines.interface import Mutant
-from kvproof.impl.faults import FAULTS
+from kvproof.impl import faults
 from kvproof.spec.launch_fix import UNCHECKED
+
+# The modules of kvproof's own code that hold fault hooks, each declaring its faults when imported
+# (an engine's are declared by its adapter's mutants module, imported with the adapter). Imported
+# when a description is asked for, the kernels last: they import torch and triton.
+HOOKS = (
+    "kvproof.impl.packer", "kvproof.impl.recipe", "kvproof.impl.capacity", "kvproof.impl.allocator",
+    "kvproof.impl.arena", "kvproof.cli.cmd_plan", "kvproof.cli.cmd_config", "kvproof.kernels.latent_format",
+    "kvproof.kernels.store_latent", "kvproof.kernels.merge_state", "kvproof.kernels.mla_decode",
+    "kvproof.kernels.kda_decode",
+)
 
 POLICY_HISTORY = {
     "policy_pinned12": "K_mla pinned to 12: every attention-DP boot (tp < 8) breaks the MLA stride",
@@ -63,5 +76,19 @@ MUTANTS: tuple[Mutant, ...] = (
 
 
 def describe(mutant: Mutant) -> str:
-    """What the mutant breaks: the historical policy, or the fault as its description says."""
-    return POLICY_HISTORY[mutant.name] if mutant.policy else FAULTS[mutant.name]
+    """What the mutant breaks: the historical policy, or the fault as its hook's module declares it
+    (the hook modules imported in turn until one has)."""
+    if mutant.policy:
+        return POLICY_HISTORY[mutant.name]
+    for module in HOOKS:
+        if mutant.name in faults.declared():
+            break
+        importlib.import_module(module)
+    return faults.declared()[mutant.name]
+
+
+def every_fault() -> Mapping[str, str]:
+    """Every fault kvproof's code and the registered engines declare: name -> description."""
+    for module in HOOKS:
+        importlib.import_module(module)
+    return faults.declared()

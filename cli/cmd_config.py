@@ -30,6 +30,26 @@ from kvproof.spec.launch import RULES, Launch, resolve_launch
 from kvproof.spec.launch_fix import CONTRACT, UNCHECKED, Drafts, Fix, Search, Violation, check
 from kvproof.spec.policy import POLICIES, policy_named
 
+faults.declare({
+    # One per launch rule (spec/launch_fix.py UNCHECKED), its row dropped from RULES; then the fix search's.
+    "launch_dense_tp_unchecked": "verify config drops the rule dense tp == attention tp under attention DP",
+    "launch_world_product_unchecked": "verify config drops the rule world = pp x attention tp x dp",
+    "launch_tp_divides_heads_unchecked": "verify config drops the rule attention tp divides the head counts",
+    "launch_dense_tp_tiles_stage_unchecked": "verify config drops the rule dense tp divides the stage",
+    "launch_merge_state_heads_unchecked": "verify config drops the rule untiled merge_state holds <= 64 heads",
+    "launch_dist_init_addr_unchecked": "verify config drops the rule dp or nnodes > 1 needs --dist-init-addr",
+    "launch_moe_tiles_stage_unchecked": "verify config drops the rule MoE tp x EP divides the stage",
+    "launch_moe_tp_or_ep_unchecked": "verify config drops the rule MoE tp and EP are not both above 1",
+    "launch_dcp_divides_tp_unchecked": "verify config drops the rule DCP divides attention tp",
+    "launch_nodes_tile_world_unchecked": "verify config drops the rule nnodes divides the world",
+    "launch_pp_without_attention_dp_unchecked": "verify config drops the rule dp > 1 needs pp 1",
+    "launch_pp_needs_prefill_role_unchecked": "verify config drops the rule pp > 1 needs --disaggregation-mode prefill",
+    "launch_pp_within_layers_unchecked": "verify config drops the rule pp <= the model's layers",
+    "launch_kv_cache_dtype_unchecked": "verify config drops the rule --kv-cache-dtype is in the contract",
+    "launch_cache_contract_unchecked": "verify config skips the cache contract at the launch's point",
+    "launch_fix_ignores_flag_count": "verify config's fix search drops its first objective, the flags changed",
+})
+
 ASSUMPTIONS = ("merge_state_head_tiled",)
 SHOWN_IGNORED = 10  # the text echoes no unbounded input (--json lists every one)
 TIME_LIMIT = 2.0  # every z3 call and contract point comes out of it

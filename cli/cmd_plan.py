@@ -22,6 +22,11 @@ from kvproof.spec.check import check_plan
 from kvproof.spec.contract import checked_bound
 from kvproof.spec.synth import synthesize
 
+faults.declare({
+    "plan_draft_bound_dropped": "verify plan checks a draft plan against the engine's bound (none) instead of the one "
+    "the user accepts: the draft padding finding never shows",
+})
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)

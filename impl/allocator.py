@@ -17,6 +17,13 @@ from kvproof.impl import faults
 from kvproof.impl.packer import PlanError
 from kvproof.spec import properties as P
 
+faults.declare({
+    "allocator_hands_out_null_page": "parent P's pages are numbered from (P-1)K, one too low: page 0 is handed out",
+    "allocator_shares_parent": "the allocator takes a parent but leaves it on the free list: two groups own it",
+    "allocator_double_free_parent": "freeing several pages of a parent returns it to the free list once per page",
+    "allocator_reuses_live_page": "the allocator leaves a handed-out page on its free list: it is handed out again",
+})
+
 
 class AllocatorError(PlanError):
     """A request the allocator refuses (out of capacity, unknown group, page not live).

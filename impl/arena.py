@@ -14,6 +14,10 @@ import numpy as np
 from kvproof.impl import faults
 from kvproof.impl.packer import Binding, PlanError
 
+faults.declare({
+    "arena_dense_page_stride": "the arena's field views walk pages by payload bytes instead of the plan's stride",
+})
+
 # Storage types per plan dtype: bit patterns where NumPy lacks the float type.
 NUMPY_DTYPES: dict[str, np.dtype] = {
     "uint8": np.dtype(np.uint8),

@@ -12,6 +12,10 @@ from __future__ import annotations
 from kvproof.impl import faults
 from kvproof.impl.packer import Plan, cdiv
 
+faults.declare({
+    "capacity_largest_packing": "token capacity uses the largest packing of any group, state groups included",
+})
+
 STATE_PAGES_PER_REQUEST = 2
 
 

@@ -19,6 +19,13 @@ from math import lcm, prod
 from kvproof.impl import faults
 from kvproof.spec import properties as P
 
+faults.declare({
+    "offset_skips_null_slot": "page offsets forget that page 0 is the null parent's last slot",
+    "field_end_in_elements": "a page's next field starts after the previous one's elements, not bytes",
+    "field_offset_unrounded": "a page's fields are laid end to end: offsets not rounded up to the element size",
+    "stride_in_elements": "a field's page stride is computed in elements, not bytes",
+})
+
 DTYPE_BYTES: dict[str, int] = {
     "uint8": 1,
     "float8_e4m3fn": 1,

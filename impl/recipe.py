@@ -19,6 +19,15 @@ from kvproof.impl import faults
 from kvproof.impl.packer import FieldSpec, GroupSpec, Plan, PlanError, cdiv, field_offsets, pack
 from kvproof.spec.catalog import CACHE_DTYPES, ModelGeometry
 
+faults.declare({
+    "split_count_floor_plus_one": "the state-group count is n_kda // n_mla + 1, not ceil(n_kda / n_mla): right for K3 "
+    "(69/24) and Kimi-Linear (20/7), one group too many whenever n_mla divides n_kda",
+    "search_skips_first": "the search policy starts one past ceil(state / page), skipping the first candidate",
+    "draft_own_group": "draft layers get a group and packing of their own instead of joining full_attention",
+    "draft_shares_target_plane": "draft layer j lands on target plane slot.j: draft planes left out of the count",
+    "draft_takes_target_dtype": "draft layers silently take the target's cache dtype instead of the draft's",
+})
+
 POLICIES = ("search", "ceil", "pinned12")
 CACHE_STORAGE = {"fp8": "uint8", "bf16": "bfloat16"}  # fp8 e4m3 is stored as raw bytes
 GRANULARITY = 128  # tokens per MLA page

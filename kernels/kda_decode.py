@@ -45,6 +45,14 @@ from kvproof.impl import faults
 from kvproof.impl.packer import Binding
 from kvproof.kernels.views import field_pages
 
+faults.declare({
+    "kda_conv_shift_wrong_way": "kda_decode shifts the conv state the wrong way: the new input lands oldest",
+    "kda_gate_sign": "kda_decode uses g = +5·σ(...) instead of −5·σ(...), so the state grows",
+    "kda_beta_no_sigmoid": "kda_decode uses the β logit as β, without the sigmoid",
+    "kda_dense_state_stride": "kda_decode walks state pages by the payload size, not the plan's stride",
+    "kda_no_page_guard": "kda_decode dereferences page ids outside 1..pages−1 when unvalidated",
+})
+
 LOWER_BOUND = -5.0  # g = LOWER_BOUND · σ(...): the decay per step stays within [e^−5, 1]
 L2_EPS = 1e-6
 

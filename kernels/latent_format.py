@@ -18,6 +18,10 @@ import triton.language as tl
 
 from kvproof.impl import faults
 
+faults.declare({
+    "mla_page_stride_int32": "the latent kernels compute page x stride in int32 (wraps past 2^31)",
+})
+
 PAGE_TOKENS = 128
 LATENT = 512
 ROPE = 64

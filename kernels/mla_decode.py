@@ -36,6 +36,10 @@ from kvproof.kernels.latent_format import (
 )
 from kvproof.kernels.merge_state import merge_state
 
+faults.declare({
+    "mla_decode_lse_log2": "mla_decode returns its LSE in base 2 instead of the natural log",
+})
+
 BLOCK_H = 16  # tl.dot needs at least 16 rows; heads beyond the count are masked
 # Tokens per step; divides the page so a step never straddles two pages. The interpreter pays
 # per operation, not per element, so there a step takes a whole page.

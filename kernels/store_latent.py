@@ -30,6 +30,10 @@ from kvproof.kernels.latent_format import (
     page_offset,
 )
 
+faults.declare({
+    "store_latent_no_sanitize": "store_latent writes NaN and +-inf latents unsanitized",
+})
+
 
 @triton.jit
 def _store_latent_kernel(

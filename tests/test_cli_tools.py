@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
-from kvproof.ci.mutants import MUTANTS
+from kvproof.ci.mutants import MUTANTS, describe, every_fault
 from kvproof.cli.main import main
-from kvproof.impl.faults import FAULTS
+from kvproof.engines.tokenspeed.mutants import EDITS
+from kvproof.engines.vllm.mutants import PATCHES
+from kvproof.impl import faults
+from kvproof.spec.launch_fix import UNCHECKED
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -68,9 +72,37 @@ def test_report_writes_pictures_and_table(tmp_path, capsys):
 
 def test_every_fault_has_a_mutant_with_runnable_checks():
     by_fault = {m.fault for m in MUTANTS if m.fault}
-    assert by_fault == set(FAULTS), f"faults without a mutant: {set(FAULTS) - by_fault}"
+    declared = set(every_fault())
+    assert by_fault == declared, f"faults without a mutant: {declared - by_fault}; not declared: {by_fault - declared}"
+    assert all(describe(m) for m in MUTANTS)
     assert len(MUTANTS) >= 15
     for m in MUTANTS:
         for check in m.checks:
             if not check.startswith("verify "):
                 assert (ROOT / check.split("::")[0]).exists(), f"{m.name}: no such test file {check}"
+
+
+def test_every_hook_names_a_declared_fault_and_impl_knows_no_engines():
+    """What the code switches on (a literal faults.active name, a launch rule's UNCHECKED fault, an
+    engine's edit or replacement) is exactly what the hook modules declare, and the switch itself
+    (impl/faults.py) names no fault: kvproof's own are declared beside their hooks, an engine's in
+    its adapter's mutants module."""
+    hooked = set(UNCHECKED.values()) | set(EDITS) | set(PATCHES)
+    for folder in ("impl", "kernels", "cli", "spec", "engines"):
+        for path in (ROOT / folder).rglob("*.py"):
+            hooked |= set(re.findall(r'faults\.active\("(\w+)"\)', path.read_text(encoding="utf-8")))
+    assert hooked == set(every_fault())
+    switch = (ROOT / "impl" / "faults.py").read_text(encoding="utf-8")
+    assert not [name for name in every_fault() if name in switch]
+    engine_faults = {m.name for m in MUTANTS if m.name.startswith(("ts_", "vllm_", "lmcache_"))}
+    impl = "".join(path.read_text(encoding="utf-8") for path in (ROOT / "impl").glob("*.py"))
+    assert engine_faults and not [name for name in engine_faults if name in impl]
+
+
+def test_inject_refuses_a_fault_no_module_declares():
+    with pytest.raises(KeyError, match="unknown fault 'no_such_fault'"), faults.inject("no_such_fault"):
+        pass
+    assert "capacity_largest_packing" in every_fault()  # its hook's module (impl.capacity) imported
+    with pytest.raises(ValueError, match="declared twice"):
+        faults.declare({"capacity_largest_packing": "another description"})
+

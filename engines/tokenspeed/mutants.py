@@ -17,6 +17,19 @@ from kvproof.engines.interface import Mutant
 from kvproof.engines.tokenspeed.loader import Source, SourceError
 from kvproof.impl import faults
 
+faults.declare({
+    # ts_*: the edits of EDITS, made in the copy mutated() loads; the last: parallel.py's hook.
+    "ts_k3_packing_floor": "tokenspeed's K3 recipe rounds K_mla = state / page down instead of up",
+    "ts_k3_group_size_literal": "tokenspeed's K3 recipe puts 23 KDA layers in each state group (K3's 69 / 3) instead "
+    "of a third of the model's KDA layers",
+    "ts_mamba2_kv_same_segment": "tokenspeed's mamba2 recipe puts an attention layer's K and V in the same segment",
+    "ts_v4_state_own_plane": "tokenspeed's deepseek_v4 recipe moves the compressor state off the shared layer planes",
+    "ts_plan_widened_stride": "tokenspeed's pack() gives every field a page stride 256 B wider than plane / K",
+    "ts_bind_forgets_null_parent": "tokenspeed's bind() sizes each plane slab for N parents, not N + 1",
+    "launch_engine_moe_check_dropped": "verify config --engine forgets resolve_parallelism's MoE tp / EP check after "
+    "the Mapping, so tokenspeed seems to accept MoE tp and EP both above 1",
+})
+
 _RECIPES = Path("runtime/layers/attention/kv_cache/recipes")
 
 # fault name -> (file under the package, the text, its broken replacement)

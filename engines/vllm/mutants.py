@@ -1,6 +1,6 @@
 """Historical vLLM layout bugs, reintroduced by replacing one vLLM function for the planning call.
 
-vLLM's files are never edited: while a fault of kvproof.impl.faults named here is switched on,
+vLLM's files are never edited: while a fault declared here is switched on (kvproof.impl.faults),
 the planner runs with one function of the installed vLLM swapped for a broken variant of it (the
 kind of change a pull request makes), so `verify mutants` shows that `verify engine vllm` flags a
 broken vLLM, not only a broken kvproof. A replacement whose target no longer exists raises: a
@@ -17,6 +17,26 @@ from typing import Any
 from kvproof.engines.interface import Mutant
 from kvproof.engines.vllm.platform import Vllm
 from kvproof.impl import faults
+
+faults.declare({
+    # vllm_*: the replacements of PATCHES; lmcache_*: catalog.Model.state_readers' hook.
+    "vllm_hybrid_block_floor": "vLLM's _align_hybrid_block_size rounds the block down: the attention page ends up "
+    "smaller than the state page it must hold",
+    "vllm_state_slab_by_payload": "vLLM lays each padded state layer's slab out by its payload, not its padded page "
+    "(the walk-by-payload bug of LMCache#5166, in the planner)",
+    "vllm_kernel_gets_raised_block": "vLLM hands the attention kernel the whole raised hybrid block instead of a "
+    "kernel block it supports (vllm#25811: past FlashInfer's tokens-per-page limit on GB200)",
+    "vllm_flashinfer_mla_gets_raised_block": "vLLM hands FlashInfer's MLA decode on sm_100 the whole raised hybrid "
+    "block (vllm#25811's bug at the backend it hit: past FlashInfer's 64-token pages)",
+    "vllm_flashinfer_gets_raised_block": "vLLM hands FlashInfer's trtllm-gen kernels on sm_100 the whole raised "
+    "hybrid block (vllm#25811 as reported: Qwen3-Next on GB200; not a power-of-two page)",
+    "vllm_spec_padding_unwidened": "vLLM pads the state page to the attention page as if no token were speculated, "
+    "while the layers' state keeps the speculative conv rows (vllm#57721)",
+    "vllm_split_page_padded": "vLLM reserves two pages' bytes per layer-outer block, so a block split into kernel "
+    "pages (FlashMLA's 64 tokens) is no longer one dense page",
+    "lmcache_walks_by_payload": "the catalog records LMCache as walking state pages by their payload, not the padded "
+    "page (LMCache#5166): one flipped reader entry",
+})
 
 
 def _floor_cdiv(a: int, b: int) -> int:
