@@ -71,7 +71,9 @@ def examples(ci: int) -> int:
     kernel tests take a fraction of the profile's count."""
     from hypothesis import settings
 
-    return max(1, ci * settings.default.max_examples // 60)
+    profile = settings.default
+    assert profile is not None  # None only before a profile is loaded; conftest loads one
+    return max(1, ci * profile.max_examples // 60)
 
 
 def to_device(x: Any) -> Any:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hypothesis import assume
+from hypothesis import assume, reject
 from hypothesis import strategies as st
 
 from kvproof.impl.packer import Plan, PlanError
@@ -85,7 +85,8 @@ def synthetic_layouts(draw) -> Layout:
     dtype = draw(st.sampled_from(["fp8", "bf16"]))
     policy = draw(st.sampled_from(POLICIES))
     plan = accepted_plan(model, tp, dtype, policy)
-    assume(plan is not None)
+    if plan is None:
+        reject()
     need = parents_for_one_request(plan)
     assume((need + 1) * plan.parent_bytes <= MAX_ARENA_BYTES)
     most = min(need + 5, MAX_ARENA_BYTES // plan.parent_bytes - 1)

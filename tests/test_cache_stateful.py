@@ -21,7 +21,7 @@ from math import ceil
 import numpy as np
 import pytest
 from bites import fails_under
-from hypothesis import HealthCheck, Phase, assume, event, settings
+from hypothesis import HealthCheck, Phase, event, reject, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -66,7 +66,8 @@ class CacheMachine(RuleBasedStateMachine):
     def start(self, layout: Layout) -> None:
         plan = accepted_plan(layout.model, layout.tp, layout.dtype, layout.policy)
         # A plan the boot check rejects never reaches an allocator.
-        assume(plan is not None)
+        if plan is None:
+            reject()
         self.plan = plan
         self.binding = plan.bind(layout.num_parents)
         self.n = layout.num_parents
@@ -315,9 +316,11 @@ class KimiK3Machine(CacheMachine):
 
 def _scaled(examples: int, steps: int) -> settings:
     """Depth relative to the loaded profile: ci runs 60 examples per property, nightly 1000."""
-    scale = settings.default.max_examples / 60
+    profile = settings.default
+    assert profile is not None  # None only before a profile is loaded; conftest loads one
+    scale = profile.max_examples / 60
     return settings(
-        settings.default,
+        profile,
         max_examples=max(2, round(examples * scale)),
         stateful_step_count=max(5, round(steps * min(scale, 4))),
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],

@@ -194,8 +194,12 @@ def test_search_takes_the_least_admitted_k_mla_whatever_witness_z3_gives_first(m
     lin = {"linear_attention_0": 1, "linear_attention_1": 1, "linear_attention_2": 1}
     assert choose(policy_named("search"), layout, lambda packing: True) == {"full_attention": 3, **lin}
     # 3 and 4 refused: the next admitted, 5 (K_lin = 5 x 67,840 // 203,520 = 1).
-    tried = []
-    boots = lambda packing: tried.append(packing["full_attention"]) or packing["full_attention"] >= 5  # noqa: E731
+    tried: list[int] = []
+
+    def boots(packing: dict[str, int]) -> bool:
+        tried.append(packing["full_attention"])
+        return packing["full_attention"] >= 5
+
     assert choose(policy_named("search"), layout, boots) == {"full_attention": 5, **lin}
     assert tried == [3, 4, 5]
 
@@ -489,9 +493,14 @@ def test_an_engine_plan_at_three_parent_counts_is_one_affine_plan(monkeypatch):
     import kvproof.spec.plan_reader as R
     from kvproof.spec.facts import Affine
 
-    checked = []
+    checked: list[int] = []
     validate_once = R.validate
-    monkeypatch.setattr(R, "validate", lambda doc: checked.append(doc["num_parents"]) or validate_once(doc))
+
+    def validate_counted(doc: dict) -> None:
+        checked.append(doc["num_parents"])
+        validate_once(doc)
+
+    monkeypatch.setattr(R, "validate", validate_counted)
     facts = affine_facts(_bindings(3, 1, 2))
     # 32 B parents: arena (N + 1) x 32 B; N from 1 to (2^31 - 1) // 1 page ids; the bound kept.
     assert (facts.parents, facts.arena_bytes, facts.max_padding) == ((1, 2**31 - 1), Affine(32, 32), Fraction(1, 4))

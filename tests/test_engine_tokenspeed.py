@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -247,6 +248,13 @@ def _first_difference(ours: dict, theirs: dict, where: str = "") -> str | None:
     return None if ours == theirs else f"{where}: impl {ours} vs tokenspeed {theirs}"
 
 
+def _planned(installed: loader.Source, family: str, point: dict[str, Any]) -> engine.pipeline.Planned:
+    """engine.plan at a point the recipe is expected to plan (not refuse)."""
+    out = engine.plan(installed, family, point)
+    assert isinstance(out, engine.pipeline.Planned), (family, point, out)
+    return out
+
+
 def _compare_k3(installed, drafts: int, tps) -> tuple[int, set]:
     """impl's ceil plan against tokenspeed's at every tp x dtype; returns (points both accept,
     slab orders seen). Where impl refuses, tokenspeed must refuse with padding 0.512."""
@@ -301,7 +309,7 @@ def test_an_environment_switch_is_an_assumption_axis_run_at_every_value(installe
     assumed = {p.point["assume"]: p for p in gdn.points}
     assert set(assumed) == {"TOKENSPEED_MAMBA_SSM_DTYPE=float32", "TOKENSPEED_MAMBA_SSM_DTYPE=bfloat16"}
     # Qwen3.5-27B at tp 8: 48/8 = 6 value heads of 128 x 128 SSM state per linear layer.
-    docs = {k: engine.plan(installed, "qwen_gdn", p.point) for k, p in assumed.items()}
+    docs = {k: _planned(installed, "qwen_gdn", p.point) for k, p in assumed.items()}
     ssm = {k: next(f for f in d.documents[1]["fields"] if f["id"].endswith(".ssm")) for k, d in docs.items()}
     assert ssm["TOKENSPEED_MAMBA_SSM_DTYPE=float32"]["dtype"] == "float32"
     assert ssm["TOKENSPEED_MAMBA_SSM_DTYPE=bfloat16"]["dtype"] == "bfloat16"
@@ -343,7 +351,7 @@ def test_mamba2_plans_nemotron_3_super_as_worked_by_hand(installed) -> None:
     assert (ssm, conv, k_page) == (524_288, 7_680, 16_384)
     point = {"model": "nemotron-3-super-120b-a12b-fp8", "tp": tp, "dtype": "fp8",
              "assume": "TOKENSPEED_MAMBA_SSM_DTYPE=float32"}
-    doc = engine.plan(installed, "mamba2", point).documents[1]
+    doc = _planned(installed, "mamba2", point).documents[1]
     assert doc["parent_bytes"] == 8 * ssm + 8 * conv == 4_255_744
     assert {g["id"]: g["packing"] for g in doc["groups"]} == {
         "full_attention_0": ssm // k_page, "full_attention_1": ssm // k_page,
@@ -355,7 +363,7 @@ def test_mamba2_plans_nemotron_3_super_as_worked_by_hand(installed) -> None:
     assert (fields["layer.4.k"]["plane"], fields["layer.4.v"]["plane"]) == ("unit.0", "unit.1")
     assert (fields["layer.4.k"]["shape"], fields["layer.4.k"]["dtype"], fields["layer.4.k"]["stride"]) == (
         [128, 1, 128], "uint8", k_page)
-    half = engine.plan(installed, "mamba2", point | {"assume": "TOKENSPEED_MAMBA_SSM_DTYPE=bfloat16"}).documents[1]
+    half = _planned(installed, "mamba2", point | {"assume": "TOKENSPEED_MAMBA_SSM_DTYPE=bfloat16"}).documents[1]
     assert half["parent_bytes"] == 8 * ssm // 2 + 8 * conv
 
 
@@ -408,7 +416,7 @@ def test_deepseek_v4_flash_plans_as_worked_by_hand(installed) -> None:
     for tp, dtype in ((1, "fp8"), (64, "bfloat16")):
         point = {"model": "deepseek-v4-flash", "tp": tp, "dtype": dtype,
                  "assume": "dsv4_indexer_cache_format=fp8_scaled"}
-        doc = engine.plan(installed, "deepseek_v4", point).documents[1]
+        doc = _planned(installed, "deepseek_v4", point).documents[1]
         assert {g["id"]: g["packing"] for g in doc["groups"]} == packing
         assert doc["parent_bytes"] == parent == 2_780_928 and len(doc["planes"]) == 43
         assert sorted({p["bytes"] for p in doc["planes"]}) == [39_168, 76_032, 92_160]
@@ -416,7 +424,7 @@ def test_deepseek_v4_flash_plans_as_worked_by_hand(installed) -> None:
     assert fields["layer.2.indexer_kv"]["shape"] == [index_fp8]
     assert (fields["layer.3.compressed_kv"]["shape"], fields["layer.3.compressor_state"]["shape"]) == (
         [1_728], [8, 1_024])
-    fp4 = engine.plan(installed, "deepseek_v4", point | {"assume": "dsv4_indexer_cache_format=mxfp4"}).documents[1]
+    fp4 = _planned(installed, "deepseek_v4", point | {"assume": "dsv4_indexer_cache_format=mxfp4"}).documents[1]
     assert {f["id"]: f for f in fp4["fields"]}["layer.2.indexer_kv"]["shape"] == [index_fp4] == [4_352]
     assert {g["id"]: g["packing"] for g in fp4["groups"]}["v4.c4a.indexer_kv"] == 16
     assert fp4["parent_bytes"] == parent

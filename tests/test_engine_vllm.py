@@ -288,7 +288,7 @@ def test_a_vllm_whose_planning_api_moved_is_one_line_not_a_finding(monkeypatch) 
     shell = planner._shell(QWEN.state_layer_class())
     with pytest.raises(StubUsed, match="which a layer sets in its constructor"):
         planner._check_shell_call(lambda: shell.prefix, "GDN layer state", {"layer": shell})
-    missing = "no_such_answer"  # a name, not an attribute: mypy would refuse planning.no_such_answer
+    missing = "no_such_answer"  # through getattr: the module lacks it, which mypy refuses in the dotted form
     with pytest.raises(AttributeError, match=missing):
         planner._check_shell_call(lambda: getattr(planning, missing), "GDN layer state", {"layer": shell})
 
@@ -304,8 +304,8 @@ def test_the_baseline_lists_exactly_what_these_points_find() -> None:
 @pytest.mark.parametrize(("fault", "expect"), [("vllm_hybrid_block_floor", "boots"),
                                                ("vllm_state_slab_by_payload", "no_overlap")])
 def test_each_seeded_vllm_bug_is_flagged_and_the_release_is_clean(fault, expect) -> None:
-    only: Only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "backend": ["FLASH_ATTN"], "spec": [0], "pp": [1],
-            "prefix": ["off"]}
+    only: Only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "backend": ["FLASH_ATTN"], "spec": [0],
+            "pp": [1], "prefix": ["off"]}
     (clean,) = engine.run(["qwen3-next-80b-a3b"], only).recipes[0].points
     assert clean.verdict == "ok"
     with faults.inject(fault):
@@ -378,7 +378,8 @@ def test_every_state_reader_walks_the_plans_stride_and_a_flipped_entry_is_caught
     for model in catalog.MODELS.values():
         assert {r.walks for r in model.readers} == {"page"} and catalog.LMCACHE in model.readers
         assert all(re.search(r"(\S+:\d+|#\d+)", r.source) for r in model.readers)
-    only: Only = {"tp": [1], "mamba_dtype": ["auto"], "backend": ["FLASH_ATTN"], "spec": [0], "pp": [1], "prefix": ["off"]}
+    only: Only = {"tp": [1], "mamba_dtype": ["auto"], "backend": ["FLASH_ATTN"], "spec": [0], "pp": [1],
+            "prefix": ["off"]}
     assert {p.verdict for p in engine.run(["qwen3-next-80b-a3b"], only).recipes[0].points} == {"ok"}
     with faults.inject("lmcache_walks_by_payload"):
         auto, fp8 = engine.run(["qwen3-next-80b-a3b"], only).recipes[0].points
@@ -560,8 +561,11 @@ def test_vllms_own_validation_selects_flashinfer_mla_first_on_sm_100(model, tmp_
     with the model's config current (its supports_combination reads qk_nope_head_dim): FLASHINFER_MLA,
     first on sm_100's MLA list (cuda.py:123), accepts both models at auto and fp8, so the platform
     selects it there. FLASH_ATTN_MLA rejects fp8 by its declared kv dtypes."""
+    import torch
     from vllm.config import ModelConfig, VllmConfig, set_current_vllm_config
+    from vllm.config.cache import CacheDType
     from vllm.platforms.interface import DeviceCapability
+    from vllm.v1.attention.backend import AttentionBackend
     from vllm.v1.attention.selector import AttentionSelectorConfig
 
     (tmp_path / "config.json").write_text(model.config_text(), encoding="utf-8")
@@ -569,11 +573,13 @@ def test_vllms_own_validation_selects_flashinfer_mla_first_on_sm_100(model, tmp_
     flashinfer_mla, flash_attn_mla = catalog.FLASHINFER_MLA.load(), catalog.FLASH_ATTN_MLA.load()
     with platform.point_answers(platform.cuda_assumed(v), (10, 0), [flashinfer_mla]):
         model_config = ModelConfig(model=str(tmp_path), skip_tokenizer_init=True, dtype="auto")
+        dtype = model_config.dtype
+        assert isinstance(dtype, torch.dtype)  # ModelConfig resolves "auto" to the checkpoint's dtype
         with set_current_vllm_config(VllmConfig(model_config=model_config)):
-            def reasons(backend: type, kv: str, capability: tuple[int, int]) -> list[str]:
-                selector = AttentionSelectorConfig(head_size=model_config.get_head_size(), dtype=model_config.dtype,
+            def reasons(backend: type[AttentionBackend], kv: CacheDType, capability: tuple[int, int]) -> list[str]:
+                selector = AttentionSelectorConfig(head_size=model_config.get_head_size(), dtype=dtype,
                                                    kv_cache_dtype=kv, block_size=None, use_mla=True)
-                return backend.validate_configuration(  # type: ignore[attr-defined]
+                return backend.validate_configuration(
                     device_capability=DeviceCapability(*capability), **selector._asdict())
 
             assert model_config.get_head_size() == 576
@@ -672,6 +678,7 @@ def test_vllms_own_validation_accepts_flashinfer_for_both_gqa_models(model, tmp_
     """vLLM's own validate_configuration (backend.py:279): FLASHINFER accepts both models' head sizes
     (256, 128) and dtype at auto and fp8 on sm_90 and sm_100, so on sm_100 it is selected first
     (cuda.py:162) and FLASH_ATTN and TRITON_ATTN behind it are not reached."""
+    import torch
     from vllm.config import ModelConfig, VllmConfig, set_current_vllm_config
     from vllm.platforms.interface import DeviceCapability
     from vllm.v1.attention.selector import AttentionSelectorConfig
@@ -682,12 +689,14 @@ def test_vllms_own_validation_accepts_flashinfer_for_both_gqa_models(model, tmp_
         for trtllm in (True, False):
             with platform.point_answers(platform.cuda_assumed(platform.modules()), capability, [backend], trtllm, 13):
                 model_config = ModelConfig(model=str(tmp_path), skip_tokenizer_init=True, dtype="auto")
+                dtype = model_config.dtype
+                assert isinstance(dtype, torch.dtype)  # ModelConfig resolves "auto" to the checkpoint's dtype
                 with set_current_vllm_config(VllmConfig(model_config=model_config)):
                     for kv in ("auto", "fp8"):
                         selector = AttentionSelectorConfig(head_size=model_config.get_head_size(),
-                                                           dtype=model_config.dtype, kv_cache_dtype=kv,
+                                                           dtype=dtype, kv_cache_dtype=kv,
                                                            block_size=None, use_mla=False)
-                        assert backend.validate_configuration(  # type: ignore[attr-defined]
+                        assert backend.validate_configuration(
                             device_capability=DeviceCapability(*capability), **selector._asdict()) == []
 
 

@@ -265,8 +265,10 @@ def start_python(replay: Replay) -> subprocess.Popen[str]:
 @pytest.fixture(scope="module")
 def python_jobs(request: pytest.FixtureRequest) -> Iterator[dict[str, subprocess.Popen[str]]]:
     """The selected replay-python blocks, started at once so they run beside the verify replays."""
-    chosen = {item.callspec.params["replay"].id for item in request.session.items
-              if getattr(item, "callspec", None) and "replay" in item.callspec.params}
+    # only a parametrized pytest.Function has a callspec; its parameters are typed object
+    params = [item.callspec.params for item in request.session.items
+              if isinstance(item, pytest.Function) and getattr(item, "callspec", None)]
+    chosen = {p["replay"].id for p in params if "replay" in p and isinstance(p["replay"], Replay)}
     jobs = {r.id: start_python(r) for r in REPLAYS if r.kind == "replay-python" and r.id in chosen}
     yield jobs
     for job in jobs.values():

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from kvproof.ci.gate import markdown, verdict
 
 
-def _summary(*, proved=True, tests=True, survived=False, engine=True) -> dict:
+def _summary(*, proved=True, tests=True, survived=False, engine=True) -> dict[str, Any]:
     mutants = [
         {"name": "policy_ceil", "killed": True, "by": "verify prove --model kimi-k3 --policy ceil", "seconds": 1.2},
         {"name": "kda_gate_sign", "killed": not survived, "by": None if survived else "t::x", "seconds": 3.4},
     ]
-    summary = {
+    summary: dict[str, Any] = {
         "prove": [{"model": "kimi-k3", "proved": proved, "error": "", "result": {
             "policy": "search", "seconds": 0.4,
             "counterexamples": [] if proved else [{"tp": 32, "dtype": "bf16", "property": "padding_bound"}],

@@ -24,7 +24,7 @@ TIMINGS = ("seconds", "solver_seconds")
 def normalize(value: Any) -> Any:
     """Timings become None (their keys stay); the engine's install path becomes a placeholder."""
     if isinstance(value, dict):
-        out = {}
+        out: dict[Any, Any] = {}
         for key, item in value.items():
             if key in TIMINGS:
                 out[key] = {k: None for k in item} if isinstance(item, dict) else None

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pytest
@@ -271,7 +272,8 @@ Arrays = tuple[np.ndarray, np.ndarray]
 def fla_recurrence(*inputs: np.ndarray, scale: float) -> Arrays:
     """fla's naive_recurrent_kda over T tokens ([R, T, H, D] inputs), in its own fp32."""
     t = [torch.from_numpy(a) for a in inputs]
-    o, s = fla("naive", "naive_recurrent_kda")(*t[:5], scale=scale, initial_state=t[5], output_final_state=True)
+    out = fla("naive", "naive_recurrent_kda")(*t[:5], scale=scale, initial_state=t[5], output_final_state=True)
+    o, s = cast(tuple[torch.Tensor, torch.Tensor], out)
     return o.double().numpy(), s.double().numpy()
 
 
@@ -296,7 +298,8 @@ def cross_check(seed: int, requests: int, tokens: int, heads: int, dim: int) -> 
     beta = oracle.sigmoid(rng.standard_normal(shape[:3]) * 2)
     state = rng.standard_normal((requests, heads, dim, dim)) * 0.3
     # fla computes in fp32: give both sides the same fp32-exact inputs.
-    args = [a.astype(np.float32).astype(np.float64) for a in (q, k, v, g, beta, state)]
+    q, k, v, g, beta, state = (a.astype(np.float32).astype(np.float64) for a in (q, k, v, g, beta, state))
+    args = (q, k, v, g, beta, state)
     want_o, want_s = fla_recurrence(*args, scale=dim**-0.5)
     got_o, got_s = oracle_recurrence(*args, scale=dim**-0.5)
     assert_close(got_o, want_o, "float32", "o against fla")

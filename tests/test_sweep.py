@@ -58,10 +58,10 @@ def test_a_family_holding_k3_is_refuted_at_k3_bf16_tp32_or_a_smaller_member() ->
     bad = Member(93, 96, 128, 512, 4, 32, "bf16")
     assert all(getattr(bad, p) in ISSUE.ranges[p] for p in ISSUE.ranges)
     result = sweep(ISSUE, POLICIES["ceil"])
-    assert not result.proved and result.counterexample.key() <= bad.key()
-    point, _ = confirm(ISSUE, POLICIES["ceil"], result.counterexample)
-    assert not point.accepted
     m = result.counterexample
+    assert not result.proved and m is not None and m.key() <= bad.key()
+    point, _ = confirm(ISSUE, POLICIES["ceil"], m)
+    assert point is not None and not point.accepted
     assert not plan_model(ISSUE.model(m), m.tp, m.dtype, "ceil").plan.accepted  # impl agrees
 
 
@@ -79,7 +79,7 @@ def test_search_over_the_issue_family_fails_at_a_short_state_group() -> None:
     group pads 25% before rounding; at rank 257 no packing up to 256 removes the rest."""
     result = sweep(ISSUE, POLICIES["search"])
     assert result.counterexample == Member(24, 16, 64, 257, 5, 1, "fp8")
-    assert result.refusal is None and not result.point.accepted
+    assert result.refusal is None and result.point is not None and not result.point.accepted
 
 
 def _pins(query: Query, m: Member) -> list:
@@ -116,9 +116,10 @@ def test_encoding_agrees_with_the_pointwise_prover(m: Member, policy: str) -> No
     search: the first SEARCH_UNROLL candidates all rejected). Its bit widths drop no member: with
     'fails' negated the pinned member still has a model."""
     query = query_for(policy)
-    point, refusal = confirm(ISSUE, POLICIES[policy], m)
-    rejected = refusal is not None or not point.accepted
+    point, _ = confirm(ISSUE, POLICIES[policy], m)
+    rejected = point is None or not point.accepted  # confirm gives no point exactly when it refuses
     if policy == "search" and not rejected:
+        assert point is not None
         layout = point.layout
         first = -(-layout.state // layout.page)
         chosen = next(g["packing"] for g in point.plan["groups"] if g["id"] == FULL)
@@ -263,7 +264,12 @@ def test_a_report_cell_refines_search_where_a_later_k_mla_boots(monkeypatch) -> 
     query = Query(fam, POLICIES["search"], derive_shape(fam), 1)
     added: list[int] = []
     refine = query.add_candidate
-    monkeypatch.setattr(query, "add_candidate", lambda k: added.append(k) or refine(k))
+
+    def add_candidate(k: int) -> None:
+        added.append(k)
+        refine(k)
+
+    monkeypatch.setattr(query, "add_candidate", add_candidate)
     assert confirmed_failure(query, fam, POLICIES["search"]) is None
     assert len(added) >= 1
 
@@ -303,7 +309,8 @@ class _Recorded:
     """A z3 solver that notes the parameters set on it."""
 
     def __init__(self, solver: z3.Solver) -> None:
-        self.solver, self.params = solver, {}
+        self.solver = solver
+        self.params: dict[str, int] = {}
 
     def set(self, name: str, value: int) -> None:
         self.params[name] = value
@@ -326,8 +333,17 @@ def test_a_sweep_asks_for_any_failing_member_before_the_smallest(monkeypatch) ->
     once the pointwise prover confirms one does the sweep ask for the smallest."""
     asked: list[str] = []
     check, smallest = Query.check, Query.smallest
-    monkeypatch.setattr(Query, "check", lambda self, *extra: asked.append("any") or check(self, *extra))
-    monkeypatch.setattr(Query, "smallest", lambda self, floor: asked.append("smallest") or smallest(self, floor))
+
+    def check_any(self: Query, *extra: object) -> dict[str, int] | None:
+        asked.append("any")
+        return check(self, *extra)
+
+    def check_smallest(self: Query, floor: dict[str, int] | None) -> dict[str, int] | None:
+        asked.append("smallest")
+        return smallest(self, floor)
+
+    monkeypatch.setattr(Query, "check", check_any)
+    monkeypatch.setattr(Query, "smallest", check_smallest)
     assert sweep(family(K3_ALONE), POLICIES["ceil"]).counterexample == Member(93, 96, 128, 512, 4, 32, "bf16")
     assert asked[:2] == ["any", "smallest"]
 
@@ -352,4 +368,5 @@ def test_a_latent_narrower_than_a_page_value_is_swept_as_the_prover_sees_it() ->
     assert derive_shape(fam).page_per_value == {"bf16": 256} and derive_shape(fam).mla_multiple == {"bf16": 16}
     assert sweep(fam, POLICIES["ceil"]).proved
     members = [Member(93, 96, 128, 32, 4, tp, "bf16") for tp in K3.tp_domain]
-    assert all(confirm(fam, POLICIES["ceil"], m)[0].accepted for m in members)
+    points = [confirm(fam, POLICIES["ceil"], m)[0] for m in members]
+    assert all(p is not None and p.accepted for p in points)

@@ -26,6 +26,7 @@ def check_search_is_optimal(name: str, tps: tuple[int, ...] | None = None) -> No
             best = synthesized(name, tp, dtype)
             plan = plan_model(model, tp, dtype, "search").plan
             assert best.packing is not None and not best.violations, (name, tp, dtype, best)
+            assert best.worst_padding is not None  # a packing has a padding per group
             assert plan.packing == best.packing and plan.parent_bytes == best.parent_bytes, (
                 f"{name} tp={tp} {dtype}: search {plan.packing} parent {plan.parent_bytes:,} B, "
                 f"synthesized {best.packing} parent {best.parent_bytes:,} B "
@@ -44,6 +45,7 @@ def test_search_optimality_bites() -> None:
 
 def test_published_bf16_tp32_packing_is_the_optimum() -> None:
     best = synthesized("kimi-k3", 32, "bf16")
+    assert best.packing is not None and best.worst_padding is not None
     assert list(best.packing.values())[:2] == [3, 2] and best.parent_bytes == 10_616_832
     assert round(float(best.worst_padding), 3) == 0.134
 
