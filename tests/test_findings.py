@@ -264,11 +264,15 @@ def start_python(replay: Replay) -> subprocess.Popen[str]:
 
 @pytest.fixture(scope="module")
 def python_jobs(request: pytest.FixtureRequest) -> Iterator[dict[str, subprocess.Popen[str]]]:
-    """The selected replay-python blocks, started at once so they run beside the verify replays."""
+    """The selected replay-python blocks, started at once so they run beside the verify replays on
+    the second core. Under pytest-xdist every worker lists every test, so there each block starts
+    only when its own test runs."""
     # only a parametrized pytest.Function has a callspec; its parameters are typed object
     params = [item.callspec.params for item in request.session.items
               if isinstance(item, pytest.Function) and getattr(item, "callspec", None)]
     chosen = {p["replay"].id for p in params if "replay" in p and isinstance(p["replay"], Replay)}
+    if hasattr(request.config, "workerinput"):  # an xdist worker
+        chosen = set()
     jobs = {r.id: start_python(r) for r in REPLAYS if r.kind == "replay-python" and r.id in chosen}
     yield jobs
     for job in jobs.values():
