@@ -8,7 +8,6 @@ no longer occurs in the engine raises: a mutant that silently stopped applying p
 
 from __future__ import annotations
 
-import atexit
 import shutil
 import tempfile
 from pathlib import Path
@@ -67,14 +66,18 @@ EDITS: dict[str, tuple[Path, str, str]] = {
 }
 
 
+# The edited copies, kept for the process: the loaded modules live in them, so each is removed at exit.
+_COPIES: list[tempfile.TemporaryDirectory[str]] = []
+
+
 def mutated(source: Source) -> Source:
     """`source` itself, or a temporary edited copy when a tokenspeed fault is switched on."""
     chosen = [name for name in EDITS if faults.active(name)]
     if not chosen:
         return source
-    folder = tempfile.mkdtemp(prefix="kvproof-ts-mutant-")
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    copy = Path(folder) / "tokenspeed"
+    folder = tempfile.TemporaryDirectory(prefix="kvproof-ts-mutant-", ignore_cleanup_errors=True)
+    _COPIES.append(folder)
+    copy = Path(folder.name) / "tokenspeed"
     shutil.copytree(source.package_dir, copy, ignore=shutil.ignore_patterns("__pycache__"))
     for name in chosen:
         path, text, broken = EDITS[name]
