@@ -16,7 +16,7 @@ import time
 from dataclasses import asdict, dataclass, fields
 
 from kvproof.cli.args import UsageError, add_draft_arguments, add_model_arguments
-from kvproof.cli.launch_flags import (
+from kvproof.engines.tokenspeed.launch_flags import (
     CANONICAL,
     DTYPE_SPELLING,
     LaunchFlagError,

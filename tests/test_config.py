@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from launch_cases import BREAKS, TILED
 
-from kvproof.cli.launch_flags import SIZE_SPELLINGS, LaunchFlagError, launch_argv, parse_launch
 from kvproof.cli.main import main
+from kvproof.engines.tokenspeed.launch_flags import SIZE_SPELLINGS, LaunchFlagError, launch_argv, parse_launch
 from kvproof.impl import faults
 from kvproof.spec.catalog import load_model
 from kvproof.spec.launch import (
@@ -183,8 +183,8 @@ def test_bad_launch_flags_exit_two_with_one_line(capsys, argv):
 def test_flags_are_tokenspeeds_own():
     """Every spelling the parser reads is one tokenspeed parses; a misspelling is refused with the
     spelling it is nearest to; the one value of a Mapping flag that changes nothing is accepted."""
-    from kvproof.cli.launch_flags import NOT_MODELLED, SPECULATIVE
     from kvproof.engines.tokenspeed.flags import BARE, SPELLINGS
+    from kvproof.engines.tokenspeed.launch_flags import NOT_MODELLED, SPECULATIVE
 
     assert {*SIZE_SPELLINGS, *SPECULATIVE, *NOT_MODELLED, "--dist-init-addr", "--kv-cache-dtype"} <= SPELLINGS
     assert "--enable-expert-parallel" in BARE

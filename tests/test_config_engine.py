@@ -15,8 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from launch_cases import BREAKS
 
-from kvproof.cli.launch_flags import parse_launch
 from kvproof.cli.main import main
+from kvproof.engines.tokenspeed.launch_flags import parse_launch
 from kvproof.spec.catalog import load_model
 from kvproof.spec.launch import RULES, Assumptions, Launch, violated
 

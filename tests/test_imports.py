@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import grimp
 import pytest
-
-grimp = pytest.importorskip("grimp", reason="grimp is in the test extra (pip install -e '.[test]')")
 
 ROOT = Path(__file__).resolve().parent.parent
 

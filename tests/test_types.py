@@ -1,6 +1,6 @@
 """mypy over every kvproof package and tests/, with the settings of pyproject's [tool.mypy].
 
-Part of the default suite, so `make test`, CI and ci/gate (which runs the suite) type-check the
+Part of the default suite, so `make test`, CI and the gate (which runs the suite) type-check the
 code and its tests. The test runs `mypy` with no arguments, as `make lint` does, so the targets are
 [tool.mypy]'s own; it runs in a copy of the checkout's layout under tmp_path (every top-level entry
 a link to the checkout's, tests/ a folder of links to its files) that has one more test module,
