@@ -1,5 +1,7 @@
 """Golden outputs of the command line, recorded before the layout changed: every `--help` and the
-`--json` of plan, check, prove and `engine tokenspeed --recipe kimi_k3`.
+`--json` of plan, check, prove and `engine tokenspeed --recipe kimi_k3` (tests/golden/cli/), and
+the `--json` of config, synth, sweep, plan with drafts, mutants and a tokenspeed recipe
+(tests/golden/cli/more/, recorded by running the command line of commit 2233daf in a worktree).
 
 A restructuring keeps behaviour: each case's exit code and output must equal the recorded one,
 with only what varies from run to run (timings, where the engine was installed) normalized. A
@@ -17,7 +19,11 @@ import pytest
 from kvproof.cli.main import main
 
 GOLDEN = Path(__file__).parent / "golden" / "cli"
-CASES: dict[str, dict[str, Any]] = json.loads((GOLDEN / "cases.json").read_text())
+FOLDERS = (GOLDEN, GOLDEN / "more")
+CASES: dict[str, dict[str, Any]] = {
+    str((folder / name).relative_to(GOLDEN)): case
+    for folder in FOLDERS for name, case in json.loads((folder / "cases.json").read_text()).items()
+}
 TIMINGS = ("seconds", "solver_seconds")
 
 
