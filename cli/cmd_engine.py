@@ -54,6 +54,10 @@ def run(args: argparse.Namespace) -> int:
     name, version = result.engine, result.version
     found = baseline.findings(name, version, result.recipes)
     if args.write_baseline:
+        gaps = baseline.adapter_gaps(found)
+        if gaps:  # an adapter gap is never baselined: it would hide that nothing was checked
+            raise UsageError(f"not writing {args.write_baseline}: NOT VERIFIED (adapter) is never baselined, and "
+                             f"kvproof's adapter could not drive {', '.join(gaps)} at {result.source}")
         with open(args.write_baseline, "w", encoding="utf-8") as out:
             out.write(baseline.dump(found))
         print(f"wrote {len(set(found))} finding(s) to {args.write_baseline}")
@@ -73,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def exit_code(cmp: baseline.Comparison, across: set[str]) -> int:
-    """0 nothing new; 1 a new finding at a point (a plan property, boots, NOT VERIFIED); 3 only
+    """0 nothing new; 1 a new finding at a point (a plan property, boots, NOT VERIFIED, NOT
+    VERIFIED (adapter), which is always new); 3 only
     new findings across points (e.g. block sizes that differ between tp), which no single plan
     can violate: a deployment question, reported apart."""
     if not cmp.new:
@@ -94,13 +99,17 @@ def _row(p: PointResult, width: int) -> str:
     return f"  {axes:<{width}} {p.verdict:<15} {packing:<14} {parent:>13} {pad:>7}  {what}"
 
 
+def _not_verified(r: RecipeResult) -> str:
+    return f"NOT VERIFIED (adapter): {r.not_verified}" if r.adapter else f"NOT VERIFIED ({r.not_verified})"
+
+
 def render_recipe(r: RecipeResult, show_all: bool) -> list[str]:
     if r.not_verified is not None and not r.points:
-        return [f"{r.recipe}: NOT VERIFIED ({r.not_verified})", ""]
+        return [f"{r.recipe}: {_not_verified(r)}", ""]
     bad = [p for p in r.points if p.verdict == "counterexample"]
     refused = [p for p in r.points if p.verdict == "refused"]
     head = (f"{r.recipe}: {len(r.points)} points, {len(bad)} counterexample(s), {len(refused)} refused"
-            + (f" — NOT VERIFIED ({r.not_verified})" if r.not_verified else "")
+            + (f" — {_not_verified(r)}" if r.not_verified else "")
             + (f"; {r.limits}" if r.limits else ""))
     width = max((len(_axes(p)) for p in r.points), default=5)
     lines = [head, f"  {'point':<{width}} {'verdict':<15} {'packing':<14} {'parent bytes':>13} {'pad':>7}  property"]

@@ -7,20 +7,36 @@ A point is one configuration a recipe claims to support. Its verdict is one of
 - `refused`: the recipe itself declares the point unsupported (NotImplementedError): not a bug.
 A recipe kvproof cannot plan (no published config, an unmodelled family) is NOT VERIFIED,
 which counts against the exit code like a counterexample: silence is not a proof.
+
+Who raised decides what an exception means (`blame`, `judge`): the engine's own code refusing a
+point it claims to support (a ValueError or an assertion) is the engine's verdict (`boots`, or
+`refused` for an exception the adapter declares as "unsupported"); kvproof's adapter code failing
+(an import or attribute it relies on missing at this revision, a call shape changed, a stand-in
+used: StubUsed), or the engine's code raising what is no refusal (a TypeError), is an
+`AdapterGap`, which makes that recipe NOT VERIFIED (adapter) while every other recipe is still
+planned and checked (`adapter_result`). An adapter gap is never baselined.
 """
 
 from __future__ import annotations
 
+import traceback
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
+from kvproof.engines.stubs import StubUsed
 from kvproof.spec import properties as P
 from kvproof.spec.encoding import violations
 from kvproof.spec.facts import Facts
 from kvproof.spec.plan_reader import affine_facts
 
 BOOTS = "boots"  # an engine verdict, not a plan property: the engine refuses a supported point
+NOT_VERIFIED = "not_verified"  # baseline property: kvproof has no config and domain for a recipe
+NOT_VERIFIED_ADAPTER = "not_verified_adapter"  # baseline property: kvproof's adapter failed; never baselined
+ADAPTERS = Path(__file__).resolve().parent  # kvproof.engines, resolved: every adapter's code is in here
+STUBS = ADAPTERS / "stubs.py"  # the stand-ins every adapter shares
 
 
 @dataclass(frozen=True)
@@ -58,9 +74,24 @@ class RecipeResult:
     points: tuple[PointResult, ...]
     not_verified: str | None = None  # why kvproof could not plan this recipe
     limits: str = ""  # what of its supported domain kvproof does not model yet
+    adapter: bool = False  # not_verified is kvproof's adapter failing at this engine revision (an AdapterGap)
+
+    @property
+    def baseline_property(self) -> str | None:
+        """The recipe's own baseline property: None when verified."""
+        if self.not_verified is None:
+            return None
+        return NOT_VERIFIED_ADAPTER if self.adapter else NOT_VERIFIED
+
+    @property
+    def reason(self) -> str | None:
+        """Why it is NOT VERIFIED, an adapter gap prefixed `adapter: ` (the JSON `reason`)."""
+        if self.not_verified is None:
+            return None
+        return f"adapter: {self.not_verified}" if self.adapter else self.not_verified
 
     def as_dict(self) -> dict[str, Any]:
-        return {"recipe": self.recipe, "verified": self.not_verified is None, "reason": self.not_verified,
+        return {"recipe": self.recipe, "verified": self.not_verified is None, "reason": self.reason,
                 "limits": self.limits, "points": [p.as_dict() for p in self.points]}
 
 
@@ -83,6 +114,139 @@ class EngineRun:
     def as_dict(self) -> dict[str, Any]:
         return {"engine": self.engine, "version": self.version, "source": self.source, "commit": self.commit,
                 "recipes": [r.as_dict() for r in self.recipes], "seconds": round(self.seconds, 2)}
+
+
+class AdapterGap(Exception):
+    """kvproof's adapter cannot drive a recipe at this engine revision: `call` is what it called
+    (a file:line and its source, or the engine entry it looked for) and `why` what went wrong. Not a
+    verdict on the engine: the recipe is NOT VERIFIED (adapter)."""
+
+    def __init__(self, call: str, why: str) -> None:
+        super().__init__(f"{call}: {why}")
+        self.call, self.why = call, why
+
+
+@dataclass(frozen=True)
+class Blame:
+    """Whose code an exception came from: the engine's (`engine` True) or kvproof's adapter's, and
+    the frame that decided it (None when no frame of either was on the traceback)."""
+
+    engine: bool
+    frame: traceback.FrameSummary | None
+    root: Path | None  # the folder that frame's file is in (the engine's or kvproof's), for naming it
+
+
+def _under(filename: str, roots: Sequence[Path]) -> Path | None:
+    if filename.startswith("<"):
+        return None
+    path = Path(filename).resolve()
+    return next((root for root in roots if path.is_relative_to(root)), None)
+
+
+def blame(err: BaseException, engine: Sequence[Path | str], adapter: Sequence[Path | str] = (ADAPTERS,),
+          stand_ins: Sequence[Path | str] = (STUBS,)) -> Blame:
+    """Whose code raised `err`: the innermost traceback frame that is in the engine's code (`engine`:
+    its package folders) or in kvproof's (`adapter`) decides, whatever the exception's type: a
+    ValueError raised by kvproof's adapter is the adapter's, an AttributeError raised by the
+    engine's recipe the engine's. Frames of neither (torch, the standard library) are passed over,
+    so the engine calling into torch is still the engine.
+
+    `stand_ins` are kvproof's files that hand the engine what it lacks (Unavailable, strict
+    configs, replaced modules): an exception raised in one is the adapter's even when the engine
+    called it, and the frame named is its caller's (the engine's line that used the stand-in). A
+    StubUsed or an AdapterGap is always the adapter's. With no frame of either, the adapter's:
+    kvproof cannot say the engine raised."""
+    engines = [Path(p).resolve() for p in engine]
+    adapters = [Path(p).resolve() for p in adapter]
+    standing = [Path(p).resolve() for p in stand_ins]
+    used_stand_in = isinstance(err, StubUsed | AdapterGap)
+    for frame in reversed(traceback.extract_tb(err.__traceback__)):
+        if _under(frame.filename, standing) is not None:
+            used_stand_in = True
+            continue
+        if (root := _under(frame.filename, engines)) is not None:
+            return Blame(not used_stand_in, frame, root)
+        if (root := _under(frame.filename, adapters)) is not None:
+            return Blame(False, frame, root)
+    return Blame(False, None, None)
+
+
+def one_line(err: BaseException, limit: int = 300) -> str:
+    return " ".join(str(err).split())[:limit] or type(err).__name__
+
+
+def where(b: Blame) -> str:
+    """`file:line `source`` of the deciding frame, the file relative to its root's parent
+    (tokenspeed/runtime/..., engines/tokenspeed/...)."""
+    if b.frame is None:
+        return "kvproof's adapter"
+    path = Path(b.frame.filename).resolve()
+    shown = path.relative_to(b.root.parent) if b.root is not None else path
+    line = " ".join((b.frame.line or "").split())
+    return f"{shown}:{b.frame.lineno}" + (f" `{line}`" if line else "")
+
+
+def gap(err: BaseException, b: Blame) -> AdapterGap:
+    """The adapter gap an exception of kvproof's adapter is: the call it failed at, and why."""
+    if isinstance(err, AdapterGap):
+        return err
+    return AdapterGap(where(b), f"{type(err).__name__}: {one_line(err)}")
+
+
+REFUSALS: tuple[type[BaseException], ...] = (ValueError, AssertionError)  # an engine refusing a point
+
+
+def undeclared(err: BaseException, b: Blame) -> AdapterGap:
+    """An exception the engine's code raised that is no refusal (a TypeError, a KeyError): kvproof
+    cannot tell an engine bug from an input its adapter handed the engine wrongly, so it gives no
+    verdict; the recipe is NOT VERIFIED (adapter), which no baseline can hide."""
+    return AdapterGap(where(b), f"the engine's code raised {type(err).__name__}: {one_line(err)}, which is no "
+                      "refusal kvproof can judge")
+
+
+def judge(recipe: str, point: dict[str, Any], err: BaseException, replay: str, engine: Sequence[Path | str],
+          declared: tuple[type[BaseException], ...] = (NotImplementedError,),
+          refusals: tuple[type[BaseException], ...] = REFUSALS, packing: dict[str, int] | None = None,
+          adapter: Sequence[Path | str] = (ADAPTERS,), stand_ins: Sequence[Path | str] = (STUBS,)
+          ) -> PointResult | AdapterGap:
+    """An exception raised while planning a point, judged by whose code raised it (`blame`) and
+    then by its type: the engine's code raising a `declared` type -> `refused` (the recipe
+    declares the point unsupported), a `refusals` type -> a `boots` counterexample with the
+    engine's own message (its type named unless it is a ValueError), any other type -> an
+    AdapterGap (`undeclared`); kvproof's adapter code raising anything -> an AdapterGap. A gap makes
+    the recipe NOT VERIFIED (adapter) (`adapter_result`). The shared entry for every adapter;
+    tokenspeed's adds its own rules (a default seam, a declined GPU) in
+    engines/tokenspeed/pipeline.py. `adapter` and `stand_ins` as for blame."""
+    b = blame(err, engine, adapter, stand_ins)
+    if not b.engine:
+        return gap(err, b)
+    if not isinstance(err, declared + refusals):
+        return undeclared(err, b)
+    message = one_line(err) if isinstance(err, ValueError) else f"{type(err).__name__}: {one_line(err)}"
+    return from_refusal(recipe, point, message, isinstance(err, declared), replay, packing)
+
+
+def adapter_result(recipe: str, outcomes: Iterable[PointResult | tuple[dict[str, Any] | None, AdapterGap]],
+                   limits: str = "") -> RecipeResult:
+    """A recipe's result from its points' outcomes: each a PointResult, or (point, gap) where the
+    adapter could not drive the recipe (point None: before any point, e.g. loading it). Any gap
+    makes the recipe NOT VERIFIED (adapter), naming the first gap and how many points it hit; the
+    points that did plan keep their verdicts."""
+    points: list[PointResult] = []
+    gaps: list[tuple[dict[str, Any] | None, AdapterGap]] = []
+    for outcome in outcomes:
+        if isinstance(outcome, PointResult):
+            points.append(outcome)
+        else:
+            gaps.append(outcome)
+    if not gaps:
+        return RecipeResult(recipe, tuple(points), None, limits)
+    at, first = gaps[0]
+    reason = str(first)
+    if at is not None:
+        axes = " ".join(f"{k}={v}" for k, v in at.items())
+        reason += f" (at {axes}; {len(gaps)} of {len(gaps) + len(points)} points)"
+    return RecipeResult(recipe, tuple(points), reason, limits, adapter=True)
 
 
 def from_refusal(recipe: str, point: dict[str, Any], message: str, unsupported: bool, replay: str,

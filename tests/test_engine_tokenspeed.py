@@ -76,16 +76,27 @@ def edited_copy(installed: loader.Source, folder: Path, path: str, old: str, new
     return folder
 
 
-def test_planning_through_a_replaced_kernel_module_is_exit_2_naming_it(installed, tmp_path) -> None:
+def test_planning_through_a_replaced_kernel_module_is_that_recipes_adapter_gap(installed, tmp_path) -> None:
     """A recipe that asks the GPU kernel package a layout question cannot be verified by
-    guessing: the command stops with one line naming the module and the name."""
+    guessing: that recipe is NOT VERIFIED (adapter), naming the engine's line that asked and the
+    name asked for, and the other recipes are still planned and checked (exit 1, not 2)."""
     asks = ("        from tokenspeed_kernel.ops.attention.kda import kda_recurrent_layout\n"
             "        if kda_recurrent_layout():\n            pass\n")
     edited_copy(installed, tmp_path, f"{RECIPES}/kimi_k3.py", PACKING_HOOK, asks + PACKING_HOOK)
-    proc = verify("engine", "tokenspeed", "--engine-path", str(tmp_path), "--recipe", "kimi_k3", "--tp", "8")
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert proc.stderr.count("\n") == 1
-    assert "tokenspeed_kernel.ops.attention.kda.kda_recurrent_layout" in proc.stderr
+    proc = verify("engine", "tokenspeed", "--engine-path", str(tmp_path), "--recipe", "kimi_k3", "mla", "--tp", "8",
+                  "--json")
+    assert proc.returncode == 1, proc.stdout[-1500:] + proc.stderr
+    doc = json.loads(proc.stdout)
+    k3, mla = doc["recipes"]
+    assert not k3["verified"] and k3["reason"].startswith("adapter: tokenspeed/runtime/layers/attention/kv_cache/"
+                                                           "recipes/kimi_k3.py:")
+    assert "`if kda_recurrent_layout():`" in k3["reason"]
+    assert "tokenspeed_kernel.ops.attention.kda.kda_recurrent_layout" in k3["reason"]
+    assert "6 of 6 points" in k3["reason"] and k3["points"] == []
+    assert mla["verified"] and {p["verdict"] for p in mla["points"]} == {"ok"}
+    assert ["tokenspeed", "0.1.1", "kimi_k3", "", "not_verified_adapter"] in doc["new_findings"]
+    text = verify("engine", "tokenspeed", "--engine-path", str(tmp_path), "--recipe", "kimi_k3", "--tp", "8")
+    assert text.returncode == 1 and "kimi_k3: NOT VERIFIED (adapter): tokenspeed/runtime/" in text.stdout
 
 
 # ---------------------------------------------------------------- bound plans are affine in N
@@ -495,21 +506,53 @@ def test_a_gpu_question_is_an_assumption_and_a_declined_gpu_is_unsupported_there
 # ---------------------------------------------------------------- how an engine's failure is judged
 
 
-@pytest.mark.parametrize("raised, verdict, exit_code", [
-    ("ValueError('no K3 packing for this tp')", "boots", 1),  # refuses a point it claims to support
-    ("NotImplementedError('no verified packing for tp 8')", "unsupported", 1),  # declared: new vs baseline
-    ("AssertionError('kvproof cannot judge this')", None, 2),  # undeclared: no verdict, one line
+@pytest.mark.parametrize("raised, verdict, message", [
+    ("ValueError('no K3 packing for this tp')", "boots", "no K3 packing for this tp"),  # refuses a supported point
+    ("NotImplementedError('no verified packing for tp 8')", "unsupported", "no verified packing"),  # declared
+    # The engine's own assertion: boots too, its type named.
+    ("AssertionError('the engine asserts this')", "boots", "AssertionError: the engine asserts this"),
 ])
-def test_what_the_recipe_raises_decides_the_verdict(installed, tmp_path, raised, verdict, exit_code) -> None:
+def test_what_the_engines_code_raises_decides_the_verdict(installed, tmp_path, raised, verdict, message) -> None:
     edited_copy(installed, tmp_path, f"{RECIPES}/kimi_k3.py", PACKING_HOOK, f"        raise {raised}\n" + PACKING_HOOK)
     proc = verify("engine", "tokenspeed", "--engine-path", str(tmp_path), "--recipe", "kimi_k3", "--tp", "8",
                   "--drafts", "0", "--dtype", "fp8", "--json")
-    assert proc.returncode == exit_code, proc.stdout[-1500:] + proc.stderr
-    if verdict is None:
-        assert proc.stderr.count("\n") == 1 and "AssertionError: kvproof cannot judge this" in proc.stderr
-        return
-    (point,) = json.loads(proc.stdout)["recipes"][0]["points"]
-    assert point["property"] == verdict and raised.split("'")[1] in point["message"]
+    assert proc.returncode == 1, proc.stdout[-1500:] + proc.stderr
+    (recipe,) = json.loads(proc.stdout)["recipes"]
+    (point,) = recipe["points"]
+    assert point["property"] == verdict and message in point["message"]
+    # A recipe every point of which is refused proves nothing: NOT VERIFIED, but not the adapter's.
+    assert recipe["reason"] == (None if verdict == "boots" else "every point refused as unsupported")
+    assert point["replay"].startswith("verify engine tokenspeed --recipe kimi_k3 --tp 8 --dtype fp8 --drafts 0")
+
+
+def test_an_exception_of_the_engine_that_is_no_refusal_is_no_verdict(installed, tmp_path) -> None:
+    """A TypeError or AttributeError from the engine's recipe is no refusal: kvproof cannot tell an
+    engine bug from an input it handed the engine wrongly, so the recipe is NOT VERIFIED (adapter)
+    naming the engine's line, never a boots finding a baseline could keep."""
+    edited_copy(installed, tmp_path, f"{RECIPES}/kimi_k3.py", PACKING_HOOK,
+                "        raise AttributeError('a recipe bug')\n" + PACKING_HOOK)
+    code, doc = _run_copy(tmp_path, "--recipe", "kimi_k3", "--tp", "8", "--drafts", "0", "--dtype", "fp8")
+    (k3,) = doc["recipes"]
+    assert code == 1 and k3["points"] == [] and k3["reason"].startswith(f"adapter: tokenspeed/{RECIPES}/kimi_k3.py:")
+    assert ("`raise AttributeError('a recipe bug')`: the engine's code raised AttributeError: a recipe bug"
+            in k3["reason"])
+
+
+def test_a_value_error_of_kvproofs_adapter_is_an_adapter_gap_not_boots(installed, monkeypatch) -> None:
+    """Who raised decides, not the exception's type: a ValueError in kvproof's own adapter code (here
+    the K3 profile's config derivation) makes that recipe NOT VERIFIED (adapter) naming kvproof's
+    line, where the same ValueError raised by the engine's recipe is a boots finding (the test
+    above); the other recipe of the run is planned and checked."""
+    from kvproof.engines.tokenspeed import kimi_k3
+
+    monkeypatch.setattr(kimi_k3, "hf_text_config", lambda config: int("four"))
+    run = engine.run(installed, ["kimi_k3", "mla"], {"tp": [8], "drafts": [0], "dtype": ["fp8"]})
+    k3, mla = run.recipes
+    assert k3.adapter and k3.points == () and k3.baseline_property == "not_verified_adapter"
+    assert k3.not_verified is not None and k3.not_verified.startswith("engines/tokenspeed/kimi_k3.py:")
+    assert "ValueError: invalid literal for int() with base 10: 'four' (at tp=8 dtype=fp8 drafts=0; 1 of 1" in (
+        k3.not_verified)
+    assert not mla.adapter and [p.verdict for p in mla.points] == ["ok"]
 
 
 def test_a_seam_the_recipe_forgot_is_a_boots_counterexample_not_a_refusal(installed, tmp_path) -> None:
@@ -524,13 +567,147 @@ def test_a_seam_the_recipe_forgot_is_a_boots_counterexample_not_a_refusal(instal
 
 
 def test_a_release_without_a_module_a_recipe_needs_marks_that_recipe_only(installed, monkeypatch) -> None:
-    """tokenspeed 0.1.0 has the qwen_gdn recipe but no configs/linear_attn.py, which kvproof's
-    qwen_gdn profile builds with: that recipe is NOT VERIFIED with the reason, and the others run."""
+    """A module a profile loads that this release lacks: that recipe is NOT VERIFIED (adapter),
+    naming the import, and the others run."""
     profile = engine.PROFILES["qwen_gdn"]
     missing = dataclasses.replace(profile, modules=(*profile.modules, "configs.not_in_this_release"))
     monkeypatch.setitem(engine.PROFILES, "qwen_gdn", missing)
     run = engine.run(installed, ["qwen_gdn", "mla"], {"tp": [8]})
     by_name = {r.recipe: r for r in run.recipes}
-    assert by_name["qwen_gdn"].not_verified is not None and "cannot load" in by_name["qwen_gdn"].not_verified
-    assert "configs.not_in_this_release" in by_name["qwen_gdn"].not_verified
+    gap = by_name["qwen_gdn"]
+    assert gap.adapter and gap.not_verified is not None and gap.points == ()
+    assert gap.not_verified.startswith("import tokenspeed.runtime.layers.attention.configs.not_in_this_release: ")
     assert by_name["mla"].not_verified is None and {p.verdict for p in by_name["mla"].points} == {"ok"}
+
+
+# ---------------------------------------------------------------- whose code raised (engines/verdict.py)
+
+
+def _raised(code: str, filename: str) -> BaseException:
+    """An exception raised by `code` written to `filename` (an engine's or kvproof's file)."""
+    Path(filename).parent.mkdir(parents=True, exist_ok=True)
+    Path(filename).write_text(code)
+    namespace: dict[str, Any] = {}
+    exec(compile(code, filename, "exec"), namespace)
+    try:
+        namespace["main"]()
+    except Exception as err:
+        return err
+    raise AssertionError("the code did not raise")
+
+
+def test_blame_is_the_innermost_frame_of_the_engine_or_kvproof_whatever_the_type(tmp_path) -> None:
+    from kvproof.engines import verdict
+
+    engine_dir, adapter_dir = tmp_path / "tokenspeed", tmp_path / "kvproof"
+    engine_file, adapter_file = str(engine_dir / "recipe.py"), str(adapter_dir / "build.py")
+    # The engine raising a ValueError, and an AttributeError: the engine's.
+    for error in ("ValueError('refused')", "AttributeError('bug')"):
+        err = _raised(f"def main():\n    raise {error}\n", engine_file)
+        b = verdict.blame(err, [engine_dir], [adapter_dir])
+        assert b.engine and b.frame is not None and b.frame.filename == engine_file
+    # kvproof's adapter raising the same ValueError: the adapter's, named by its line.
+    err = _raised("def main():\n    raise ValueError('refused')\n", adapter_file)
+    b = verdict.blame(err, [engine_dir], [adapter_dir])
+    assert not b.engine and verdict.where(b) == "kvproof/build.py:2 `raise ValueError('refused')`"
+    gap = verdict.gap(err, b)
+    assert (gap.call, gap.why) == ("kvproof/build.py:2 `raise ValueError('refused')`", "ValueError: refused")
+    # Frames of neither (torch, the standard library) are passed over: the engine calling json is the engine.
+    err = _raised("import json\ndef main():\n    json.loads('{')\n", engine_file)
+    assert verdict.blame(err, [engine_dir], [adapter_dir]).engine
+    # A stand-in used by the engine's code: the adapter's, named by the engine's line that used it.
+    from kvproof.engines.stubs import Unavailable
+
+    namespace: dict[str, Any] = {"u": Unavailable("server_args.max_num_seqs", "capacity only")}
+    Path(engine_file).write_text("def main():\n    return u + 1 > 0\n")
+    exec(compile(Path(engine_file).read_text(), engine_file, "exec"), namespace)
+    with pytest.raises(StubUsed) as stub:
+        namespace["main"]()
+    b = verdict.blame(stub.value, [engine_dir], [adapter_dir])
+    assert not b.engine and b.frame is not None and b.frame.filename == engine_file
+    # No frame of either: kvproof cannot say the engine raised.
+    assert not verdict.blame(ValueError("no traceback"), [engine_dir], [adapter_dir]).engine
+
+
+def test_judge_is_the_shared_entry_for_any_adapter(tmp_path) -> None:
+    """verdict.judge: the engine's refusal is the point's verdict (refused for a declared type,
+    boots for a ValueError or assertion), any other exception of the engine's and every one of
+    kvproof's an AdapterGap; adapter_result makes a recipe of the outcomes."""
+    from kvproof.engines import verdict
+
+    engine_dir, ours_dir = [tmp_path / "engine"], [tmp_path / "engines"]
+    point = {"tp": 8}
+    refused = verdict.judge("r", point, _raised("def main():\n    raise NotImplementedError('no')\n",
+                                                 str(tmp_path / "engine/a.py")), "replay", engine_dir, adapter=ours_dir)
+    boots = verdict.judge("r", point, _raised("def main():\n    assert False, 'k'\n", str(tmp_path / "engine/b.py")),
+                          "replay", engine_dir, adapter=ours_dir)
+    bug = verdict.judge("r", point, _raised("def main():\n    raise KeyError('k')\n", str(tmp_path / "engine/c.py")),
+                        "replay", engine_dir, adapter=ours_dir)
+    ours = verdict.judge("r", point, _raised("def main():\n    raise ValueError('v')\n",
+                                              str(tmp_path / "engines/x.py")), "replay", engine_dir, adapter=ours_dir)
+    assert isinstance(refused, verdict.PointResult) and refused.verdict == "refused"
+    assert isinstance(boots, verdict.PointResult) and boots.findings[0] == verdict.Finding("boots", "AssertionError: k")
+    assert isinstance(bug, verdict.AdapterGap) and bug.why.startswith("the engine's code raised KeyError: 'k'")
+    assert isinstance(ours, verdict.AdapterGap) and ours.why == "ValueError: v"
+    result = verdict.adapter_result("r", [boots, ({"tp": 16}, ours)])
+    assert result.adapter and result.points == (boots,) and result.baseline_property == "not_verified_adapter"
+    assert result.not_verified == "engines/x.py:2 `raise ValueError('v')`: ValueError: v (at tp=16; 1 of 2 points)"
+    assert result.as_dict()["reason"].startswith("adapter: engines/x.py:2")
+    assert verdict.adapter_result("r", [boots]).not_verified is None
+
+
+# ---------------------------------------------------------------- a revision kvproof cannot drive, or does not support
+
+
+def _run_copy(tmp_path: Path, *args: str) -> tuple[int, dict]:
+    proc = verify("engine", "tokenspeed", "--engine-path", str(tmp_path), *args, "--json")
+    assert proc.returncode in (0, 1), proc.stdout[-1500:] + proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def test_recipes_that_do_not_import_are_each_not_verified_adapter(installed, tmp_path) -> None:
+    """A revision without configs/linear_attn.py whose recipes still import it: the recipe list is
+    read from setup.py's source, every recipe is NOT VERIFIED (adapter) with the import that
+    failed, and the run is a verdict (exit 1), not exit 2."""
+    shutil.copytree(installed.package_dir, tmp_path / "tokenspeed", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "tokenspeed/runtime/layers/attention/configs/linear_attn.py").unlink()
+    code, doc = _run_copy(tmp_path, "--recipe", "kimi_k3", "msa")
+    k3, msa = doc["recipes"]
+    assert code == 1 and k3["reason"].startswith(
+        "adapter: import tokenspeed.runtime.layers.attention.kv_cache.recipes.setup: ")
+    assert "configs.linear_attn" in k3["reason"]
+    assert msa["reason"] == "no published config and domain for this family in kvproof yet"
+
+
+def test_a_release_without_the_recipes_package_is_unsupported_exit_2(installed, tmp_path) -> None:
+    """tokenspeed 0.1.0 (PyPI) predates the one-pipeline-per-family recipes: one line, exit 2."""
+    shutil.copytree(installed.package_dir, tmp_path / "tokenspeed", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.rmtree(tmp_path / f"tokenspeed/{RECIPES}")
+    proc = verify("engine", "tokenspeed", "--engine-path", str(tmp_path))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "error: unsupported: tokenspeed " in proc.stderr and "kv_cache/recipes/setup.py" in proc.stderr
+
+
+# ---------------------------------------------------------------- what is never baselined
+
+
+def test_an_adapter_gap_is_never_baselined(tmp_path) -> None:
+    gap = [("tokenspeed", "0.1.1", "qwen_gdn", "", "not_verified_adapter")]
+    assert baseline.compare(gap, {*gap}, "tokenspeed", "0.1.1", {("qwen_gdn", "")}).new == gap  # always new
+    with pytest.raises(ValueError, match="never baselined: qwen_gdn"):
+        baseline.dump(gap)
+    listed = tmp_path / "listed.json"
+    listed.write_text(json.dumps({"findings": [dict(zip(baseline.FIELDS, gap[0], strict=True))]}))
+    with pytest.raises(ConfigError, match=r"not_verified_adapter \(qwen_gdn\): kvproof's adapter failing is never"):
+        baseline.load(listed)
+
+
+def test_write_baseline_refuses_an_adapter_gap_naming_the_recipes(installed, tmp_path) -> None:
+    asks = ("        from tokenspeed_kernel.ops.attention.kda import kda_recurrent_layout\n"
+            "        if kda_recurrent_layout():\n            pass\n")
+    edited_copy(installed, tmp_path, f"{RECIPES}/kimi_k3.py", PACKING_HOOK, asks + PACKING_HOOK)
+    out = tmp_path / "written.json"
+    proc = verify("engine", "tokenspeed", "--engine-path", str(tmp_path), "--recipe", "kimi_k3", "mla", "--tp", "8",
+                  "--write-baseline", str(out))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and not out.exists()
+    assert "NOT VERIFIED (adapter) is never baselined" in proc.stderr and "drive kimi_k3 at tokenspeed" in proc.stderr

@@ -2,6 +2,13 @@
 
 The recipe list is the engine's own registry (recipes/setup.py `_RECIPES`), so a recipe added
 upstream shows up here as NOT VERIFIED until kvproof can plan it, rather than being skipped.
+
+One recipe's trouble is that recipe's verdict: where kvproof's adapter cannot drive a recipe at
+this revision (a module that does not load, an entry or attribute it relies on missing, a call
+shape changed, a stand-in used), that recipe is NOT VERIFIED (adapter) with the call that failed
+and why, and every other recipe is still planned and checked. Only bad input (an unknown recipe
+or axis value, no tokenspeed at --engine-path, a release without the recipes package) ends the
+run (EngineError, exit 2).
 """
 
 from __future__ import annotations
@@ -20,8 +27,17 @@ from typing import Any
 from kvproof.engines import verdict
 from kvproof.engines.interface import Adapter, EngineAdapter
 from kvproof.engines.stubs import StubUsed
-from kvproof.engines.tokenspeed import deepseek_v4, kimi_k3, loader, mutants, nemotron_h, ordinary, pipeline, qwen35
-from kvproof.engines.verdict import EngineError, EngineRun, PointResult, RecipeResult
+from kvproof.engines.tokenspeed import (
+    deepseek_v4,
+    kimi_k3,
+    loader,
+    mutants,
+    nemotron_h,
+    ordinary,
+    pipeline,
+    qwen35,
+)
+from kvproof.engines.verdict import AdapterGap, EngineError, EngineRun, PointResult, RecipeResult
 
 ENGINE = "tokenspeed"
 BASELINE = Path(__file__).with_name("baseline.json")  # the known findings of the released version
@@ -54,9 +70,39 @@ PROFILES: dict[str, Profile] = {
 }
 
 
-def registered(source: loader.Source) -> tuple[str, ...]:
-    """The families the engine registers, in its own order."""
-    return tuple(loader.load(source, ("setup",))["setup"]._RECIPES)
+NO_CONFIG = "no published config and domain for this family in kvproof yet"
+SETUP = Path("runtime/layers/attention/kv_cache/recipes/setup.py")
+FIRST = "tokenspeed's one-pipeline-per-family recipes (upstream #1117, 2026-08-17) and later"
+
+
+def registered(source: loader.Source) -> tuple[tuple[str, ...], AdapterGap | None]:
+    """The families the engine registers, in its own order (`setup._RECIPES`), and the gap that
+    keeps kvproof from importing that module, if one does (the families are then read from its
+    source, and each is NOT VERIFIED (adapter) with that gap). A release without the recipes
+    package at all is not supported (exit 2)."""
+    if not (source.package_dir / SETUP).is_file():
+        raise loader.SourceError(f"unsupported: {source.describe()} has no {SETUP}; kvproof plans {FIRST}")
+    try:
+        return tuple(loader.load(source, ("setup",))["setup"]._RECIPES), None
+    except (loader.SourceError, AttributeError, StubUsed, AdapterGap) as err:
+        gap = AdapterGap(f"import {loader.RECIPES}.setup", f"{type(err).__name__}: {verdict.one_line(err)}")
+        return _declared_families(source.package_dir / SETUP, err), gap
+
+
+def _declared_families(path: Path, err: Exception) -> tuple[str, ...]:
+    """The string keys of setup.py's `_RECIPES = {...}`, read from its source."""
+    import ast
+
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if not isinstance(node, ast.AnnAssign | ast.Assign):
+            continue
+        target = node.target if isinstance(node, ast.AnnAssign) else node.targets[0]
+        if isinstance(target, ast.Name) and target.id == "_RECIPES" and isinstance(node.value, ast.Dict):
+            keys = tuple(k.value for k in node.value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str))
+            if keys:
+                return keys
+    raise loader.SourceError(f"{path}: cannot import it ({type(err).__name__}: {verdict.one_line(err)}) and its "
+                             "_RECIPES table is no literal dict kvproof can read the families from")
 
 
 def configs(profile: Profile) -> dict[str, dict]:
@@ -74,8 +120,8 @@ def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Seq
         return run(source, recipes, only, engine_path, padding_bound)
     except loader.SourceError as err:
         raise EngineError(str(err)) from None
-    except StubUsed as err:
-        raise EngineError(f"{err}; the adapter must model this before the point can be checked") from None
+    except (StubUsed, AdapterGap) as err:  # outside any one recipe (its gaps are its verdict): no verdict at all
+        raise EngineError(f"{err}; the adapter must model this first") from None
 
 
 def run(source: loader.Source, recipes: Sequence[str] | None = None,
@@ -84,7 +130,7 @@ def run(source: loader.Source, recipes: Sequence[str] | None = None,
     """Every point of every chosen recipe; `only` narrows axes ({"tp": [8], "dtype": None, ...})."""
     start = time.perf_counter()
     source = mutants.mutated(source)
-    families = registered(source)
+    families, trouble = registered(source)
     unknown = sorted(set(recipes or ()) - set(families))
     if unknown:
         raise loader.SourceError(f"{source.describe()} registers no recipe {unknown[0]!r}; it has: "
@@ -94,24 +140,29 @@ def run(source: loader.Source, recipes: Sequence[str] | None = None,
     for family in recipes or families:
         profile = PROFILES.get(family)
         if profile is None:
-            results.append(RecipeResult(family, (), "no published config and domain for this family in kvproof yet"))
-            continue
-        try:
-            points = tuple(_points(source, family, profile, only or {}, engine_path, padding_bound))
-        except loader.SourceError as err:  # this release lacks a module the profile plans with
-            results.append(RecipeResult(family, (), f"cannot load: {err}"))
-            continue
-        if points and all(p.verdict == "refused" for p in points):
-            results.append(RecipeResult(family, points, "every point refused as unsupported", profile.limits))
-            continue
-        results.append(RecipeResult(family, points, None, profile.limits))
-    planned = [r for r in results if r.recipe in PROFILES and not (r.not_verified or "").startswith("cannot")]
+            results.append(RecipeResult(family, (), NO_CONFIG))
+        elif trouble is not None:
+            results.append(verdict.adapter_result(family, [(None, trouble)], profile.limits))
+        else:
+            results.append(_recipe(source, family, profile, only or {}, engine_path, padding_bound))
+    planned = [r for r in results if r.recipe in PROFILES and not r.adapter]
     if planned and not any(r.points for r in planned):
         example = PROFILES[planned[0].recipe]
         raise EngineError(f"no point of {', '.join(r.recipe for r in planned)} matches the narrowing; points look "
                           "like: " + "; ".join(_describe(p) for p in example.points(configs(example))[:4]) + " ...")
     return EngineRun(ENGINE, source.version, source.describe(), source.commit, tuple(results),
                      time.perf_counter() - start)
+
+
+def _recipe(source: loader.Source, family: str, profile: Profile, only: dict[str, Sequence[Any] | None],
+            engine_path: str | None, padding_bound: Fraction | None) -> RecipeResult:
+    """One recipe: its points' verdicts, or NOT VERIFIED (adapter) where kvproof's adapter could
+    not drive it at this revision (loading it, or at any point)."""
+    outcomes = _points(source, family, profile, only, engine_path, padding_bound)
+    result = verdict.adapter_result(family, outcomes, profile.limits)
+    if not result.adapter and result.points and all(p.verdict == "refused" for p in result.points):
+        return dataclasses.replace(result, not_verified="every point refused as unsupported")
+    return result
 
 
 def _check_narrowing(chosen: Sequence[Profile], only: dict[str, Sequence[Any] | None]) -> None:
@@ -135,23 +186,43 @@ def _check_narrowing(chosen: Sequence[Profile], only: dict[str, Sequence[Any] | 
 
 
 def plan(source: loader.Source, family: str, point: dict[str, Any]) -> pipeline.Planned | pipeline.Refused:
-    """One point through the engine's own recipe (tests and the differential use this)."""
+    """One point through the engine's own recipe (tests and the differential use this); an
+    AdapterGap propagates."""
     profile = PROFILES[family]
-    return _plan(profile, loader.load(source, profile.modules), configs(profile), point)
+    modules = loader.load(source, profile.modules)
+    return _plan(profile, modules, configs(profile), point, source.package_dir)
 
 
 def _plan(profile: Profile, modules: dict[str, types.ModuleType], published: dict[str, dict],
-          point: dict[str, Any]) -> pipeline.Planned | pipeline.Refused:
+          point: dict[str, Any], engine: Path) -> pipeline.Planned | pipeline.Refused:
     """The recipe at `point`, with the point's assumptions the only answers a switch can give."""
     loader.ASSUMED.point(dict(pair.split("=", 1) for pair in point.get("assume", "").split(",") if pair))
-    return pipeline.run(lambda: profile.build(modules, published, point), modules["plan"])
+    return pipeline.run(lambda: profile.build(modules, published, point), modules["plan"], engine)
+
+
+Outcome = PointResult | tuple[dict[str, Any] | None, AdapterGap]
+
+
+def _load(source: loader.Source, profile: Profile) -> dict[str, types.ModuleType]:
+    """The modules a profile plans with; whatever fails is an AdapterGap."""
+    try:
+        modules = loader.load(source, profile.modules)
+    except loader.LoadError as err:
+        raise AdapterGap(f"import {err.module}", verdict.one_line(err).partition(": cannot import ")[2]
+                         or verdict.one_line(err)) from None
+    except (StubUsed, AdapterGap) as err:  # a module's top level used a stand-in
+        raise verdict.gap(err, verdict.blame(err, (source.package_dir,), stand_ins=pipeline.STAND_INS)) from None
+    return modules
 
 
 def _points(source: loader.Source, family: str, profile: Profile, only: dict[str, Sequence[Any] | None],
-            engine_path: str | None, padding_bound: Fraction | None) -> list[PointResult]:
-    modules = loader.load(source, profile.modules)
+            engine_path: str | None, padding_bound: Fraction | None) -> list[Outcome]:
+    try:
+        modules = _load(source, profile)
+    except AdapterGap as gap:
+        return [(None, gap)]
     published = configs(profile)
-    out = []
+    out: list[Outcome] = []
     # Points whose plans are identical (DeepSeek-V4's layout reads neither tp nor the cache
     # dtype) share one check: it is a function of the documents alone, within this run.
     checked: dict[str, PointResult] = {}
@@ -164,12 +235,10 @@ def _points(source: loader.Source, family: str, profile: Profile, only: dict[str
                            *([f"--engine-path {engine_path}"] if engine_path else []),
                            *([f"--max-padding {float(padding_bound)}"] if padding_bound is not None else [])])
         try:
-            outcome = _plan(profile, modules, published, point)
-        except StubUsed:
-            raise
-        except Exception as err:  # the engine broke in a way it does not declare: no verdict
-            raise EngineError(f"{family} at {_describe(point)}: {type(err).__name__}: "
-                              f"{' '.join(str(err).split())[:300]}") from None
+            outcome = _plan(profile, modules, published, point, source.package_dir)
+        except AdapterGap as gap:  # kvproof's adapter could not drive the recipe here: no verdict
+            out.append((point, gap))
+            continue
         if isinstance(outcome, pipeline.Refused):
             out.append(verdict.from_refusal(family, point, outcome.message, outcome.unsupported, replay,
                                             outcome.packing))

@@ -285,19 +285,28 @@ def load(source: Source, modules: Sequence[str]) -> dict[str, types.ModuleType]:
     trailing "?" marks a module that older releases lack (left out of the result when absent).
 
     Any tokenspeed imported before is dropped first, so a test can load the installed release and
-    then a checkout (or a mutated copy) in one process.
+    then a checkout (or a mutated copy) in one process. A module that does not import is a
+    LoadError naming it.
     """
     _purge()
     sys.meta_path.insert(0, _Finder(source.package_dir))
-    loaded = {}
-    try:
-        for wanted in modules:
-            name = wanted.rstrip("?")
-            full = (f"{ATTENTION}.{name}" if name.startswith("configs.")
-                    else f"tokenspeed.{name}" if name.startswith("runtime.") else f"{RECIPES}.{name}")
+    loaded: dict[str, types.ModuleType] = {}
+    for wanted in modules:
+        name = wanted.rstrip("?")
+        full = (f"{ATTENTION}.{name}" if name.startswith("configs.")
+                else f"tokenspeed.{name}" if name.startswith("runtime.") else f"{RECIPES}.{name}")
+        try:
             if wanted.endswith("?") and importlib.util.find_spec(full) is None:
                 continue
             loaded[name] = importlib.import_module(full)
-    except ImportError as err:
-        raise SourceError(f"{source.describe()}: cannot import its recipes: {err}") from None
+        except ImportError as err:
+            raise LoadError(full, f"{source.describe()}: cannot import {full}: {err}") from None
     return loaded
+
+
+class LoadError(SourceError):
+    """A module of the engine kvproof plans with does not import from this source."""
+
+    def __init__(self, module: str, message: str) -> None:
+        super().__init__(message)
+        self.module = module

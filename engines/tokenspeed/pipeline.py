@@ -3,8 +3,13 @@
 setup() runs groups -> packing -> pack -> check_layout -> bind (recipes/base.py); we run the
 same stages in the same order with the recipe's own seams, and stop before the parts that size
 the arena from a memory budget (capacity is the scheduler's business, not the layout's). The
-layout is then bound at three parent counts so the caller can show the bound plan is affine in
-N and check it for every N at once.
+layout is then bound at three parent counts so the caller
+can show the bound plan is affine in N and check it for every N at once.
+
+What the recipe raises is judged by whose code raised it (verdict.blame): the engine's code
+refusing the point -> a verdict (`Refused`); kvproof's adapter code (a build step, a stage call
+whose shape changed, a stand-in used), or the engine's code raising what is no refusal -> an
+AdapterGap, raised for the caller to report the recipe under.
 """
 
 from __future__ import annotations
@@ -14,8 +19,10 @@ import traceback
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from kvproof.engines import verdict
 from kvproof.engines.tokenspeed.loader import ASSUMED
 from kvproof.spec import properties as P
 
@@ -23,6 +30,10 @@ from kvproof.spec import properties as P
 # others, up to the largest N the plan allows, confirm it (a cap or threshold in bind shows).
 BIND_AT = (1, 2, 3)
 SEAMS = "kv_cache/recipes/base.py"  # where a seam a recipe forgot to fill raises NotImplementedError
+HERE = Path(__file__).resolve().parent
+# kvproof's files that stand in for what the engine lacks: an exception raised in one is the
+# adapter's even when the engine's code called it (verdict.blame).
+STAND_INS = (verdict.STUBS, HERE / "configs.py", HERE / "loader.py")
 
 
 @dataclass(frozen=True)
@@ -43,14 +54,18 @@ class Refused:
     packing: dict[str, int] | None = None  # the recipe's packing, when it got that far
 
 
-def run(make: Callable[[], Any], plan_module: types.ModuleType) -> Planned | Refused:
+def run(make: Callable[[], Any], plan_module: types.ModuleType, engine: Path) -> Planned | Refused:
     """Plan with the engine's own recipe, built by `make` (the attention configs and the recipe's
-    constructor validate the point too, so their refusals are verdicts like pack's). StubUsed and
-    any other exception propagate.
+    constructor validate the point too, so their refusals are verdicts like pack's). `engine` is
+    the engine's package folder, which tells its frames from kvproof's.
 
-    A ValueError raised after the point's assumed GPU was asked about is the engine declining that
-    GPU ("use --kv-cache-dtype auto on this platform"), reported as unsupported there, not as a
-    refusal of a point the engine claims to support."""
+    An exception the engine's code raised is a verdict: NotImplementedError is the recipe declaring
+    the point unsupported (unless it is a default seam of CacheRecipe: a broken recipe, boots); a
+    ValueError raised after the point's assumed GPU was asked about is the engine declining that
+    GPU ("use --kv-cache-dtype auto on this platform"), unsupported there; any other ValueError or
+    AssertionError is the engine refusing a point it claims to support (boots). Any other exception
+    of the engine's (a TypeError: no refusal kvproof can judge), an exception of kvproof's adapter
+    code, and any StubUsed, are raised as an AdapterGap."""
     packing = None
     try:
         recipe = make()
@@ -65,18 +80,29 @@ def run(make: Callable[[], Any], plan_module: types.ModuleType) -> Planned | Ref
         )
         recipe.check_layout(layout)
         bound = {n: layout.bind(n) for n in bind_at(layout)}
-    except NotImplementedError as err:
+        exact = {field.field_id: field.exact_page_stride for _, fields in groups for field in fields}
+        bound_padding = recipe.max_padding_fraction
+        documents = {n: document(plan, recipe.alignment, bound_padding, exact.__getitem__)
+                     for n, plan in bound.items()}
+    except Exception as err:
+        return _judged(err, engine, packing)
+    return Planned(documents)
+
+
+def _judged(err: Exception, engine: Path, packing: Any) -> Refused:
+    blamed = verdict.blame(err, (engine,), stand_ins=STAND_INS)
+    if not blamed.engine:
+        raise verdict.gap(err, blamed) from err
+    if not isinstance(err, NotImplementedError | ValueError | AssertionError):
+        raise verdict.undeclared(err, blamed) from err
+    if isinstance(err, NotImplementedError):
         # A default seam of CacheRecipe raising means the recipe is broken, not that it declines.
         seam = traceback.extract_tb(err.__traceback__)[-1].filename.endswith(SEAMS)
         return Refused(_one_line(err), not seam, _known(packing))
-    except ValueError as err:
-        if "platform" in ASSUMED.consulted:
-            return Refused(f"on {ASSUMED.values['platform']}: {_one_line(err)}", True, _known(packing))
-        return Refused(_one_line(err), False, _known(packing))
-    exact = {field.field_id: field.exact_page_stride for _, fields in groups for field in fields}
-    bound_padding = recipe.max_padding_fraction
-    return Planned({n: document(plan, recipe.alignment, bound_padding, exact.__getitem__)
-                    for n, plan in bound.items()})
+    message = _one_line(err) if isinstance(err, ValueError) else f"{type(err).__name__}: {_one_line(err)}"
+    if isinstance(err, ValueError) and "platform" in ASSUMED.consulted:
+        return Refused(f"on {ASSUMED.values['platform']}: {message}", True, _known(packing))
+    return Refused(message, False, _known(packing))
 
 
 def bind_at(layout: Any) -> tuple[int, ...]:

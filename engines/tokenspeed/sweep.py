@@ -25,7 +25,7 @@ from typing import Any
 
 from kvproof.engines.stubs import StubUsed
 from kvproof.engines.tokenspeed import engine, kimi_k3, loader, mutants
-from kvproof.engines.verdict import EngineError, PointResult, from_refusal, planned
+from kvproof.engines.verdict import AdapterGap, EngineError, PointResult, from_refusal, planned
 from kvproof.spec.sweep import describe_set
 from kvproof.spec.sweep_family import Family, Member, divisors
 
@@ -98,6 +98,7 @@ class Runner:
     def __init__(self, source: loader.Source, family: Family) -> None:
         profile = engine.PROFILES["kimi_k3"]
         self.family = family
+        self.source = source
         self.modules = loader.load(source, profile.modules)
         self.published = engine.configs(profile)
 
@@ -108,12 +109,9 @@ class Runner:
         loader.ASSUMED.point({})  # K3's path asks no GPU or environment question
         try:
             outcome = engine.pipeline.run(lambda: kimi_k3.build(self.modules, configs, point),
-                                          self.modules["plan"])
-        except StubUsed:
-            raise
-        except Exception as err:  # the engine broke in a way it does not declare: no verdict
-            raise EngineError(f"kimi_k3 at {m.text()}: {type(err).__name__}: "
-                              f"{' '.join(str(err).split())[:300]}") from None
+                                          self.modules["plan"], self.source.package_dir)
+        except AdapterGap as gap:  # kvproof's adapter cannot drive the recipe: no verdict for the family
+            raise EngineError(f"kimi_k3 at {m.text()}: NOT VERIFIED (adapter): {gap}") from None
         replay = m.text()
         if isinstance(outcome, engine.pipeline.Refused):
             return from_refusal("kimi_k3", m.as_dict(), outcome.message, outcome.unsupported, replay, outcome.packing)
@@ -161,8 +159,9 @@ def verify(engine_path: str | None, family: Family, examples: int) -> EngineSwee
         return sweep(mutants.mutated(source), family, examples)
     except loader.SourceError as err:
         raise EngineError(str(err)) from None
-    except StubUsed as err:
-        raise EngineError(f"{err}; the adapter must model this before the family can be checked") from None
+    except (StubUsed, AdapterGap) as err:
+        raise EngineError(f"NOT VERIFIED (adapter): {err}; the adapter must model this before the family can be "
+                          "checked") from None
 
 
 def sweep(source: loader.Source, family: Family, examples: int = 200) -> EngineSweep:
