@@ -688,12 +688,37 @@ def test_a_release_without_the_recipes_package_is_unsupported_exit_2(installed, 
     assert "error: unsupported: tokenspeed " in proc.stderr and "kv_cache/recipes/setup.py" in proc.stderr
 
 
-# ---------------------------------------------------------------- what is never baselined
+# ---------------------------------------------------------------- baselines across versions
 
 
-def test_an_adapter_gap_is_never_baselined(tmp_path) -> None:
-    gap = [("tokenspeed", "0.1.1", "qwen_gdn", "", "not_verified_adapter")]
-    assert baseline.compare(gap, {*gap}, "tokenspeed", "0.1.1", {("qwen_gdn", "")}).new == gap  # always new
+def test_a_baseline_matches_whatever_the_version(installed, tmp_path) -> None:
+    """The gate runs on the engine's main branch plus one change, whose version is not the
+    release's: 0.1.1's baseline still knows K3's bf16 tp 32 boots finding in a 9.9.9 checkout, and
+    the JSON keys keep the run's version."""
+    shutil.copytree(installed.package_dir, tmp_path / "python" / "tokenspeed",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "python" / "pyproject.toml").write_text('[project]\nname = "tokenspeed"\nversion = "9.9.9"\n')
+    proc = verify("engine", "tokenspeed", "--engine-path", str(tmp_path), "--recipe", "kimi_k3", "--tp", "32",
+                  "--dtype", "bfloat16", "--drafts", "0", "--baseline", str(BASELINE), "--json")
+    assert proc.returncode == 0, proc.stdout[-1500:] + proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["version"] == "9.9.9" and doc["new_findings"] == [] and doc["stale"] == []
+    assert doc["baselined"] == [["tokenspeed", "9.9.9", "kimi_k3", "drafts=0,dtype=bfloat16,tp=32", "boots"]]
+
+
+def test_baseline_files_old_and_new_and_what_is_never_baselined(tmp_path) -> None:
+    old = baseline.load(BASELINE)  # kvproof's own file: a version on every entry
+    assert {k[1] for k in old} == {"0.1.1"} and len(old) == 14
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps({"findings": [{"engine": "tokenspeed", "recipe": "msa", "point": "",
+                                              "property": "not_verified"}]}))
+    assert baseline.load(bare) == {("tokenspeed", "", "msa", "", "not_verified")}
+    found = [("tokenspeed", "0.2.0", "msa", "", "not_verified"), ("tokenspeed", "0.2.0", "mla", "", "not_verified")]
+    cmp = baseline.compare(found, baseline.load(bare) | {("vllm", "0.33.0", "x", "", "boots")}, "tokenspeed", "0.2.0",
+                           {("msa", ""), ("mla", ""), ("x", "")})
+    assert cmp.known == found[:1] and cmp.new == found[1:] and cmp.stale == []  # vllm's entry: another engine's
+    gap = [("tokenspeed", "0.2.0", "qwen_gdn", "", "not_verified_adapter")]
+    assert baseline.compare(gap, {*gap}, "tokenspeed", "0.2.0", {("qwen_gdn", "")}).new == gap  # always new
     with pytest.raises(ValueError, match="never baselined: qwen_gdn"):
         baseline.dump(gap)
     listed = tmp_path / "listed.json"
