@@ -243,20 +243,21 @@ def test_points_with_draft_tokens_state_no_bound_as_in_the_contract() -> None:
     assert "padding_bound" in {f.property for f in held.findings}
 
 
-def test_a_vllm_that_moved_an_answer_a_point_needs_is_one_line(monkeypatch) -> None:
-    """Importing a backend answers a point too (the platform, FlashInfer's artifactory check): a
-    vLLM without vllm.utils.flashinfer.has_nvidia_artifactory exits 2 naming it, no traceback."""
+def test_a_vllm_that_moved_an_answer_a_point_needs_is_not_verified_by_the_adapter(monkeypatch) -> None:
+    """Importing a backend answers a point too (the platform, FlashInfer's artifactory check): at a
+    vLLM without vllm.utils.flashinfer.has_nvidia_artifactory the model is NOT VERIFIED (adapter),
+    naming kvproof's line that reached for it, and never a finding."""
     import vllm.utils.flashinfer as flashinfer_utils
 
     monkeypatch.delattr(flashinfer_utils, "has_nvidia_artifactory")
-    proc_error = None
-    try:
-        engine.verify(["qwen3-next-80b-a3b"], [1], ["auto"], None,
-                      assume=["backend=FLASH_ATTN", "mamba_dtype=auto", "prefix=off", "pp=1", "spec=0"])
-    except EngineError as err:
-        proc_error = str(err)
-    assert proc_error is not None and "has_nvidia_artifactory" in proc_error
-    assert "must follow it first" in proc_error and "\n" not in proc_error
+    run = engine.verify(["qwen3-next-80b-a3b"], [1], ["auto"], None,
+                        assume=["backend=FLASH_ATTN", "mamba_dtype=auto", "prefix=off", "pp=1", "spec=0"])
+    (recipe,) = run.recipes
+    assert recipe.adapter and not recipe.points and recipe.not_verified is not None
+    assert "engines/vllm/platform.py:" in recipe.not_verified and "has_nvidia_artifactory" in recipe.not_verified
+    assert "(at tp=1 " in recipe.not_verified and "1 of 1 points" in recipe.not_verified
+    assert baseline.findings(run.engine, run.version, run.recipes) == [
+        ("vllm", run.version, "qwen3-next-80b-a3b", "", "not_verified_adapter")]
 
 
 def test_a_run_narrowed_past_tp_1_still_compares_with_tp_1() -> None:
@@ -275,16 +276,19 @@ def test_a_run_narrowed_past_tp_1_still_compares_with_tp_1() -> None:
     assert len(cmp.known) == 1 and not cmp.new and not cmp.stale
 
 
-def test_a_vllm_whose_planning_api_moved_is_one_line_not_a_finding(monkeypatch) -> None:
-    """A checkout without a function the adapter calls is exit 2 naming it (the adapter must
-    follow that vLLM), never a traceback read as a finding; an attribute missing from vLLM's own
-    objects is not blamed on the layer shells."""
+def test_a_vllm_whose_planning_api_moved_is_not_verified_not_a_finding(monkeypatch) -> None:
+    """A vLLM whose planning functions reach for a name that is gone fails in its own code, but with
+    no refusal (NameError is none): the model is NOT VERIFIED (adapter), naming vLLM's line, never a
+    `boots` finding; an attribute missing from vLLM's own objects is not blamed on the layer shells."""
     import vllm.v1.core.kv_cache_planning as planning
 
     monkeypatch.delattr(planning, "_get_kv_cache_bytes_per_block")
-    with pytest.raises(EngineError, match=r"AttributeError: .*_get_kv_cache_bytes_per_block.*must follow it first"):
-        engine.run(["qwen3-next-80b-a3b"], {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"],
-                                           "backend": ["FLASH_ATTN"], "spec": [0], "pp": [1], "prefix": ["off"]})
+    (recipe,) = engine.run(["qwen3-next-80b-a3b"], {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"],
+                                                   "backend": ["FLASH_ATTN"], "spec": [0], "pp": [1],
+                                                   "prefix": ["off"]}).recipes
+    assert recipe.adapter and not recipe.points and recipe.not_verified is not None
+    assert re.search(r"vllm/v1/core/kv_cache_planning\.py:\d+ .*NameError: .*_get_kv_cache_bytes_per_block",
+                     recipe.not_verified), recipe.not_verified
     shell = planner._shell(QWEN.state_layer_class())
     with pytest.raises(StubUsed, match="which a layer sets in its constructor"):
         planner._check_shell_call(lambda: shell.prefix, "GDN layer state", {"layer": shell})

@@ -181,14 +181,14 @@ class Model:
     layers: Callable[[Any], list[tuple[str, str]]]  # (layer name, "attention" | "state") from the HF config
     prefix_caching: tuple[bool, ...]  # the prefix-caching values kvproof can plan
     limits: str
-    state_spec: tuple[tuple[str, int], ...] = ()  # fields the state layer's own get_kv_cache_spec sets
     draft: str | None = None  # the speculative method of the model's own draft layers (MTP)
     draft_layers: Callable[[Any], list[tuple[str, str]]] = lambda _hf: []  # from the draft's HF config
     speculative: tuple[int, ...] = ()  # num_speculative_tokens values planned (empty: no draft modelled)
     readers: tuple[Reader, ...] = ()  # what reads its state pages (the state layer's kernels, connectors)
-    # What the state layer's constructor sets that planning reads, computed by vLLM's own functions
-    # from the config and the point's platform: (attributes of each layer, spec fields once aligned)
-    state_init: Callable[[Any, bool], dict[str, Any]] | None = None
+    # What the state layer's constructor sets that planning reads (the alignment in align mode, the layer's
+    # own get_kv_cache_spec), computed by vLLM's own functions from the config and the point's platform:
+    # the attributes of each layer shell
+    state_init: Callable[[Any], dict[str, Any]] | None = None
     # the GPUs at which planning asks the CUDA runtime's major version (the state layer's constructor does), so
     # their points carry it as an assumption (cuda_runtime axis)
     cuda_runtime_at: tuple[str, ...] = ()
@@ -256,25 +256,23 @@ def _qwen3_next_mtp_layers(draft: Any) -> list[tuple[str, str]]:
             for i in range(getattr(draft, "num_nextn_predict_layers", 1))]
 
 
-def _qwen_gdn_state(vllm_config: Any, aligned: bool) -> dict[str, Any]:
-    """QwenGatedDeltaNetAttention's constructor (qwen_gdn_linear_attn.py:686-696): the GDN prefill
-    backend is vLLM's _resolve_gdn_prefill_backend of the config on the point's platform (FlashInfer
-    on sm_90, :249), and in align mode a FlashInfer layer exports mid-prefill states every
-    FLASHINFER_GDN_CHECKPOINT_ALIGNMENT tokens (gdn_attn.py:34). Once the block is aligned
-    (`aligned`), the fields its get_kv_cache_spec adds when it exports them (:739-750)."""
-    from vllm.model_executor.layers.mamba import abstract
+def _qwen_gdn_state(vllm_config: Any) -> dict[str, Any]:
+    """QwenGatedDeltaNetAttention's constructor (qwen_gdn_linear_attn.py:686-696 in 0.33.0; :291-292
+    in 0.32.0): the GDN prefill backend is vLLM's _resolve_gdn_prefill_backend of the config on the
+    point's platform (FlashInfer on sm_90, :249), and, in a vLLM whose GDN layer exports mid-prefill
+    states (0.33.0: gdn_attn.py:34 defines FLASHINFER_GDN_CHECKPOINT_ALIGNMENT), in align mode a
+    FlashInfer layer exports them every FLASHINFER_GDN_CHECKPOINT_ALIGNMENT tokens. The layer's own
+    get_kv_cache_spec reads these (and the config it keeps, :688)."""
     from vllm.model_executor.layers.mamba.gdn import qwen_gdn_linear_attn as gdn
-    from vllm.v1.attention.backends.gdn_attn import FLASHINFER_GDN_CHECKPOINT_ALIGNMENT
+    from vllm.v1.attention.backends import gdn_attn
 
     _, backend = gdn._resolve_gdn_prefill_backend(vllm_config)
-    exports = vllm_config.cache_config.mamba_cache_mode == "align" and backend == "flashinfer"
-    if not aligned:
-        return {"gdn_prefill_backend": backend,
-                "_checkpoint_alignment": FLASHINFER_GDN_CHECKPOINT_ALIGNMENT if exports else None}
-    if not exports or abstract.get_mamba_prefill_checkpoint_alignment(vllm_config) is None:
-        return {}
-    return {"num_prefill_checkpoint_blocks": 1,
-            "prefill_checkpoint_alignment": abstract.get_mamba_prefill_checkpoint_grid(vllm_config)}
+    out: dict[str, Any] = {"gdn_prefill_backend": backend, "vllm_config": vllm_config}
+    every = getattr(gdn_attn, "FLASHINFER_GDN_CHECKPOINT_ALIGNMENT", None)
+    if every is not None:
+        exports = vllm_config.cache_config.mamba_cache_mode == "align" and backend == "flashinfer"
+        out["_checkpoint_alignment"] = every if exports else None
+    return out
 
 
 def _kimi_linear_layers(hf: Any) -> list[tuple[str, str]]:
@@ -292,13 +290,12 @@ def _kimi_k3_layers(hf: Any) -> list[tuple[str, str]]:
             for i in range(hf.num_hidden_layers)]
 
 
-def _kimi_k3_kda_state(vllm_config: Any, aligned: bool) -> dict[str, Any]:
+def _kimi_k3_kda_state(vllm_config: Any) -> dict[str, Any]:
     """KimiK3DeltaAttention's constructor picks its KDA prefill backend with vLLM's own
     resolve_kda_prefill_backend (kimi_k3/nvidia/kda.py:824; "auto" unless additional_config names
     one, :819-823) from the layer's head_dim, the model dtype, its recurrent state dtype and the
-    gate's lower bound; FlashKDA on sm_90 with K3's config (:363). Once aligned, the fields its
-    get_kv_cache_spec sets from that backend (kda.py:901-909; kda_checkpoint.py:9: 16 for FlashKDA)."""
-    from vllm.model_executor.layers.mamba.kda_checkpoint import kda_prefill_checkpoint_alignment
+    gate's lower bound; FlashKDA on sm_90 with K3's config (:363). Its get_kv_cache_spec sets the
+    prefill checkpoint fields from that backend (kda.py:901-909)."""
     from vllm.model_executor.layers.mamba.mamba_utils import MambaStateDtypeCalculator
     from vllm.models.kimi_k3.nvidia import kda
     from vllm.platforms import current_platform
@@ -315,12 +312,8 @@ def _kimi_k3_kda_state(vllm_config: Any, aligned: bool) -> dict[str, Any]:
         vllm_config.model_config.dtype, cache.mamba_cache_dtype, cache.mamba_ssm_cache_dtype)[1]
     extra = vllm_config.additional_config
     choice = extra.get("kda_prefill_backend", "auto") if isinstance(extra, dict) else "auto"
-    backend = kda.resolve_kda_prefill_backend(choice, linear["head_dim"], vllm_config.model_config.dtype, recurrent,
-                                              linear.get("gate_lower_bound"))
-    if not aligned:
-        return {"kda_prefill_backend": backend}
-    alignment = kda_prefill_checkpoint_alignment(backend)
-    return {"num_prefill_checkpoint_blocks": int(alignment is not None), "prefill_checkpoint_alignment": alignment}
+    return {"kda_prefill_backend": kda.resolve_kda_prefill_backend(
+        choice, linear["head_dim"], vllm_config.model_config.dtype, recurrent, linear.get("gate_lower_bound"))}
 
 
 def _nemotron_h_layers(hf: Any) -> list[tuple[str, str]]:
@@ -367,8 +360,6 @@ MODELS: dict[str, Model] = {
         "vllm.model_executor.layers.mamba.mamba_mixer2:MambaMixer2", "MAMBA2",  # mamba_mixer2.py:1159
         _nemotron_h_layers, (False, True),
         GQA_LIMITS,
-        # MambaMixer2.get_kv_cache_spec (mamba_mixer2.py:1108): the state is exportable mid-prefill.
-        (("num_prefill_checkpoint_blocks", 1), ("prefill_checkpoint_alignment", 1)),
         readers=(CAUSAL_CONV1D, SELECTIVE_STATE_UPDATE, LMCACHE)),
     "kimi-k3": Model(
         "kimi-k3", "tokenspeed/models/kimi-k3.json", MLA_BACKENDS,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -26,8 +27,8 @@ from typing import Any, Literal
 
 from kvproof.engines import verdict
 from kvproof.engines.interface import Adapter, EngineAdapter
-from kvproof.engines.verdict import EngineError, EngineRun, Finding, PointResult, RecipeResult
-from kvproof.engines.vllm import catalog, mutants, planner
+from kvproof.engines.verdict import EngineError, EngineRun, Finding, PointResult
+from kvproof.engines.vllm import catalog, mutants, planner, platform
 from kvproof.spec.contract import MAX_PADDING
 
 ENGINE = "vllm"
@@ -62,7 +63,19 @@ def points(model: catalog.Model, only: dict[str, Sequence[Any] | None] | None = 
     where planning asks it (the axes are added where they change vLLM's answer), and a backend only at
     the KV-cache dtypes its class declares (vLLM's validate_configuration rejects any other, so the
     platform selects the next backend there: FLASH_ATTN_MLA has no fp8). A backend is narrowed by its
-    name (every GPU) or name@gpu. Only the backends of points left by the narrowing are imported."""
+    name (every GPU) or name@gpu. Only the backends of points left by the narrowing are imported; one
+    that does not import raises."""
+    chosen, gaps = _domain(model, only)
+    if gaps:
+        raise gaps[0][1]
+    return chosen
+
+
+def _domain(model: catalog.Model, only: dict[str, Sequence[Any] | None] | None = None
+            ) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any], verdict.AdapterGap]]]:
+    """points(), and the points of the backends kvproof cannot import at this vLLM, each with the
+    adapter gap its import is (those points' dtypes unfiltered: the class that declares them is what
+    did not load)."""
     def wanted(p: dict[str, Any], axis: str, want: Sequence[Any] | None) -> bool:
         if not want:
             return True
@@ -72,8 +85,15 @@ def points(model: catalog.Model, only: dict[str, Sequence[Any] | None] | None = 
 
     chosen = [p for p in _grid(model) if all(wanted(p, axis, want) for axis, want in (only or {}).items())]
     backends = {b.label: b for b in model.backends}
-    declared = {label: backends[label].load().supported_kv_cache_dtypes for label in {p["backend"] for p in chosen}}
-    return [p for p in chosen if p["dtype"] in declared[p["backend"]]]
+    declared: dict[str, Any] = {}
+    failed: dict[str, verdict.AdapterGap] = {}
+    for label in dict.fromkeys(p["backend"] for p in chosen):
+        try:
+            declared[label] = backends[label].load().supported_kv_cache_dtypes
+        except Exception as err:  # kvproof cannot import the backend's module at this vLLM
+            failed[label] = _gap(err, f"importing {backends[label].path} (backend {label})")
+    return ([p for p in chosen if p["backend"] in declared and p["dtype"] in declared[p["backend"]]],
+            [(p, failed[p["backend"]]) for p in chosen if p["backend"] in failed])
 
 
 def _grid(model: catalog.Model) -> list[dict[str, Any]]:
@@ -115,21 +135,66 @@ def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Seq
     if drafts or models:
         raise EngineError("--drafts and --model do not apply to vllm: --recipe names the model")
     checkout = use_checkout(engine_path) if engine_path else None
+    release = checkout[0] if checkout else version()
+    _supported(release)
     try:
         return run(recipes, {"tp": tps, "dtype": dtypes, **_assumed(assume)}, padding_bound, checkout)
     except EngineError:
         raise
-    except Exception as err:  # importing a backend or answering a point, before any point plans
+    except platform.Unsupported as err:  # this vLLM lacks what the adapter follows (platform.modules)
+        raise EngineError(f"unsupported: vllm {release}: {err}") from None
+    except Exception as err:  # loading vLLM's modules, before any point plans
         raise _adapter_error(err) from None
 
 
+# The oldest vLLM release the adapter follows: it plans 0.30.0 to 0.33.0 through the functions each one's
+# engine core calls (docs/engines/vllm-releases.md). An older release is refused by its version stamp; a
+# checkout without one is planned if it has what the adapter follows, and refused (platform.Unsupported)
+# if it does not.
+OLDEST = (0, 30)
+
+
+def _supported(release: str) -> None:
+    found = re.match(r"(\d+)\.(\d+)", release)
+    if found and (int(found.group(1)), int(found.group(2))) < OLDEST:
+        raise EngineError(f"unsupported: vllm {release} is older than {OLDEST[0]}.{OLDEST[1]}.0, the oldest release "
+                          "kvproof's adapter follows (docs/engines/vllm-releases.md); the hybrid block alignment it "
+                          f"runs entered Platform._align_hybrid_block_size in {platform.ALIGNMENT_SINCE}")
+
+
 def _adapter_error(err: Exception, where: str = "") -> EngineError:
-    """One line for what the adapter cannot plan: a piece it does not model (StubUsed), or a vLLM
-    whose functions moved from 0.33.0's (any other exception that is not a refusal; a checkout)."""
+    """One line for what the adapter cannot plan before any point: a piece it does not model
+    (StubUsed), or a vLLM whose functions moved from the ones it follows (a checkout)."""
     if isinstance(err, planner.StubUsed):
         return EngineError(f"{where}{err}; the adapter must model this first")
-    return EngineError(f"{where}{type(err).__name__}: {_one_line(err)}; kvproof's adapter is written against vLLM "
-                       "0.33.0's functions and this vLLM differs there: the adapter must follow it first")
+    return EngineError(f"{where}{type(err).__name__}: {_one_line(err)}; kvproof's adapter follows vLLM 0.30.0 to "
+                       "0.33.0 and this vLLM differs there: the adapter must follow it first")
+
+
+REFUSALS = (ValueError, NotImplementedError, AssertionError)  # vLLM's own ways of refusing a point
+
+
+def _gap(err: Exception, call: str | None = None) -> verdict.AdapterGap:
+    """The adapter gap an exception is (the call that failed: `call`, or the frame that decided it)."""
+    if isinstance(err, verdict.AdapterGap):
+        return err
+    found = verdict.blame(err, [_package()])
+    if call is not None:
+        return verdict.AdapterGap(f"{call}, at {verdict.where(found)}", f"{type(err).__name__}: {_one_line(err)}")
+    return verdict.gap(err, found)
+
+
+def _judge(err: Exception) -> verdict.AdapterGap | None:
+    """None when vLLM refused the point (one of REFUSALS, raised in vLLM's code: a `boots`
+    counterexample); else the adapter gap it is: kvproof's code failing (a moved function, a call
+    shape, a stand-in used), or vLLM failing in a way that is no refusal (an import, a missing name)."""
+    if isinstance(err, REFUSALS) and verdict.blame(err, [_package()]).engine:
+        return None
+    return _gap(err)
+
+
+def _package() -> Path:
+    return Path(importlib.import_module("vllm").__file__ or "").parent
 
 
 def use_checkout(path: str) -> tuple[str, str, str | None]:
@@ -142,6 +207,9 @@ def use_checkout(path: str) -> tuple[str, str, str | None]:
     if loaded is not None and not Path(loaded.__file__ or "").resolve().is_relative_to(root):
         raise EngineError(f"--engine-path {path}: vllm is already imported from {loaded.__file__}")
     sys.path.insert(0, str(root))
+    # vLLM inspects a model class in a subprocess (model_executor/models/registry.py, _run_in_subprocess),
+    # which must import the checkout too, not the installed wheel
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(root), *filter(None, [os.environ.get("PYTHONPATH")])])
     stamp = root / "vllm" / "_version.py"
     found = re.search(r"""__version__ = version = ['"]([^'"]+)""", stamp.read_text()) if stamp.is_file() else None
     git = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
@@ -158,8 +226,9 @@ def run(recipes: Sequence[str] | None = None, only: dict[str, Sequence[Any] | No
     if unknown:
         raise EngineError(f"kvproof plans no vllm model {unknown[0]!r}; it has: " + ", ".join(catalog.MODELS))
     names = list(recipes or catalog.MODELS)
-    chosen = {name: points(catalog.MODELS[name], only) for name in names}
-    empty = [name for name in names if not chosen[name]]
+    domains = {name: _domain(catalog.MODELS[name], only) for name in names}
+    chosen = {name: domain[0] for name, domain in domains.items()}
+    empty = [name for name in names if not chosen[name] and not domains[name][1]]
     if len(empty) == len(names):
         raise EngineError(_no_point(names, only))
     if recipes and empty:  # a model asked for by name must be planned, or the run says less than asked
@@ -167,11 +236,18 @@ def run(recipes: Sequence[str] | None = None, only: dict[str, Sequence[Any] | No
                           f"{_no_point([empty[0]], only)}")
     results = []
     for name in names:
-        if chosen[name]:
+        if name not in empty:
             model = catalog.MODELS[name]
-            references = _tp1_references(model, chosen[name])
-            checked = cross_tp(_plan_all(model, chosen[name] + references, padding_bound))[:len(chosen[name])]
-            results.append(RecipeResult(name, tuple(checked), None, model.limits))
+            planning = chosen[name] + _tp1_references(model, chosen[name])
+            planned = _plan_all(model, planning, padding_bound)
+            checked = iter(cross_tp([o for o in planned if not isinstance(o, verdict.AdapterGap)]))
+            outcomes: list[PointResult | tuple[dict[str, Any] | None, verdict.AdapterGap]] = [
+                (p, o) if isinstance(o, verdict.AdapterGap) else next(checked)
+                for p, o in zip(planning, planned, strict=True)]
+            # a point kvproof's adapter cannot plan at this vLLM makes its model NOT VERIFIED (adapter); the
+            # tp-1 references (after the chosen points) are not the run's
+            results.append(verdict.adapter_result(name, [*outcomes[:len(chosen[name])], *domains[name][1]],
+                                                  model.limits))
     source = f"vllm {release} ({where}, planned on CPU)"
     if empty:
         source += f", narrowed out: {', '.join(empty)} (no point of theirs matches)"
@@ -214,9 +290,10 @@ def _tp1_references(model: catalog.Model, chosen: list[dict[str, Any]]) -> list[
 
 
 def _plan_all(model: catalog.Model, chosen: list[dict[str, Any]],
-              padding_bound: Bound) -> list[tuple[PointResult, int | None]]:
+              padding_bound: Bound) -> list[tuple[PointResult, int | None] | verdict.AdapterGap]:
+    """Each point's result and block size, or the adapter gap that kept kvproof from planning it."""
     backends = {b.label: b for b in model.backends}
-    out: list[tuple[PointResult, int | None]] = []
+    out: list[tuple[PointResult, int | None] | verdict.AdapterGap] = []
     for p in chosen:
         backend = backends[p["backend"]]
         bound = (None if p.get("spec") else PADDING_BOUND) if padding_bound == CONTRACT else padding_bound
@@ -225,7 +302,7 @@ def _plan_all(model: catalog.Model, chosen: list[dict[str, Any]],
                   + (f" spec={p['spec']}" if "spec" in p else "") + f" pp={p['pp']}"
                   + "".join(f" {axis}={p[axis]}" for axis in ("trtllm", "cuda_runtime") if axis in p))
         ranks: list[tuple[PointResult, planner.Planned]] = []
-        refused = None
+        stopped: PointResult | verdict.AdapterGap | None = None
         for rank in range(p["pp"]):
             try:
                 planned = planner.plan(planner.Point(model, p["tp"], p["dtype"], p["mamba_dtype"],
@@ -233,16 +310,20 @@ def _plan_all(model: catalog.Model, chosen: list[dict[str, Any]],
                                                      p["trtllm"] == "on" if "trtllm" in p else None,
                                                      p.get("cuda_runtime")),
                                        mutants.applied)
-            except (ValueError, NotImplementedError, AssertionError) as err:  # vLLM refused a point it supports
-                where = f"rank {rank}: " if p["pp"] > 1 else ""
-                refused = verdict.from_refusal(model.recipe, p, f"{where}{type(err).__name__}: {_one_line(err)}",
-                                               False, replay)
+            except Exception as err:
+                gap = _judge(err)
+                if gap is None:  # vLLM refused a point it supports
+                    where = f"rank {rank}: " if p["pp"] > 1 else ""
+                    stopped = verdict.from_refusal(model.recipe, p, f"{where}{type(err).__name__}: {_one_line(err)}",
+                                                   False, replay)
+                else:  # not a refusal: a piece the adapter does not model, or a function that moved
+                    stopped = gap
                 break
-            except Exception as err:  # not a refusal: a piece the adapter does not model, or a moved API
-                raise _adapter_error(err, f"{model.recipe} at {_describe(p)}: ") from None
             ranks.append((verdict.planned(model.recipe, p, planned.documents, replay, bound), planned))
-        if refused is not None:
-            out.append((refused, None))
+        if isinstance(stopped, verdict.AdapterGap):
+            out.append(stopped)
+        elif stopped is not None:
+            out.append((stopped, None))
         elif p["pp"] == 1:
             out.append((ranks[0][0], ranks[0][1].block_size))
         else:

@@ -88,13 +88,17 @@ def _page_doubled(original: Callable[..., Any]) -> Callable[..., Any]:
     return broken
 
 
-# fault name -> (dotted module path, attribute or Class.attribute, replacement factory)
+# The module that holds vLLM's planning helpers at this release: the one EngineCore._initialize_kv_caches
+# imports get_kv_cache_configs from (vllm.v1.core.kv_cache_planning in 0.33.0, vllm.v1.core.kv_cache_utils
+# before; platform.engine_core), so a seeded bug there patches whichever module plans.
+PLANNING = "<planning>"
+
+# fault name -> (dotted module path or PLANNING, attribute or Class.attribute, replacement factory)
 PATCHES: dict[str, tuple[str, str, Callable[[Callable[..., Any]], Callable[..., Any]]]] = {
     # _align_hybrid_block_size rounds B = q * ceil(M / (q * A1)) down: the attention page ends up
     # smaller than the state page it must hold (the bug the alignment exists for).
     "vllm_hybrid_block_floor": ("vllm.utils.math_utils", "cdiv", lambda _original: _floor_cdiv),
-    "vllm_state_slab_by_payload": ("vllm.v1.core.kv_cache_planning", "compute_layout_strides",
-                                   _payload_layer_stride),
+    "vllm_state_slab_by_payload": (PLANNING, "compute_layout_strides", _payload_layer_stride),
     "vllm_kernel_gets_raised_block": ("vllm.v1.worker.utils", "select_common_block_size", _manager_block_to_kernel),
     # the same replacement, killed only at FLASHINFER_MLA@sm_100 (ci/mutants.py): FlashInfer's own page limit
     "vllm_flashinfer_mla_gets_raised_block": ("vllm.v1.worker.utils", "select_common_block_size",
@@ -104,8 +108,7 @@ PATCHES: dict[str, tuple[str, str, Callable[[Callable[..., Any]], Callable[..., 
                                           _manager_block_to_kernel),
     "vllm_spec_padding_unwidened": ("vllm.platforms.interface", "Platform._align_hybrid_block_size",
                                     _padding_unwidened),
-    "vllm_split_page_padded": ("vllm.v1.core.kv_cache_planning", "_get_layer_block_stride",
-                               _page_doubled),
+    "vllm_split_page_padded": (PLANNING, "_get_layer_block_stride", _page_doubled),
 }
 
 
@@ -116,12 +119,13 @@ def active() -> list[str]:
 @contextmanager
 def applied(v: Vllm) -> Iterator[None]:
     """Every active vLLM fault's replacement in place for the block, the originals restored after
-    (planner.Patches: each replacement names its own module, so `v` is not read)."""
+    (planner.Patches: a replacement names its module, or PLANNING: `v.planning`)."""
     saved = []
     try:
         for name in active():
             module_path, dotted, factory = PATCHES[name]
-            owner: Any = importlib.import_module(module_path)
+            owner: Any = v.planning if module_path == PLANNING else importlib.import_module(module_path)
+            module_path = owner.__name__
             *path, attr = dotted.split(".")
             for step in path:  # a class of the module (a classmethod is replaced on its class)
                 owner = getattr(owner, step, None)

@@ -2,33 +2,39 @@
 
 What runs is vLLM's: `ModelConfig` reads the published config.json from a folder (offline),
 `VllmConfig` applies the model's own config hooks, `Platform.update_block_size_for_backend`
-(with `_align_hybrid_block_size`) picks the block size, `customize_attention_spec` and
-`MambaSpec` give the per-layer page sizes, `get_kv_cache_groups` unifies and groups them and
-`get_kv_cache_config_from_groups` emits the `KVCacheTensor`s, with the vLLM config current as in
-vLLM's worker. kvproof replaces exactly the answers that need a GPU, a deployment or built layers,
-each loudly (see `CudaAssumed` and `point_answers` in platform.py, and `_LayerShells`): which
-attention backend the CUDA platform selected (the point's `backend` assumption), that the
-platform supports the hybrid KV-cache manager (vllm/platforms/cuda.py:683), the device capability
-(the point's `gpu`), and, only at points that assume them, the CUDA runtime's major version and
-whether FlashInfer's TRTLLM kernels are obtainable (vllm/utils/flashinfer.py:647). Everything
-else it would need raises `StubUsed`, the guarded stand-ins that let three backends' modules
-import on a CPU included (stand_ins.py).
+(with `_align_hybrid_block_size`) picks the block size, the backend's spec hook and each state
+layer's own `get_kv_cache_spec` give the per-layer page sizes, and the KV-cache config is planned
+through the functions `EngineCore._initialize_kv_caches` calls at this release (found from
+core.py's imports, platform.engine_core: `get_kv_cache_configs`, with the whole model grouped
+first by `get_global_kv_cache_groups` where it does so), then placed at each parent count, with
+the vLLM config current as in vLLM's worker. Call shapes follow each function's signature and the
+hooks its classes have, never a version string. kvproof replaces exactly the answers that need a
+GPU, a deployment or built layers, each loudly (see `CudaAssumed` and `point_answers` in
+platform.py, and `_LayerShells`): which attention backend the CUDA platform selected (the point's
+`backend` assumption), that the platform supports the hybrid KV-cache manager
+(vllm/platforms/cuda.py:683), the device capability (the point's `gpu`), and, only at points that
+assume them, the CUDA runtime's major version and whether FlashInfer's TRTLLM kernels are
+obtainable (vllm/utils/flashinfer.py:647). Everything else it would need raises `StubUsed`, the
+guarded stand-ins that let three backends' modules import on a CPU included (stand_ins.py).
 """
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import math
 import re
 import tempfile
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from kvproof.engines.stubs import StubUsed
 from kvproof.engines.vllm.catalog import Backend, Model
-from kvproof.engines.vllm.platform import Vllm, cuda_assumed, modules, point_answers
+from kvproof.engines.vllm.platform import ENTRY, Vllm, cuda_assumed, modules, point_answers
 
 # Replaces vLLM functions for one planning call (the seeded historical bugs): a context manager.
 Patches = Callable[[Vllm], AbstractContextManager[None]]
@@ -130,9 +136,9 @@ def _plan(v: Vllm, point: Point, folder: str, patches: Patches | None) -> Planne
         model_cls, _ = v.models.ModelRegistry.resolve_model_cls(model_config.architecture,
                                                                     model_config=model_config)
         shells = {name: _shell(point.model.state_layer_class()) for name, kind in layers if kind == "state"}
-        if point.model.state_init is not None:  # what each layer's constructor would set, from vLLM's code
-            for shell in shells.values():
-                vars(shell).update(point.model.state_init(vllm_config, False))
+        for shell in shells.values():
+            if point.model.state_init is not None:  # what each layer's constructor would set, from vLLM's code
+                vars(shell).update(point.model.state_init(vllm_config))
         vllm_config.compilation_config.static_forward_context = _LayerShells(shells)
         context = patches(v) if patches else nullcontext()
         # vLLM's worker plans with its config current (worker_base.py:350, :358: initialize_from_config,
@@ -140,20 +146,20 @@ def _plan(v: Vllm, point: Point, folder: str, patches: Patches | None) -> Planne
         with context, config.set_current_vllm_config(vllm_config):
             _check_shell_call(lambda: platform.update_block_size_for_backend(vllm_config),
                               f"{point.model.state_layer_class().__name__} layer state", shells)
-            specs = _specs(v, vllm_config, model_cls, backend, layers, point)
+            specs = _specs(v, vllm_config, model_cls, backend, layers, shells)
             layout_names = [lay.name for lay in v.backend_utils.get_supported_kv_cache_layouts(
                 [backend, point.model.state_backend(v.registry)] if attends
                 else [point.model.state_backend(v.registry)])]
-            layout = v.backend_utils.resolve_kv_cache_layout(vllm_config, [layout_names], list(specs.values()))
+            layout = v.core.calls["resolve_kv_cache_layout"](vllm_config, [layout_names], list(specs.values()))
             attention = [spec for (_, kind), spec in zip(layers, specs.values(), strict=True) if kind == "attention"]
             # what the model runner hands the kernel: a divisor of the block, chosen by this function
-            # when it builds an attention group (vllm/v1/worker/utils.py:295)
-            kernel_tokens = v.worker_utils.select_common_block_size(
-                cache_config.block_size, [backend], attention[:1]) if attention else None
-            groups = v.planning.get_kv_cache_groups(vllm_config, specs)
-            per_block = v.planning._get_kv_cache_bytes_per_block(groups, layout)
-            configs = {n: v.planning.get_kv_cache_config_from_groups(vllm_config, groups, per_block * (n + 1))
-                       for n in BIND_AT}
+            # when it builds an attention group (vllm/v1/worker/utils.py:295), with the group's spec
+            # where it takes one (0.32.0 on)
+            select = v.worker_utils.select_common_block_size
+            kernel_tokens = select(cache_config.block_size, [backend], *(
+                [attention[:1]] if "kv_cache_specs" in inspect.signature(select).parameters else [])
+            ) if attention else None
+            configs = engine_core_configs(v, platform, vllm_config, specs)
         kernels = [{"name": k.name, "tokens": kernel_tokens, "block": k.block, "max_tokens": k.max_tokens,
                     **({"power_of_two": True} if k.power_of_two else {})}
                    for k in point.backend.kernels_at(point.trtllm)] if kernel_tokens else []
@@ -163,30 +169,109 @@ def _plan(v: Vllm, point: Point, folder: str, patches: Patches | None) -> Planne
                        span, attends)
 
 
-def _specs(v: Vllm, vllm_config: Any, model_cls: Any, backend: type,
-           layers: list[tuple[str, str]], point: Point) -> dict[str, Any]:
-    """Each layer's KVCacheSpec, built with vLLM's spec classes from the same inputs the layers'
-    own get_kv_cache_spec reads (attention.py:611, mla_attention.py:1371, mamba/abstract.py:72)."""
+# The engine core's memory for one worker's KV cache, handed to get_kv_cache_configs: any amount whose
+# blocks hold a request of the model's max_model_len passes its admission check (kvproof's models need
+# tens of GB at most), and the plan is then bound at each parent count of BIND_AT as the engine core
+# re-plans a rank at a block count.
+MEMORY = 1 << 40
+
+
+def engine_core_configs(v: Vllm, platform: Any, vllm_config: Any, specs: dict[str, Any]) -> dict[int, Any]:
+    """The KVCacheConfig of each parent count in BIND_AT, planned as EngineCore._initialize_kv_caches
+    plans it, through the functions its core.py imports (platform.engine_core): the specs registered
+    (register_all_kvcache_specs), the whole model grouped first where it does so
+    (get_global_kv_cache_groups, passed only where get_kv_cache_configs takes global_kv_cache_groups),
+    then get_kv_cache_configs for this one worker. Its groups are then placed at N + 1 blocks (the
+    null block) by what get_kv_cache_configs places a rank's groups with at a block count: the
+    platform's KV-cache config builder where the Platform has get_kv_cache_config_builder_cls
+    (0.33.0), else the planning module's get_kv_cache_config_from_groups; each called with a block
+    count or its bytes, as its signature asks."""
+    core = v.core
+    register = core.get("register_all_kvcache_specs")
+    if register is not None:
+        register(vllm_config)
+    entry = core.calls[ENTRY]
+    takes = inspect.signature(entry).parameters
+    args: list[Any] = [vllm_config, [specs], [MEMORY]]
+    if "global_kv_cache_groups" in takes:
+        grouping = core.get("get_global_kv_cache_groups")
+        if grouping is None:
+            raise StubUsed(f"{core.modules[ENTRY]}.{ENTRY} takes global_kv_cache_groups, but {core.source}'s "
+                           "EngineCore._initialize_kv_caches calls no get_global_kv_cache_groups to make them")
+        args.append(grouping(vllm_config, [specs]))
+    (first,) = entry(*args)
+    if not first.kv_cache_tensors:
+        raise StubUsed(f"{ENTRY} planned no KV-cache tensor for a hybrid model (an attention-free plan)")
+    per_block = first.kv_cache_tensors[0].size // first.num_blocks
+    place = _placement(v, platform, vllm_config)
+    counts = inspect.signature(place).parameters
+    if "num_blocks" in counts:
+        return {n: place(vllm_config, first.kv_cache_groups, n + 1) for n in BIND_AT}
+    if "available_memory" in counts:
+        return {n: place(vllm_config, first.kv_cache_groups, (n + 1) * per_block) for n in BIND_AT}
+    raise StubUsed(f"{getattr(place, '__qualname__', place)} takes neither num_blocks nor available_memory "
+                   f"(it takes {', '.join(counts)}); kvproof places the groups at a block count with one of them")
+
+
+def _placement(v: Vllm, platform: Any, vllm_config: Any) -> Callable[..., Any]:
+    """What places a worker's groups at a block count: the Platform's KV-cache config builder, chosen by
+    get_kv_cache_config_builder_cls (a class path; the CUDA platform keeps Platform's default, vLLM's
+    DefaultKVCacheConfigBuilder), or, on a Platform without that hook, the planning module's function."""
+    chooser = getattr(platform, "get_kv_cache_config_builder_cls", None)
+    if chooser is None:
+        return v.planning.get_kv_cache_config_from_groups
+    module, _, name = chooser(vllm_config).rpartition(".")
+    builder = getattr(importlib.import_module(module), name)()
+    return builder.get_kv_cache_config_from_groups
+
+
+# Spec fields kvproof passes only where this vLLM's spec class has them: a layer of a release without
+# the field cannot pass it (MLAAttentionSpec.max_tp_shards, which the MLA layer sets to 1, from 0.31.0).
+WHERE_DECLARED = frozenset({"max_tp_shards"})
+
+
+def _spec(cls: type, **fields: Any) -> Any:
+    declared = set(inspect.signature(cls).parameters)
+    return cls(**{k: value for k, value in fields.items() if k in declared or k not in WHERE_DECLARED})
+
+
+def _specs(v: Vllm, vllm_config: Any, model_cls: Any, backend: Any, layers: list[tuple[str, str]],
+           shells: dict[str, Any]) -> dict[str, Any]:
+    """Each layer's KVCacheSpec. An attention layer's is built with vLLM's spec classes from the
+    inputs its own get_kv_cache_spec reads (attention.py:611, mla_attention.py:1371). A state layer's
+    is the layer class's own get_kv_cache_spec, run on its shell (mamba/abstract.py:72 and each
+    class's override, mamba_mixer2.py:1108, kda.py:901, qwen_gdn_linear_attn.py:739): the shell's
+    state shapes and dtypes are the model class's (get_mamba_state_shape_from_config and
+    get_mamba_state_dtype_from_config, what vLLM's own hybrid alignment sizes the state page by), and
+    anything else it reads of the constructor's state raises StubUsed naming it."""
     kvi, cache, model = v.kvi, vllm_config.cache_config, vllm_config.model_config
     quant = kvi.get_kv_quant_mode(cache.cache_dtype)
     torch_dtype = v.torch_utils.kv_cache_dtype_str_to_dtype(cache.cache_dtype, model)
     if model.use_mla:
-        attention = kvi.MLAAttentionSpec(
-            block_size=cache.block_size, num_kv_heads=1, max_tp_shards=1, head_size=model.get_head_size(),
-            dtype=torch_dtype, cache_dtype_str=cache.cache_dtype, kv_quant_mode=quant)
+        attention = _spec(kvi.MLAAttentionSpec,
+                          block_size=cache.block_size, num_kv_heads=1, max_tp_shards=1, head_size=model.get_head_size(),
+                          dtype=torch_dtype, cache_dtype_str=cache.cache_dtype, kv_quant_mode=quant)
     else:
-        attention = kvi.FullAttentionSpec(
-            block_size=cache.block_size, num_kv_heads=model.get_num_kv_heads(vllm_config.parallel_config),
-            head_size=model.get_head_size(), dtype=torch_dtype, kv_quant_mode=quant)
-    attention = v.worker_utils.customize_attention_spec(backend, attention)
-    state = kvi.MambaSpec(
-        shapes=tuple(model_cls.get_mamba_state_shape_from_config(vllm_config)),
-        dtypes=tuple(model_cls.get_mamba_state_dtype_from_config(vllm_config)),
-        block_size=cache.mamba_block_size, page_size_padded=cache.mamba_page_size_padded,
-        mamba_type=point.model.state_backend_enum(v.registry), mamba_cache_mode=cache.mamba_cache_mode,
-        num_speculative_blocks=vllm_config.num_speculative_tokens,
-        **dict(point.model.state_spec), **(point.model.state_init(vllm_config, True) if point.model.state_init else {}))
-    return {name: attention if kind == "attention" else state for name, kind in layers}
+        attention = _spec(kvi.FullAttentionSpec,
+                          block_size=cache.block_size, num_kv_heads=model.get_num_kv_heads(vllm_config.parallel_config),
+                          head_size=model.get_head_size(), dtype=torch_dtype, kv_quant_mode=quant)
+    # as the GPU model runner hands each attention layer's spec to its backend (get_kv_cache_spec,
+    # gpu_model_runner.py:7111): customize_attention_spec where vllm.v1.worker.utils has it (0.32.0 on,
+    # which also keeps a block splittable into the backend's kernel blocks), else the backend's customize_spec
+    customize = getattr(v.worker_utils, "customize_attention_spec", None)
+    attention = customize(backend, attention) if customize is not None else backend.customize_spec(attention)
+    shapes = tuple(model_cls.get_mamba_state_shape_from_config(vllm_config))
+    dtypes = tuple(model_cls.get_mamba_state_dtype_from_config(vllm_config))
+    out: dict[str, Any] = {}
+    for name, kind in layers:
+        if kind == "attention":
+            out[name] = attention
+            continue
+        shell = shells[name]
+        vars(shell).update(get_state_shape=lambda: shapes, get_state_dtype=lambda: dtypes)
+        out[name] = _check_shell_call(partial(type(shell).get_kv_cache_spec, shell, vllm_config),
+                                      f"{type(shell).__name__}.get_kv_cache_spec", shells)
+    return out
 
 
 def _dtype(torch_dtype: Any) -> str:
@@ -234,7 +319,7 @@ def document(kv_config: Any, layout: Any, parents: int, kernels: list[dict] | No
                                f"{t.block_stride}; kvproof does not translate that yet")
             spec = group.kv_cache_spec
             spec = getattr(spec, "kv_cache_specs", {}).get(name, spec)
-            alignment = math.lcm(alignment, spec.get_block_stride_alignment())
+            alignment = math.lcm(alignment, _stride_alignment(spec))
             fields += _fields(f"{gid}.{name}", gid, plane[0], spec, t.block_stride, kernels or [], readers or [])
     ordered = sorted(planes.items())
     parent = sum(stride for _, (_, stride) in ordered)
@@ -244,6 +329,15 @@ def document(kv_config: Any, layout: Any, parents: int, kernels: list[dict] | No
         "planes": [{"id": pid, "bytes": stride, "arena_offset": base} for base, (pid, stride) in ordered],
         "groups": groups, "fields": fields,
     }
+
+
+def _stride_alignment(spec: Any) -> int:
+    """The bytes a layer's block stride must be a multiple of, read as this vLLM's planner reads it:
+    get_block_stride_alignment() (0.32.0 on, which resolves a MultipleOf), else the spec's
+    block_stride_alignment field, None meaning 1 (0.31.0, _get_kv_cache_bytes_per_block), and 1 where
+    specs have neither (0.30.0 aligns no block stride)."""
+    method = getattr(spec, "get_block_stride_alignment", None)
+    return int(method()) if method is not None else int(getattr(spec, "block_stride_alignment", None) or 1)
 
 
 def _fields(prefix: str, group: str, plane: str, spec: Any, stride: int, kernels: list[dict],

@@ -11,14 +11,17 @@ planner both use it, so it imports neither.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import importlib
+import importlib.util
 import logging
 import os
 import types
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from kvproof.engines.stubs import StubUsed
@@ -36,6 +39,33 @@ class Answers:
     cuda_runtime: int | None = None
 
 
+class Unsupported(Exception):
+    """This vLLM lacks what kvproof's adapter follows (the engine core's planning entry, the
+    platform's block-size hooks): `verify engine` exits 2 with one line, `unsupported: ...`."""
+
+
+# The functions EngineCore._initialize_kv_caches (vllm/v1/engine/core.py) calls to plan the KV cache, by
+# the name core.py imports each under: what the adapter plans through. Required: the engine core's entry
+# and the layout it resolves first; optional: what only some releases call (0.33.0 groups the whole model
+# first, get_global_kv_cache_groups, and passes the groups to get_kv_cache_configs).
+ENTRY = "get_kv_cache_configs"
+REQUIRED = (ENTRY, "resolve_kv_cache_layout")
+OPTIONAL = ("get_global_kv_cache_groups", "register_all_kvcache_specs")
+
+
+@dataclass(frozen=True)
+class EngineCore:
+    """What EngineCore._initialize_kv_caches calls, each resolved as core.py's own import resolves
+    it (read with ast, so core.py and its zmq and msgspec imports are never run)."""
+
+    calls: dict[str, Callable[..., Any]]  # name -> the function core.py imports under that name
+    modules: dict[str, str]  # name -> the module core.py imports it from
+    source: str  # core.py, for messages
+
+    def get(self, name: str) -> Callable[..., Any] | None:
+        return self.calls.get(name)
+
+
 @dataclass(frozen=True)
 class Vllm:
     """The vLLM modules planning calls into, by what kvproof uses each for."""
@@ -44,13 +74,61 @@ class Vllm:
     platforms: types.ModuleType  # vllm.platforms
     interface: types.ModuleType  # vllm.platforms.interface
     kvi: types.ModuleType  # vllm.v1.kv_cache_interface
-    planning: types.ModuleType  # vllm.v1.core.kv_cache_planning
+    planning: types.ModuleType  # the module core.py imports get_kv_cache_configs from (kv_cache_planning in 0.33.0,
+    # kv_cache_utils before): the seeded bugs patch the planning helpers there
+    core: EngineCore  # what EngineCore._initialize_kv_caches calls
     worker_utils: types.ModuleType  # vllm.v1.worker.utils
     backend_utils: types.ModuleType  # vllm.v1.attention.backends.utils
     registry: types.ModuleType  # vllm.v1.attention.backends.registry
     models: types.ModuleType  # vllm.model_executor.models
     torch_utils: types.ModuleType  # vllm.utils.torch_utils
     dist_utils: types.ModuleType  # vllm.distributed.utils
+
+
+def engine_core(package: Path) -> EngineCore:
+    """The planning functions EngineCore._initialize_kv_caches calls, found from core.py's own
+    module-level `from X import name` statements (the names the method calls that core.py imports),
+    then imported from X as core.py would. Unsupported when core.py has no such method or it calls
+    no get_kv_cache_configs: the engine core plans its cache some other way than the one followed."""
+    path = package / "v1" / "engine" / "core.py"
+    shown = "vllm/v1/engine/core.py"
+    if not path.is_file():
+        raise Unsupported(f"this vLLM has no {shown}, whose EngineCore._initialize_kv_caches kvproof plans through")
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    imported = {alias.asname or alias.name: node.module for node in tree.body
+                if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+                for alias in node.names}
+    method = next((item for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "EngineCore"
+                   for item in node.body if isinstance(item, ast.FunctionDef) and item.name == "_initialize_kv_caches"),
+                  None)
+    if method is None:
+        raise Unsupported(f"{shown} has no EngineCore._initialize_kv_caches, the engine core's KV-cache planning "
+                          "that kvproof follows")
+    called = {node.func.id for node in ast.walk(method)
+              if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
+    missing = [name for name in REQUIRED if name not in called or name not in imported]
+    if missing:
+        raise Unsupported(f"{shown}: EngineCore._initialize_kv_caches calls no imported {', '.join(missing)}, "
+                          "the planning entry kvproof follows")
+    chosen = [name for name in (*REQUIRED, *OPTIONAL) if name in called and name in imported]
+    modules_of = {name: imported[name] for name in chosen}
+    calls = {name: getattr(importlib.import_module(modules_of[name]), name) for name in chosen}
+    return EngineCore(calls, modules_of, shown)
+
+
+# The Platform hooks that set the block size and align it for a hybrid model (the adapter runs them as
+# they are). Platform._align_hybrid_block_size entered in vLLM 0.20.0 (vllm/platforms/interface.py:502):
+# 0.19.1 and earlier align in HybridAttentionMambaModelConfig (vllm/model_executor/models/config.py:156,
+# padding at :308), read from the releases' wheels on PyPI.
+PLATFORM_HOOKS = ("update_block_size_for_backend", "_align_hybrid_block_size")
+ALIGNMENT_SINCE = "0.20.0"
+
+# Modules that compute a GPU answer with a compiled op when first imported under a CUDA platform, and
+# decide nothing a KV-cache page depends on: kvproof imports them first under this machine's platform,
+# as vLLM 0.32.0 and later import them themselves (vllm.v1.worker.utils imports w8a8_utils). w8a8_utils
+# sets CUTLASS_BLOCK_FP8_SUPPORTED (the fp8 GEMM's path) from torch.ops._C, which a CPU build lacks.
+IMPORT_FIRST = ("vllm.model_executor.layers.quantization.utils.w8a8_utils",)
+_LOADED: dict[str, Vllm] = {}  # vllm's package folder -> its modules (core.py is read once)
 
 
 def modules() -> Vllm:
@@ -63,13 +141,28 @@ def modules() -> Vllm:
     warnings.filterwarnings("ignore", message="Unable to find acceptable character detection dependency")
     logging.getLogger("vllm").setLevel(os.environ["VLLM_LOGGING_LEVEL"].upper())  # vLLM's own reading
     load = importlib.import_module
-    return Vllm(
+    package = Path(load("vllm").__file__ or "").parent
+    if str(package) in _LOADED:
+        return _LOADED[str(package)]
+    for name in IMPORT_FIRST:
+        if importlib.util.find_spec(name) is not None:
+            load(name)
+    interface = load("vllm.platforms.interface")
+    missing = [hook for hook in PLATFORM_HOOKS if not callable(getattr(interface.Platform, hook, None))]
+    if missing:
+        raise Unsupported(f"this vLLM's Platform has no {', '.join(missing)}: kvproof follows the hybrid block "
+                          f"alignment there, which entered Platform in vLLM {ALIGNMENT_SINCE} (before, "
+                          "HybridAttentionMambaModelConfig in vllm/model_executor/models/config.py)")
+    core = engine_core(package)
+    v = Vllm(
         config=load("vllm.config"), platforms=load("vllm.platforms"), interface=load("vllm.platforms.interface"),
-        kvi=load("vllm.v1.kv_cache_interface"), planning=load("vllm.v1.core.kv_cache_planning"),
+        kvi=load("vllm.v1.kv_cache_interface"), planning=load(core.modules[ENTRY]), core=core,
         worker_utils=load("vllm.v1.worker.utils"), backend_utils=load("vllm.v1.attention.backends.utils"),
         registry=load("vllm.v1.attention.backends.registry"), models=load("vllm.model_executor.models"),
         torch_utils=load("vllm.utils.torch_utils"), dist_utils=load("vllm.distributed.utils"),
     )
+    _LOADED[str(package)] = v
+    return v
 
 
 _ASSUMED: dict[Any, Any] = {}  # vllm's Platform class -> the one CudaAssumed instance of this process
@@ -101,10 +194,6 @@ def cuda_assumed(v: Vllm) -> Any:
             return cls._point
 
         @classmethod
-        def _find_non_ssm_backends(cls, vllm_config: Any) -> list[type]:
-            return list(cls._answers().backends)  # the point's backend: vLLM finds it on built layers
-
-        @classmethod
         def support_hybrid_kv_cache(cls) -> bool:
             return True  # vllm/platforms/cuda.py:683
 
@@ -121,8 +210,28 @@ def cuda_assumed(v: Vllm) -> Any:
                                "that assumes none; give the point a cuda_runtime axis")
             return major
 
+    # Where vLLM finds the attention backend on the built layers, the point's backend answers: a list
+    # (_find_non_ssm_backends, 0.31.0 on; the alignment takes the first) or the first alone
+    # (_find_non_ssm_backend, 0.30.0), whichever hook this vLLM's Platform has.
+    finders = [name for name in FINDERS if callable(getattr(base, name, None))]
+    if not finders:
+        raise Unsupported(f"this vLLM's Platform has neither {' nor '.join(FINDERS)}, where kvproof answers which "
+                          "attention backend the built layers use")
+    for name in finders:
+        setattr(CudaAssumed, name, classmethod(FINDERS[name]))
     _ASSUMED[base] = CudaAssumed()
     return _ASSUMED[base]
+
+
+def _backends(cls: Any, vllm_config: Any) -> list[type]:
+    return list(cls._answers().backends)  # the point's backend: vLLM finds it on built layers
+
+
+def _backend(cls: Any, vllm_config: Any) -> type | None:
+    return next(iter(cls._answers().backends), None)  # the first non-SSM backend, None on a rank without attention
+
+
+FINDERS: dict[str, Callable[..., Any]] = {"_find_non_ssm_backends": _backends, "_find_non_ssm_backend": _backend}
 
 
 @contextlib.contextmanager
@@ -169,8 +278,16 @@ def load_backend(path: str, capability: tuple[int, int]) -> Any:
     stand_ins.py for the GPU packages it binds; a module bound to another platform raises."""
     module_name, cls = path.split(":")
     platform = cuda_assumed(modules())
-    with point_answers(platform, capability, []), stand_ins.installed():
-        module = importlib.import_module(module_name)
+    with point_answers(platform, capability, []):
+        try:
+            with stand_ins.installed():
+                module = importlib.import_module(module_name)
+        except ImportError as err:  # the module imports a compiled package unconditionally (vLLM 0.30.0, 0.31.0)
+            compiled = stand_ins.compiled_missing(err)
+            if compiled is None:
+                raise
+            with stand_ins.installed((compiled,)):
+                module = importlib.import_module(module_name)
     bound = vars(module).get("current_platform", platform)
     if bound is not platform:
         raise StubUsed(f"{module_name} was imported before planning under {type(bound).__name__}, so its answers "

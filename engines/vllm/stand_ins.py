@@ -17,15 +17,21 @@ reading an attribute of it raises StubUsed naming it, so a plan can never rest o
   CUDA platform (`fa_utils.py:22-28`); vLLM imports it on this machine's CPU platform, so
   `vllm.v1.attention.backends.mla.flashattn_mla` (`:29-34`) finds neither. They are set on fa_utils
   for the import and deleted after; flashattn_mla keeps the guards.
+- `vllm.vllm_flash_attn` itself, only for a backend module that imports it unconditionally and so
+  cannot import on a CPU (vLLM 0.30.0 and 0.31.0's `flashattn_mla.py:35` binds its entry points
+  from it; its `__init__` raises ImportError without the CUDA extensions): the import is retried
+  with a guarded package in its place (`compiled_missing`), which is gone again afterwards.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
+import traceback
 import types
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from kvproof.engines.stubs import StubUsed
@@ -33,6 +39,7 @@ from kvproof.engines.stubs import StubUsed
 FLASHINFER = ("flashinfer", "flashinfer.decode", "flashinfer.prefill", "flashinfer.utils")
 FA_UTILS = "vllm.v1.attention.backends.fa_utils"
 FA_ENTRY_POINTS = ("flash_attn_varlen_func", "get_scheduler_metadata")
+FLASH_ATTN = "vllm.vllm_flash_attn"  # the compiled FlashAttention package (raises ImportError on a CPU)
 
 
 class _Guarded(type):
@@ -44,6 +51,8 @@ class _Guarded(type):
                        "(engines/vllm/stand_ins.py); the plan may not depend on it")
 
     def __getattr__(cls, name: str) -> Any:
+        if name.startswith("__"):  # Python's own probing (inspect, typing: __origin__, __wrapped__) is no use
+            raise AttributeError(name)
         raise StubUsed(f"planning read {cls.__qualname__}.{name}, kvproof's stand-in for a GPU package "
                        "(engines/vllm/stand_ins.py); the plan may not depend on it")
 
@@ -61,10 +70,21 @@ class _StandInModule(types.ModuleType):
         return guard(f"{self.__name__}.{name}")
 
 
+def compiled_missing(err: ImportError) -> str | None:
+    """The compiled package whose import raised `err` (its own __init__ refusing a CPU), if it is one
+    kvproof stands in for a backend's import: vllm.vllm_flash_attn."""
+    parts = FLASH_ATTN.split(".")
+    for frame in traceback.extract_tb(err.__traceback__):
+        if Path(frame.filename).parts[-len(parts) - 1:] == (*parts, "__init__.py"):
+            return FLASH_ATTN
+    return None
+
+
 @contextmanager
-def installed() -> Iterator[None]:
-    """The stand-ins in place for importing a backend module, and gone afterwards."""
-    added = [name for name in FLASHINFER if name not in sys.modules]
+def installed(compiled: tuple[str, ...] = ()) -> Iterator[None]:
+    """The stand-ins in place for importing a backend module, and gone afterwards; `compiled`: the
+    compiled packages (compiled_missing) to stand in for too."""
+    added = [name for name in (*FLASHINFER, *compiled) if name not in sys.modules]
     for name in added:
         module = _StandInModule(name)
         module.__path__ = []  # a package, so its submodules import from sys.modules
