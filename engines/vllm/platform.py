@@ -85,16 +85,15 @@ class Vllm:
     dist_utils: types.ModuleType  # vllm.distributed.utils
 
 
-def engine_core(package: Path) -> EngineCore:
-    """The planning functions EngineCore._initialize_kv_caches calls, found from core.py's own
-    module-level `from X import name` statements (the names the method calls that core.py imports),
-    then imported from X as core.py would. Unsupported when core.py has no such method or it calls
-    no get_kv_cache_configs: the engine core plans its cache some other way than the one followed."""
-    path = package / "v1" / "engine" / "core.py"
+def engine_core_imports(core_py: Path) -> dict[str, str]:
+    """The planning functions EngineCore._initialize_kv_caches calls (REQUIRED and those of OPTIONAL
+    it calls), each with the module core.py's own module-level `from X import name` takes it from;
+    core.py is read with ast, never run. Unsupported when core.py has no such method or it calls no
+    imported get_kv_cache_configs: the engine core plans its cache some other way than the one followed."""
     shown = "vllm/v1/engine/core.py"
-    if not path.is_file():
+    if not core_py.is_file():
         raise Unsupported(f"this vLLM has no {shown}, whose EngineCore._initialize_kv_caches kvproof plans through")
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    tree = ast.parse(core_py.read_text(encoding="utf-8"), filename=str(core_py))
     imported = {alias.asname or alias.name: node.module for node in tree.body
                 if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
                 for alias in node.names}
@@ -110,10 +109,19 @@ def engine_core(package: Path) -> EngineCore:
     if missing:
         raise Unsupported(f"{shown}: EngineCore._initialize_kv_caches calls no imported {', '.join(missing)}, "
                           "the planning entry kvproof follows")
-    chosen = [name for name in (*REQUIRED, *OPTIONAL) if name in called and name in imported]
-    modules_of = {name: imported[name] for name in chosen}
-    calls = {name: getattr(importlib.import_module(modules_of[name]), name) for name in chosen}
-    return EngineCore(calls, modules_of, shown)
+    return {name: imported[name] for name in (*REQUIRED, *OPTIONAL) if name in called and name in imported}
+
+
+def engine_core(package: Path) -> EngineCore:
+    """engine_core_imports of the package's core.py, each function imported as core.py imports it."""
+    modules_of = engine_core_imports(package / "v1" / "engine" / "core.py")
+    calls = {}
+    for name, module in modules_of.items():
+        found = getattr(importlib.import_module(module), name, None)
+        if not callable(found):
+            raise Unsupported(f"vllm/v1/engine/core.py imports {name} from {module}, which has no such function here")
+        calls[name] = found
+    return EngineCore(calls, modules_of, "vllm/v1/engine/core.py")
 
 
 # The Platform hooks that set the block size and align it for a hybrid model (the adapter runs them as
@@ -128,6 +136,17 @@ ALIGNMENT_SINCE = "0.20.0"
 # as vLLM 0.32.0 and later import them themselves (vllm.v1.worker.utils imports w8a8_utils). w8a8_utils
 # sets CUTLASS_BLOCK_FP8_SUPPORTED (the fp8 GEMM's path) from torch.ops._C, which a CPU build lacks.
 IMPORT_FIRST = ("vllm.model_executor.layers.quantization.utils.w8a8_utils",)
+
+
+def check_hooks(base: type) -> None:
+    """Unsupported unless vLLM's Platform has the block-size hooks the adapter runs (PLATFORM_HOOKS)."""
+    missing = [hook for hook in PLATFORM_HOOKS if not callable(getattr(base, hook, None))]
+    if missing:
+        raise Unsupported(f"this vLLM's Platform has no {', '.join(missing)}: kvproof follows the hybrid block "
+                          f"alignment there, which entered Platform in vLLM {ALIGNMENT_SINCE} (before, "
+                          "HybridAttentionMambaModelConfig in vllm/model_executor/models/config.py)")
+
+
 _LOADED: dict[str, Vllm] = {}  # vllm's package folder -> its modules (core.py is read once)
 
 
@@ -147,12 +166,7 @@ def modules() -> Vllm:
     for name in IMPORT_FIRST:
         if importlib.util.find_spec(name) is not None:
             load(name)
-    interface = load("vllm.platforms.interface")
-    missing = [hook for hook in PLATFORM_HOOKS if not callable(getattr(interface.Platform, hook, None))]
-    if missing:
-        raise Unsupported(f"this vLLM's Platform has no {', '.join(missing)}: kvproof follows the hybrid block "
-                          f"alignment there, which entered Platform in vLLM {ALIGNMENT_SINCE} (before, "
-                          "HybridAttentionMambaModelConfig in vllm/model_executor/models/config.py)")
+    check_hooks(load("vllm.platforms.interface").Platform)
     core = engine_core(package)
     v = Vllm(
         config=load("vllm.config"), platforms=load("vllm.platforms"), interface=load("vllm.platforms.interface"),

@@ -1,0 +1,273 @@
+"""The vLLM adapter follows the release under test: the planning functions EngineCore._initialize_kv_caches
+calls, found from core.py's own imports, called as their signatures ask, with the Platform hooks the
+release has. The default suite checks that detection on the installed vLLM (0.33.0) and on small edits
+of its core.py, its Platform and its planning module; the released 0.30.0, 0.31.0 and 0.32.0 are planned
+only where an environment variable names a folder of their unpacked .py files
+(docs/engines/vllm-releases.md says how to make one)."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import subprocess
+import sys
+import types
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("vllm", reason="vllm is not installed: `make .venv/.vllm` installs it (make test does)")
+
+from kvproof.engines.verdict import EngineError
+from kvproof.engines.vllm import catalog, engine, mutants, planner, platform, stand_ins
+from kvproof.impl import faults
+
+QWEN = catalog.MODELS["qwen3-next-80b-a3b"]
+INSTALLED = Path(__file__).resolve().parent.parent  # the repository root, where `verify` runs
+
+
+def installed_core_py() -> Path:
+    import vllm
+
+    return Path(vllm.__file__).parent / "v1" / "engine" / "core.py"
+
+
+def test_the_installed_release_plans_through_its_engine_cores_imports() -> None:
+    """vLLM 0.33.0's core.py imports get_kv_cache_configs and get_global_kv_cache_groups from
+    kv_cache_planning, which is the planning module (the seeded bugs patch it); its entry takes the
+    global groups, and its Platform finds backends as a list."""
+    v = platform.modules()
+    assert v.planning.__name__ == "vllm.v1.core.kv_cache_planning"
+    assert v.core.modules == {"get_kv_cache_configs": "vllm.v1.core.kv_cache_planning",
+                              "resolve_kv_cache_layout": "vllm.v1.attention.backends.utils",
+                              "get_global_kv_cache_groups": "vllm.v1.core.kv_cache_planning",
+                              "register_all_kvcache_specs": "vllm.v1.core.single_type_kv_cache_manager"}
+    assert "global_kv_cache_groups" in inspect.signature(v.core.calls["get_kv_cache_configs"]).parameters
+    cuda = type(platform.cuda_assumed(v))
+    assert "_find_non_ssm_backends" in vars(cuda) and "_find_non_ssm_backend" not in vars(cuda)
+    assert callable(getattr(cuda, "get_kv_cache_config_builder_cls", None))  # placement by the platform's builder
+
+
+def edited_core(tmp_path: Path, *edits: tuple[str, str]) -> Path:
+    """A copy of the installed core.py with each (old, new) text replaced (each must occur)."""
+    text = installed_core_py().read_text(encoding="utf-8")
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new)
+    path = tmp_path / "v1" / "engine" / "core.py"
+    path.parent.mkdir(parents=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# 0.32.0's shape of core.py: the planning entry imported from kv_cache_utils, no whole-model grouping first
+AS_IN_0_32 = (("from vllm.v1.core.kv_cache_planning import (\n    get_global_kv_cache_groups,\n"
+               "    get_kv_cache_configs,\n)\n", ""),
+              ("from vllm.v1.core.kv_cache_utils import (\n", "from vllm.v1.core.kv_cache_utils import (\n"
+               "    get_kv_cache_configs,\n"),
+              ("global_kv_cache_groups = get_global_kv_cache_groups(vllm_config, kv_cache_specs)",
+               "global_kv_cache_groups = None"),
+              ("vllm_config, kv_cache_specs, available_gpu_memory, global_kv_cache_groups\n",
+               "vllm_config, kv_cache_specs, available_gpu_memory\n"))
+
+
+def test_core_py_is_read_for_where_each_planning_function_comes_from(tmp_path) -> None:
+    """engine_core_imports reads core.py's module-level imports and the names _initialize_kv_caches
+    calls: edited to 0.32.0's shape, the entry comes from kv_cache_utils and no global grouping is
+    called; without the method, or calling the entry by attribute, the vLLM is unsupported."""
+    assert platform.engine_core_imports(installed_core_py())["get_kv_cache_configs"] == "vllm.v1.core.kv_cache_planning"
+    older = platform.engine_core_imports(edited_core(tmp_path / "older", *AS_IN_0_32))
+    assert older["get_kv_cache_configs"] == "vllm.v1.core.kv_cache_utils"
+    assert "get_global_kv_cache_groups" not in older
+    renamed = edited_core(tmp_path / "renamed", ("def _initialize_kv_caches(", "def _initialize_caches("))
+    with pytest.raises(platform.Unsupported, match=r"has no EngineCore\._initialize_kv_caches"):
+        platform.engine_core_imports(renamed)
+    dotted = edited_core(tmp_path / "dotted", ("kv_cache_configs = get_kv_cache_configs(",
+                                               "kv_cache_configs = planning.get_kv_cache_configs("))
+    with pytest.raises(platform.Unsupported, match="calls no imported get_kv_cache_configs"):
+        platform.engine_core_imports(dotted)
+
+
+def test_an_engine_core_of_0_32s_shape_plans_the_same_through_kv_cache_utils(tmp_path, monkeypatch) -> None:
+    """The installed planning functions behind 0.32.0's call shape: core.py imports
+    get_kv_cache_configs from kv_cache_utils (here a three-argument function that groups the model
+    itself, as 0.32.0's does) and calls no get_global_kv_cache_groups. The adapter calls it with
+    three arguments, plans the same point the same, and a seeded bug on a planning helper patches
+    kv_cache_utils, the module that plans, so one kv_cache_utils lacks no longer applies."""
+    from vllm.v1.core import kv_cache_planning, kv_cache_utils
+
+    calls: list[int] = []
+
+    def get_kv_cache_configs(vllm_config: Any, kv_cache_specs: Any, available_memory: Any) -> Any:
+        calls.append(len(available_memory))
+        groups = kv_cache_planning.get_global_kv_cache_groups(vllm_config, kv_cache_specs)
+        return kv_cache_planning.get_kv_cache_configs(vllm_config, kv_cache_specs, available_memory, groups)
+
+    monkeypatch.setattr(kv_cache_utils, "get_kv_cache_configs", get_kv_cache_configs, raising=False)
+    before = planner.plan(planner.Point(QWEN, 1, "auto", "auto", False, catalog.FLASH_ATTN))
+    v = platform.modules()
+    core = platform.engine_core(edited_core(tmp_path, *AS_IN_0_32).parent.parent.parent)
+    assert core.modules["get_kv_cache_configs"] == "vllm.v1.core.kv_cache_utils" and not calls
+    older = replace(v, planning=kv_cache_utils, core=core)
+    monkeypatch.setitem(platform._LOADED, next(k for k, loaded in platform._LOADED.items() if loaded is v), older)
+    after = planner.plan(planner.Point(QWEN, 1, "auto", "auto", False, catalog.FLASH_ATTN))
+    assert calls == [1] and after.documents == before.documents and after.block_size == 544
+    with faults.inject("vllm_split_page_padded"), pytest.raises(
+            RuntimeError, match=r"vllm_split_page_padded no longer applies: vllm\.v1\.core\.kv_cache_utils has no "
+                                r"_get_layer_block_stride"), mutants.applied(older):
+        pass
+
+
+def interface_with(v: platform.Vllm, base: type) -> types.ModuleType:
+    """vllm.platforms.interface with another Platform class."""
+    module = types.ModuleType(v.interface.__name__)
+    module.Platform, module.PlatformEnum = base, v.interface.PlatformEnum  # type: ignore[attr-defined]
+    module.DeviceCapability = v.interface.DeviceCapability  # type: ignore[attr-defined]
+    return module
+
+
+def test_a_platform_that_finds_one_backend_gets_the_points_first(monkeypatch) -> None:
+    """0.30.0's Platform asks _find_non_ssm_backend (one backend, None without attention) where
+    0.31.0 on asks _find_non_ssm_backends: kvproof answers whichever hook this Platform has, and a
+    Platform with neither, or without the hybrid alignment, is unsupported."""
+    v = platform.modules()
+    base = v.interface.Platform
+    older = type("Platform", (base,), {"_find_non_ssm_backends": None,
+                                       "_find_non_ssm_backend": classmethod(lambda cls, vllm_config: None)})
+    cuda = platform.cuda_assumed(replace(v, interface=interface_with(v, older)))
+    assert "_find_non_ssm_backend" in vars(type(cuda)) and type(cuda)._find_non_ssm_backends is None
+    backend = catalog.FLASH_ATTN.load()
+    with platform.point_answers(cuda, (9, 0), [backend]):
+        assert cuda._find_non_ssm_backend(None) is backend
+    with platform.point_answers(cuda, (9, 0), []):
+        assert cuda._find_non_ssm_backend(None) is None
+    neither = type("Platform", (base,), {"_find_non_ssm_backends": None})
+    with pytest.raises(platform.Unsupported, match="has neither _find_non_ssm_backends nor _find_non_ssm_backend"):
+        platform.cuda_assumed(replace(v, interface=interface_with(v, neither)))
+    with pytest.raises(platform.Unsupported, match=r"no _align_hybrid_block_size: .* in vLLM 0\.20\.0"):
+        platform.check_hooks(type("Platform", (base,), {"_align_hybrid_block_size": None}))
+    platform.check_hooks(base)
+
+
+def test_a_release_older_than_0_30_is_one_unsupported_line(tmp_path) -> None:
+    """By its version stamp, before anything of it is imported: exit 2, one line that says where the
+    hybrid alignment kvproof runs entered vLLM. A stamp from 0.30.0 on, or none, is planned."""
+    for release in ("0.30.0", "0.33.1.dev3+g1234abc", "unknown"):
+        engine._supported(release)
+    with pytest.raises(EngineError, match=r"^unsupported: vllm 0\.29\.0 is older than 0\.30\.0, .*in 0\.20\.0$"):
+        engine._supported("0.29.0")
+    (tmp_path / "vllm").mkdir()
+    (tmp_path / "vllm" / "__init__.py").write_text("raise ImportError('never imported')\n", encoding="utf-8")
+    (tmp_path / "vllm" / "_version.py").write_text("__version__ = version = '0.19.1'\n", encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "kvproof.cli.main", "engine", "vllm", "--engine-path", str(tmp_path)],
+                          capture_output=True, text=True, check=False, timeout=300, cwd=INSTALLED)
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("verify engine: error: unsupported: vllm 0.19.1 is older than 0.30.0") and "0.20.0" in line
+
+
+def test_a_backend_that_imports_compiled_flash_attention_is_stood_in_only_for_that_import() -> None:
+    """0.30.0 and 0.31.0's flashattn_mla.py imports vllm.vllm_flash_attn, whose __init__ raises on a
+    CPU: an ImportError raised there is recognised (and no other), and the guarded package is in
+    sys.modules only while the backend imports."""
+    def raised_in(filename: str) -> ImportError:
+        try:
+            exec(compile("raise ImportError('needs the CUDA extensions')", filename, "exec"))
+        except ImportError as err:
+            return err
+        raise AssertionError("no ImportError")
+
+    assert stand_ins.compiled_missing(raised_in("/x/vllm/vllm_flash_attn/__init__.py")) == stand_ins.FLASH_ATTN
+    assert stand_ins.compiled_missing(raised_in("/x/vllm/other/__init__.py")) is None
+    assert stand_ins.FLASH_ATTN not in sys.modules
+    with stand_ins.installed((stand_ins.FLASH_ATTN,)):
+        guarded: Any = sys.modules[stand_ins.FLASH_ATTN]
+        with pytest.raises(planner.StubUsed, match=r"vllm\.vllm_flash_attn\.flash_attn_varlen_func"):
+            guarded.flash_attn_varlen_func()
+    assert stand_ins.FLASH_ATTN not in sys.modules
+
+
+# --- the releases themselves: each planned only where its unpacked folder is named ---------------------------------
+
+RELEASES = {
+    # release: (environment variable, what its engine core and Platform look like)
+    "0.30.0": ("KVPROOF_VLLM_0_30", {"planning": "vllm.v1.core.kv_cache_utils", "global_groups": False,
+                                     "finder": "_find_non_ssm_backend", "builder": False}),
+    "0.31.0": ("KVPROOF_VLLM_0_31", {"planning": "vllm.v1.core.kv_cache_utils", "global_groups": False,
+                                     "finder": "_find_non_ssm_backends", "builder": False}),
+    "0.32.0": ("KVPROOF_VLLM_0_32", {"planning": "vllm.v1.core.kv_cache_utils", "global_groups": False,
+                                     "finder": "_find_non_ssm_backends", "builder": False}),
+}
+
+
+def release_folder(release: str) -> Path:
+    variable = RELEASES[release][0]
+    where = os.environ.get(variable)
+    if not where:
+        pytest.skip(f"{variable} is not set: to plan vLLM {release}, run `pip download --no-deps vllm=={release}`, "
+                    f"unpack its .py files with zipfile into a folder and set {variable} to it "
+                    "(docs/engines/vllm-releases.md)")
+    folder = Path(where)
+    if not (folder / "vllm" / "__init__.py").is_file():
+        pytest.fail(f"{variable}={where}: no vllm/__init__.py there")
+    return folder
+
+
+DETECT = """
+import inspect, json, sys
+from kvproof.engines.vllm import engine, platform
+release = engine.use_checkout(sys.argv[1])[0]
+v = platform.modules()
+cuda = type(platform.cuda_assumed(v))
+entry = v.core.calls["get_kv_cache_configs"]
+print(json.dumps({"release": release, "planning": v.planning.__name__,
+                  "global_groups": "global_kv_cache_groups" in inspect.signature(entry).parameters,
+                  "finder": next(name for name in platform.FINDERS if name in vars(cuda)),
+                  "builder": callable(getattr(cuda, "get_kv_cache_config_builder_cls", None))}))
+"""
+
+
+@pytest.mark.parametrize("release", list(RELEASES))
+def test_each_release_is_detected_from_its_own_code(release) -> None:
+    folder = release_folder(release)
+    proc = subprocess.run([sys.executable, "-c", DETECT, str(folder)], capture_output=True, text=True, check=False,
+                          timeout=600, cwd=INSTALLED)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"release": release, **RELEASES[release][1]}
+
+
+@pytest.mark.parametrize("release", list(RELEASES))
+def test_each_release_plans_every_model_at_tp_1(release) -> None:
+    """Every model planned (none NOT VERIFIED) at tp 1 with FlashAttention or FlashMLA, bf16, both
+    prefix-caching values: a verdict, never exit 2. Qwen3-Next's 544-token block (16 x ceil(1,097,728 /
+    32,768)) is the same in every release."""
+    folder = release_folder(release)
+    proc = subprocess.run([sys.executable, "-m", "kvproof.cli.main", "engine", "vllm", "--engine-path", str(folder),
+                           "--tp", "1", "--dtype", "auto", "--assume", "backend=FLASH_ATTN", "backend=FLASHMLA",
+                           "mamba_dtype=auto", "pp=1", "spec=0", "--json"],
+                          capture_output=True, text=True, check=False, timeout=1800, cwd=INSTALLED)
+    assert proc.returncode in (0, 1, 3), proc.stderr[-2000:]
+    report = json.loads(proc.stdout)
+    assert report["version"] == release
+    assert {r["recipe"]: r["reason"] for r in report["recipes"]} == dict.fromkeys(catalog.MODELS)
+    qwen = next(r for r in report["recipes"] if r["recipe"] == "qwen3-next-80b-a3b")
+    off = next(p for p in qwen["points"] if p["prefix"] == "off")
+    assert off["parent_bytes"] == 12 * 544 * 2048  # 12 slots of the 544-token page
+
+
+def test_a_seeded_bug_at_a_release_patches_the_module_that_plans_there() -> None:
+    """vllm_split_page_padded replaces _get_layer_block_stride in 0.32.0's kv_cache_utils (the module
+    its core.py plans through) and is killed there as at 0.33.0: FlashMLA's split pages lose their
+    exact stride."""
+    folder = release_folder("0.32.0")
+    proc = subprocess.run([sys.executable, "-m", "kvproof.cli.main", "engine", "vllm", "--engine-path", str(folder),
+                           "--recipe", "kimi-linear-48b-a3b", "--tp", "1", "--dtype", "auto", "--assume",
+                           "backend=FLASHMLA", "mamba_dtype=auto", "prefix=off", "pp=1", "--json"],
+                          capture_output=True, text=True, check=False, timeout=900, cwd=INSTALLED,
+                          env={**os.environ, faults.ENV: "vllm_split_page_padded"})
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    (point,) = json.loads(proc.stdout)["recipes"][0]["points"]
+    assert "exact_stride" in {f["property"] for f in point["findings"]}
