@@ -656,13 +656,90 @@ def test_judge_is_the_shared_entry_for_any_adapter(tmp_path) -> None:
     assert verdict.adapter_result("r", [boots]).not_verified is None
 
 
-# ---------------------------------------------------------------- a revision kvproof cannot drive, or does not support
+# ---------------------------------------------------------------- the engine's start-up entries, followed
+
+
+def test_the_stages_kvproof_runs_are_setups_own(installed) -> None:
+    """CacheRecipe.setup() needs the budget and the scheduler, so its code is read, not run: the
+    layout stages it calls, in the order they run, and pack()'s keywords, are kvproof's."""
+    from kvproof.engines.tokenspeed import pipeline
+
+    base = loader.load(installed, ("base",))["base"]
+    theirs = pipeline.stages(base.CacheRecipe.setup)
+    assert theirs == pipeline.stages(pipeline.run)
+    assert theirs == (("groups", "packing", "pack", "check_layout", "bind"),
+                      ("prefix_granularity", "cache_blocks_per_lcm_block", "alignment", "max_padding_fraction"))
+    pipeline.check_stages(base.CacheRecipe)
+
+
+def test_the_registry_is_taken_in_part_from_its_source(installed) -> None:
+    """attention/registry.py imports the whole runtime; kvproof runs only the statements that
+    define what it reads, with the engine's own imports: the config classes are the recipes' own,
+    AttentionArch is model_config.py's (a module kvproof replaces), and a name the revision lacks
+    is an AttributeError."""
+    from kvproof.engines.tokenspeed import startup
+
+    modules = loader.load(installed, startup.MODULES)
+    registry = modules[startup.REGISTRY]
+    create = registry._create_attn_config
+    assert create.__code__.co_filename == str(installed.package_dir / "runtime/layers/attention/registry.py")
+    assert registry.MLAConfig is sys.modules["tokenspeed.runtime.layers.attention.configs.mla"].MLAConfig
+    assert [a.name for a in registry.AttentionArch] == ["MLA", "MHA", "DSA", "MSA"]
+    assert not hasattr(registry, "no_such_entry")
+    assert "_BACKEND_REGISTRY" not in vars(registry) and "create_attn_components" not in vars(registry)
+    assert hasattr(modules["setup"], "cache_recipe") and hasattr(registry, "_resolve_cache_family")
+
+
+def test_a_flat_attention_config_is_followed() -> None:
+    """Revisions from upstream #1117 on return a flat MLAConfig from generate(); 0.1.1 a composite
+    AttnConfig: the window create_attn_components stamps lands on the softmax part of either."""
+    from kvproof.engines.tokenspeed import startup
+
+    class Flat:
+        sliding_window_tokens = None
+
+    flat = Flat()
+    startup.stamp_window({}, flat, 128)
+    assert flat.sliding_window_tokens == 128 and startup.softmax({}, flat) is flat
 
 
 def _run_copy(tmp_path: Path, *args: str) -> tuple[int, dict]:
     proc = verify("engine", "tokenspeed", "--engine-path", str(tmp_path), *args, "--json")
     assert proc.returncode in (0, 1), proc.stdout[-1500:] + proc.stderr
     return proc.returncode, json.loads(proc.stdout)
+
+
+BASE = f"{RECIPES}/base.py"
+
+
+@pytest.mark.parametrize("path, old, new, reason", [
+    # The recipe's constructor takes an argument kvproof has no value for: a call shape changed.
+    (BASE, "        overlap_schedule_depth: int,\n    ) -> None:",
+     "        overlap_schedule_depth: int,\n        kv_budget_policy: str,\n    ) -> None:",
+     "takes kv_budget_policy, which kvproof has no value for"),
+    # setup() runs another stage order than kvproof's pipeline.
+    (BASE, "        self.check_layout(layout)\n        # One parent",
+     "        self.validate(layout)\n        # One parent", "it runs groups -> packing -> pack -> bind with pack("),
+])
+def test_a_revision_kvproof_cannot_drive_is_not_verified_adapter_not_exit_2(installed, tmp_path, path, old, new,
+                                                                           reason) -> None:
+    edited_copy(installed, tmp_path, path, old, new)
+    code, doc = _run_copy(tmp_path, "--recipe", "kimi_k3", "mla", "--tp", "8")
+    assert code == 1
+    assert [(r["recipe"], r["verified"]) for r in doc["recipes"]] == [("kimi_k3", False), ("mla", False)]
+    assert all(r["reason"].startswith("adapter: ") and reason in r["reason"] for r in doc["recipes"]), doc["recipes"]
+    assert sorted(k[2] for k in doc["new_findings"] if k[4] == "not_verified_adapter") == ["kimi_k3", "mla"]
+
+
+def test_kvproofs_model_resolving_to_another_family_is_that_recipes_adapter_gap(installed, tmp_path) -> None:
+    edited_copy(installed, tmp_path, "runtime/layers/attention/registry.py",
+                '    if type(softmax_attn) is MLAConfig:\n        return "mla"',
+                '    if type(softmax_attn) is MLAConfig:\n        return "msa"')
+    code, doc = _run_copy(tmp_path, "--recipe", "mla", "mha", "--tp", "8")
+    mla, mha = doc["recipes"]
+    assert code == 1 and mha["verified"]
+    assert mla["reason"] == ("adapter: registry._resolve_cache_family: kvproof's model for recipe 'mla' resolves to "
+                             "'msa' at this revision (at model=deepseek-v3 tp=8 dtype=fp8; 2 of 2 points)")
 
 
 def test_recipes_that_do_not_import_are_each_not_verified_adapter(installed, tmp_path) -> None:
@@ -686,6 +763,20 @@ def test_a_release_without_the_recipes_package_is_unsupported_exit_2(installed, 
     proc = verify("engine", "tokenspeed", "--engine-path", str(tmp_path))
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert "error: unsupported: tokenspeed " in proc.stderr and "kv_cache/recipes/setup.py" in proc.stderr
+
+
+def test_a_moved_helper_is_followed(installed, tmp_path) -> None:
+    """Without setup.cache_recipe (the revisions before 0.1.1) the recipe comes from _RECIPES,
+    and a renamed recipe class is found through it: the plans are the release's."""
+    copy = edited_copy(installed, tmp_path, f"{RECIPES}/setup.py", "def cache_recipe(", "def _was_cache_recipe(")
+    for name in ("kimi_k3.py", "setup.py"):
+        target = copy / "tokenspeed" / RECIPES / name
+        target.write_text(target.read_text().replace("KimiK3Recipe", "KimiK3CacheRecipe"))
+    source = loader.path_source(copy)
+    moved = engine.plan(source, "kimi_k3", {"tp": 8, "dtype": "fp8", "drafts": 0})
+    released = engine.plan(loader.installed_source(), "kimi_k3", {"tp": 8, "dtype": "fp8", "drafts": 0})
+    assert isinstance(moved, engine.pipeline.Planned) and isinstance(released, engine.pipeline.Planned)
+    assert moved.documents == released.documents
 
 
 # ---------------------------------------------------------------- baselines across versions
@@ -736,3 +827,45 @@ def test_write_baseline_refuses_an_adapter_gap_naming_the_recipes(installed, tmp
                   "--write-baseline", str(out))
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and not out.exists()
     assert "NOT VERIFIED (adapter) is never baselined" in proc.stderr and "drive kimi_k3 at tokenspeed" in proc.stderr
+
+
+# ---------------------------------------------------------------- upstream revisions (a checkout the reader has)
+
+CHECKOUT = "KVPROOF_TOKENSPEED_CHECKOUT"  # a tokenspeed checkout (or its python/ folder) at any revision from #1117 on
+AT_1117 = "KVPROOF_TOKENSPEED_1117"  # a checkout at upstream #1117 (6083537e), where 0.1.1's K3 fix is not yet in
+HOW = ("set {} to a tokenspeed checkout (`git archive <rev> python/tokenspeed python/pyproject.toml | tar -x -C DIR`; "
+       "docs/engines/tokenspeed-revisions.md)")
+
+
+def _checkout(name: str) -> str:
+    import os
+
+    path = os.environ.get(name)
+    if not path:
+        pytest.skip(HOW.format(name))
+    return path
+
+
+def test_a_revision_since_1117_verifies_every_recipe_it_registers() -> None:
+    path = _checkout(CHECKOUT)
+    proc = verify("engine", "tokenspeed", "--engine-path", path, "--json")
+    assert proc.returncode in (0, 1), proc.stderr
+    doc = json.loads(proc.stdout)
+    modelled = [r for r in doc["recipes"] if r["recipe"] in engine.PROFILES]
+    assert modelled and all(r["verified"] for r in modelled), [(r["recipe"], r["reason"]) for r in modelled]
+    assert all(r["reason"] == engine.NO_CONFIG for r in doc["recipes"] if r["recipe"] not in engine.PROFILES)
+
+
+def test_at_1117_kimi_k3_reports_the_pinned_12_attention_dp_bug() -> None:
+    """Before 0.1.1's fix the K3 recipe pins K_mla = 12: every attention-DP point (tp < 8) of the
+    fp8 cache fails the engine's own exact-stride check, 28 boots counterexamples in all, each
+    packed with 12 MLA pages."""
+    proc = verify("engine", "tokenspeed", "--engine-path", _checkout(AT_1117), "--recipe", "kimi_k3", "--json")
+    assert proc.returncode == 1, proc.stderr
+    (k3,) = json.loads(proc.stdout)["recipes"]
+    bad = [p for p in k3["points"] if p["verdict"] == "counterexample"]
+    assert len(k3["points"]) == 54 and len(bad) == 28
+    assert {p["property"] for p in bad} == {"boots"} and {p["packing"]["full_attention"] for p in bad} == {12}
+    fp8 = {p["tp"] for p in bad if (p["dtype"], p["drafts"]) == ("fp8", 0)}
+    assert {1, 2, 3, 4, 6} <= fp8 and 8 not in fp8
+    assert any("needs page stride 73728 but plane 'slot.0' gives" in p["message"] for p in bad)

@@ -1,27 +1,30 @@
-"""tokenspeed's deepseek_v4 recipe (DeepseekV4Recipe) for DeepSeek-V4-Flash and -Pro, at a
-point: checkpoint x attention tp x cache dtype x the indexer cache format assumption.
+"""tokenspeed's deepseek_v4 recipe (DeepseekV4Recipe) for DeepSeek-V4-Flash and -Pro, at a point:
+checkpoint x attention tp x cache dtype x the indexer cache format assumption.
 
-The attention config is MLAConfig.generate over the geometry configs/model_config.py
-`configure_deepseek_v4_attention` derives, with the sliding window attention/registry.py stamps
-on it. The recipe's groups (SWA window, compressed chains per compress ratio, compressor state,
-indexer) come from the checkpoint's compress_ratios, head_dim, qk_rope_head_dim, index_head_dim
-and sliding_window; the indexer row size comes from the GPU kernel package's answer to
-`dsv4_indexer_cache_format`, an assumption axis run at both values. No MTP draft yet.
+The attention config is the registry's `_create_attn_config` (MLAConfig.generate: a composite
+AttnConfig in 0.1.1, a flat MLAConfig in the revisions from #1117 on) over the geometry
+configs/model_config.py `configure_deepseek_v4_attention` derives, with the sliding window that
+create_attn_components stamps on its softmax part (startup.stamp_window). The recipe's groups (SWA
+window, compressed chains per compress ratio, compressor state, indexer) come from the
+checkpoint's compress_ratios, head_dim, qk_rope_head_dim, index_head_dim and sliding_window; the
+indexer row size comes from the GPU kernel package's answer to `dsv4_indexer_cache_format`, an
+assumption axis run at both values. No MTP draft yet.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import inspect
 import types
 from typing import Any
 
 from kvproof.engines.stubs import Unavailable
+from kvproof.engines.tokenspeed import startup
 from kvproof.engines.tokenspeed.configs import HFConfig, Strict
-from kvproof.engines.tokenspeed.inputs import CAPACITY, MATH, divisors, recipe, server_args
+from kvproof.engines.tokenspeed.inputs import CAPACITY, MATH, divisors, server_args
 from kvproof.engines.tokenspeed.loader import ASSUMPTIONS
 
 MODELS = ("deepseek-v4-flash.json", "deepseek-v4-pro.json")
-MODULES = ("deepseek_v4", "plan", "configs.mla")
+MODULES = startup.MODULES
 CACHE_DTYPES = ("fp8", "bfloat16")  # as mla: mxfp8 is the fp8 cache for MLA configs
 FORMAT = "dsv4_indexer_cache_format"
 # configs/model_config.py _ATTENTION_FAMILY_SPECS: the DeepSeek V4 family's prefix_granularity
@@ -31,11 +34,29 @@ LIMITS = ("not modelled: the MTP draft layer (num_nextn_predict_layers); --prefi
           "than the family default 256; decode context parallelism")
 
 
-def points(configs: dict[str, dict]) -> list[dict[str, Any]]:
+# The GPU question the recipe's _use_fp4_indexer asks, by revision: the kernel package's
+# dsv4_indexer_cache_format(requested) in 0.1.1; `current_platform().arch_version.major >= 10` (the
+# assumed GPU) in the revisions from #1117 on.
+ALSO_ASSUMES = ("platform",)
+
+
+def indexer_question(modules: dict[str, types.ModuleType] | None) -> str:
+    """Which assumption answers the indexer row's format at this revision, read from the recipe's
+    own `_use_fp4_indexer` (FORMAT when it asks the kernel package, else the platform)."""
+    if modules is None:
+        return FORMAT
+    recipe = startup.registered_class(modules, "deepseek_v4")
+    source = inspect.getsource(recipe._use_fp4_indexer) if hasattr(recipe, "_use_fp4_indexer") else ""
+    return FORMAT if FORMAT in source or "current_platform" not in source else "platform"
+
+
+def points(configs: dict[str, dict], modules: dict[str, types.ModuleType] | None = None) -> list[dict[str, Any]]:
     """tp divides the attention heads; the cache layout reads neither tp nor the cache dtype
-    (every row is uint8 or fp32), so each point of a checkpoint must plan the same."""
-    return [{"model": name.removesuffix(".json"), "tp": tp, "dtype": dtype, "assume": f"{FORMAT}={fmt}"}
-            for name in MODELS for fmt in ASSUMPTIONS[FORMAT][0] for dtype in CACHE_DTYPES
+    (every row is uint8 or fp32), so each point of a checkpoint must plan the same. The
+    assumption is the GPU question the revision's recipe asks (`indexer_question`)."""
+    asked = indexer_question(modules)
+    return [{"model": name.removesuffix(".json"), "tp": tp, "dtype": dtype, "assume": f"{asked}={value}"}
+            for name in MODELS for value in ASSUMPTIONS[asked][0] for dtype in CACHE_DTYPES
             for tp in divisors(int(configs[name]["num_attention_heads"]))]
 
 
@@ -45,6 +66,7 @@ def build(modules: dict[str, types.ModuleType], configs: dict[str, dict], point:
     hf = HFConfig(configs[point["model"] + ".json"])
     mc = Strict("model_config", {
         "hf_config": hf, "hf_text_config": hf,
+        "attention_arch": startup.arch(modules, "MLA"),  # configure_deepseek_v4_attention sets MLA
         # _derive_num_attention_layers: num_hidden_layers for DeepseekV4ForCausalLM (only the
         # NextN view counts num_nextn_predict_layers).
         "num_attention_layers": int(hf.num_hidden_layers),
@@ -61,11 +83,8 @@ def build(modules: dict[str, types.ModuleType], configs: dict[str, dict], point:
         "attention_backend": "deepseek_v4",  # attention/registry.py forces it for a V4 target
         "attention_use_fp4_indexer_cache": None,  # the flag's default: the kernel package decides
     })
-    attn = modules["configs.mla"].MLAConfig.generate(sa, mc, False)
-    # attention/registry.py stamps the checkpoint's window on the V4 softmax component.
-    (mla,) = attn.components
-    window = dataclasses.replace(mla, sliding_window_tokens=int(hf.sliding_window))
-    attn = dataclasses.replace(attn, components=(window,))
-    module = modules["deepseek_v4"]
-    return recipe(module.DeepseekV4Recipe, module.CacheRecipe, server_args=sa, model_config=mc, attn_config=attn,
-                  draft_model_config=None, draft_attn_config=None)
+    attn = startup.attn_config(modules, sa, mc)
+    startup.stamp_window(modules, attn, int(hf.sliding_window))
+    startup.check_family(modules, "deepseek_v4", sa, mc, attn)
+    return startup.recipe(modules, "deepseek_v4", server_args=sa, model_config=mc, attn_config=attn,
+                          draft_model_config=None, draft_attn_config=None)

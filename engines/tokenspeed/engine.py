@@ -52,6 +52,11 @@ class Profile:
     points: Callable[[dict[str, dict]], list[dict[str, Any]]]  # the domain, from the configs
     build: Callable[[dict[str, types.ModuleType], dict[str, dict], dict[str, Any]], Any]  # the recipe at a point
     limits: str = ""  # what of the recipe's supported domain is not modelled yet
+    # The domain as this revision's loaded code asks it (a GPU question that moved), when it
+    # depends on the revision; `points` is then the latest release's, and `may_assume` the other
+    # assumptions a revision's points may make (for --assume).
+    points_at: Callable[[dict[str, dict], dict[str, types.ModuleType]], list[dict[str, Any]]] | None = None
+    may_assume: tuple[str, ...] = ()
 
 
 PROFILES: dict[str, Profile] = {
@@ -66,7 +71,7 @@ PROFILES: dict[str, Profile] = {
     "mamba2": Profile(nemotron_h.MODELS, nemotron_h.MODULES, nemotron_h.points, nemotron_h.build,
                       nemotron_h.LIMITS),
     "deepseek_v4": Profile(deepseek_v4.MODELS, deepseek_v4.MODULES, deepseek_v4.points, deepseek_v4.build,
-                           deepseek_v4.LIMITS),
+                           deepseek_v4.LIMITS, deepseek_v4.points, deepseek_v4.ALSO_ASSUMES),
 }
 
 
@@ -173,6 +178,7 @@ def _check_narrowing(chosen: Sequence[Profile], only: dict[str, Sequence[Any] | 
     points = [p for profile in chosen for p in profile.points(configs(profile))]
     axes = {axis for p in points for axis in p}
     assumed = {pair.split("=", 1)[0] for p in points for pair in p.get("assume", "").split(",") if pair}
+    assumed |= {name for profile in chosen for name in profile.may_assume}
     for axis, wanted in only.items():
         if not wanted:
             continue
@@ -204,7 +210,8 @@ Outcome = PointResult | tuple[dict[str, Any] | None, AdapterGap]
 
 
 def _load(source: loader.Source, profile: Profile) -> dict[str, types.ModuleType]:
-    """The modules a profile plans with; whatever fails is an AdapterGap."""
+    """The modules a profile plans with, and the revision's setup() stages checked against
+    kvproof's pipeline; whatever fails is an AdapterGap."""
     try:
         modules = loader.load(source, profile.modules)
     except loader.LoadError as err:
@@ -212,6 +219,8 @@ def _load(source: loader.Source, profile: Profile) -> dict[str, types.ModuleType
                          or verdict.one_line(err)) from None
     except (StubUsed, AdapterGap) as err:  # a module's top level used a stand-in
         raise verdict.gap(err, verdict.blame(err, (source.package_dir,), stand_ins=pipeline.STAND_INS)) from None
+    if "base" in modules:
+        pipeline.check_stages(modules["base"].CacheRecipe)
     return modules
 
 
@@ -226,7 +235,11 @@ def _points(source: loader.Source, family: str, profile: Profile, only: dict[str
     # Points whose plans are identical (DeepSeek-V4's layout reads neither tp nor the cache
     # dtype) share one check: it is a function of the documents alone, within this run.
     checked: dict[str, PointResult] = {}
-    for point in profile.points(published):
+    try:
+        domain = profile.points_at(published, modules) if profile.points_at else profile.points(published)
+    except (AdapterGap, StubUsed, AttributeError, OSError, TypeError) as err:
+        return [(None, verdict.gap(err, verdict.blame(err, (source.package_dir,), stand_ins=pipeline.STAND_INS)))]
+    for point in domain:
         if any(wanted and axis in point and not _wanted(axis, point[axis], wanted) for axis, wanted in only.items()):
             continue
         replay = " ".join(["verify engine tokenspeed", f"--recipe {family}",

@@ -8,7 +8,6 @@ decide the arena layout.
 
 from __future__ import annotations
 
-import inspect
 from math import isqrt
 from typing import Any
 
@@ -27,13 +26,14 @@ def divisors(n: int) -> tuple[int, ...]:
     return tuple(sorted({*small, *(n // d for d in small)}))
 
 
-def mla_model_config(config: dict, text: HFConfig, num_attention_layers: int,
+def mla_model_config(config: dict, text: HFConfig, num_attention_layers: int, arch: Any,
                      extra: dict[str, Any] | None = None) -> Strict:
     """ModelConfig for an MLA checkpoint. configs/model_config.py `configure_mla_attention`
     copies kv_lora_rank and qk_rope_head_dim from the text config (the cache reads only these);
-    head dims and scaling feed attention math only. `extra`: a family's own facts (DSA's
-    indexer)."""
+    head dims and scaling feed attention math only. `arch`: the engine's AttentionArch member
+    ModelConfig sets (startup.arch). `extra`: a family's own facts (DSA's indexer)."""
     return Strict("model_config", {
+        "attention_arch": arch,
         "hf_config": HFConfig(config, {"text_config": text}) if "text_config" in config else text,
         "hf_text_config": text,
         "num_attention_layers": num_attention_layers,
@@ -81,14 +81,3 @@ def server_args(tp: int, cache_dtype: str, *, speculative: str | None = None, bl
     if speculative is not None:
         values |= {"speculative_num_steps": SPEC_STEPS, "speculative_num_draft_tokens": SPEC_DRAFT_TOKENS}
     return Strict("server_args", values | (extra or {}))
-
-
-def recipe(cls: Any, base: Any, **given: Any) -> Any:
-    """A recipe built from `given` (server_args, model_config, attention configs, ...) plus the
-    budget arguments, which size capacity only. Releases before 0.1.1 take no probe_batch_rows
-    (`base` is the release's CacheRecipe, whose __init__ says)."""
-    capacity: dict[str, Any] = {name: Unavailable(name, CAPACITY)
-                for name in ("cache_budget_bytes", "decode_input_tokens", "overlap_schedule_depth")}
-    if "probe_batch_rows" in inspect.signature(base).parameters:
-        capacity["probe_batch_rows"] = None  # size by budget, not by a probe: no probe run
-    return cls(**given, **capacity)

@@ -1,27 +1,28 @@
 """tokenspeed's kimi_k3 recipe (KimiK3Recipe) at a point: attention tp x cache dtype x drafts.
 
-The recipe is built as tokenspeed's model runner builds it: MLAConfig.generate and
-LinearAttnConfig.generate make the attention config, composed as attention/registry.py
-`_create_attn_config` composes them (the linear component appended). Draft layers are the
-published Kimi-K3 DSpark draft (K3DSparkModel, 5 layers), planned by the target's recipe as
-continuation layers under --speculative-algorithm DSPARK.
+The recipe is built as tokenspeed's start-up builds it (startup.py): attention/registry.py
+`_create_attn_config` makes the attention config (MLAConfig.generate, with the KDA
+LinearAttnConfig component where the revision has one; earlier revisions read the KDA geometry in
+the recipe), and `_RECIPES["kimi_k3"]` the recipe. Draft layers are the published Kimi-K3 DSpark
+draft (K3DSparkModel, 5 layers), planned by the target's recipe as continuation layers under
+--speculative-algorithm DSPARK.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import types
 from math import gcd
 from typing import Any
 
+from kvproof.engines.tokenspeed import startup
 from kvproof.engines.tokenspeed.configs import HFConfig
-from kvproof.engines.tokenspeed.inputs import divisors, mla_model_config, recipe, server_args
+from kvproof.engines.tokenspeed.inputs import divisors, mla_model_config, server_args
 
 MODELS = ("kimi-k3.json", "kimi-k3-dspark.json")  # the target, then its draft
 # --kv-cache-dtype values the recipe's dtype resolution accepts (configs/base.py resolve_dtype),
 # one per distinct cache: "auto" is "bfloat16" and "fp8_e4m3" is "fp8".
 CACHE_DTYPES = ("fp8", "bfloat16", "mxfp8")
-MODULES = ("kimi_k3", "plan", "configs.mla", "configs.linear_attn?")
+MODULES = startup.MODULES
 
 
 def text_config(config: dict) -> dict:
@@ -54,27 +55,21 @@ def points(configs: dict[str, dict]) -> list[dict[str, Any]]:
 
 
 def build(modules: dict[str, types.ModuleType], configs: dict[str, dict], point: dict[str, Any]) -> Any:
-    """A KimiK3Recipe for one point, with the engine's own attention config classes. Releases
-    before the linear-attention component (tokenspeed 0.1.0) read the KDA geometry in the recipe
-    and take no probe_batch_rows."""
+    """A KimiK3Recipe for one point, through the engine's own start-up entries."""
     config = configs[MODELS[0]]
     text = hf_text_config(config)
+    mla = startup.arch(modules, "MLA")  # KimiK3ForConditionalGeneration and K3DSparkModel are MLA architectures
     # configs/model_config.py _derive_num_attention_layers: num_hidden_layers for K3.
-    mc = mla_model_config(config, text, int(text.num_hidden_layers))
+    mc = mla_model_config(config, text, int(text.num_hidden_layers), mla)
     sa = server_args(point["tp"], point["dtype"], speculative="DSPARK" if point["drafts"] else None)
-    mla = modules["configs.mla"].MLAConfig
-    attn = mla.generate(sa, mc, False)
-    if "configs.linear_attn" in modules:
-        linear = modules["configs.linear_attn"].LinearAttnConfig.generate(sa, mc, False)
-        if linear is not None:
-            attn = dataclasses.replace(attn, components=(*attn.components, linear))
+    attn = startup.attn_config(modules, sa, mc)
+    startup.check_family(modules, "kimi_k3", sa, mc, attn)
     draft_mc = draft_attn = None
     if point["drafts"]:
         draft = HFConfig(configs[MODELS[1]])
         # The DSpark draft has neither mtp_num_hidden_layers nor num_nextn_predict_layers, so
         # its attention layer count is num_hidden_layers (configs/model_config.py, draft worker).
-        draft_mc = mla_model_config(configs[MODELS[1]], draft, int(draft.num_hidden_layers))
-        draft_attn = mla.generate(sa, draft_mc, True)
-    module = modules["kimi_k3"]
-    return recipe(module.KimiK3Recipe, module.CacheRecipe, server_args=sa, model_config=mc, attn_config=attn,
-                  draft_model_config=draft_mc, draft_attn_config=draft_attn)
+        draft_mc = mla_model_config(configs[MODELS[1]], draft, int(draft.num_hidden_layers), mla)
+        draft_attn = startup.attn_config(modules, sa, draft_mc, is_draft=True)
+    return startup.recipe(modules, "kimi_k3", server_args=sa, model_config=mc, attn_config=attn,
+                          draft_model_config=draft_mc, draft_attn_config=draft_attn)

@@ -12,6 +12,7 @@ replaced module hands out can be read as a value.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -20,13 +21,14 @@ import subprocess
 import sys
 import tomllib
 import types
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from kvproof.engines.stubs import StubUsed, Unavailable
+from kvproof.engines.tokenspeed import partial
 
 ATTENTION = "tokenspeed.runtime.layers.attention"
 RECIPES = f"{ATTENTION}.kv_cache.recipes"
@@ -65,17 +67,25 @@ ASSUMPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
                                    "runtime/utils/env.py (default float32); read by recipes/qwen35.py for the SSM "
                                    "state dtype of qwen_gdn, qwen4_exp and mamba2"),
     "platform": (("sm_90", "sm_100"), "tokenspeed_kernel.platform.current_platform(); asked by "
-                 "configs/dsa.py DSAConfig.generate (fp8 DSA cache needs Blackwell or CDNA4)"),
+                 "configs/dsa.py DSAConfig.generate (fp8 DSA cache needs Blackwell or CDNA4), and before 0.1.1 by "
+                 "recipes/deepseek_v4.py _use_fp4_indexer (arch_version.major >= 10: the mxfp4 indexer row)"),
     "dsv4_indexer_cache_format": (("fp8_scaled", "mxfp4"),
                                   "tokenspeed_kernel.ops.attention.dsv4.dsv4_indexer_cache_format(requested); "
                                   "asked by recipes/deepseek_v4.py _use_fp4_indexer (the indexer row bytes)"),
 }
+class ArchVersion(NamedTuple):
+    """A GPU's compute capability, as `current_platform().arch_version` gives it (major, minor)."""
+
+    major: int
+    minor: int
+
+
 # What current_platform() answers on each assumed GPU: Hopper (H100/H200) and Blackwell (B200).
-PLATFORMS: dict[str, dict[str, bool]] = {
+PLATFORMS: dict[str, dict[str, bool | ArchVersion]] = {
     "sm_90": {"is_nvidia": True, "is_amd": False, "is_hopper": True, "is_blackwell_plus": False,
-              "is_cdna4_plus": False},
+              "is_cdna4_plus": False, "arch_version": ArchVersion(9, 0)},
     "sm_100": {"is_nvidia": True, "is_amd": False, "is_hopper": False, "is_blackwell_plus": True,
-               "is_cdna4_plus": False},
+               "is_cdna4_plus": False, "arch_version": ArchVersion(10, 0)},
 }
 
 
@@ -153,18 +163,23 @@ class _Envs:
         return Unavailable(f"tokenspeed.runtime.utils.env.envs.{name}", REPLACED["tokenspeed.runtime.utils.env"])
 
 
+# What the replaced modules answer themselves, from the point's assumptions.
+_ANSWERED: dict[tuple[str, str], Callable[[], Any]] = {
+    ("tokenspeed.runtime.utils.env", "envs"): _Envs,
+    ("tokenspeed_kernel.platform", "current_platform"): lambda: _Platform,
+    ("tokenspeed_kernel.ops.attention.dsv4", "dsv4_indexer_cache_format"): lambda: _indexer_cache_format,
+}
+
+
 class _ReplacedModule(types.ModuleType):
     """A replaced module: `from it import x` works, and x is an Unavailable."""
 
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("__"):
             raise AttributeError(attr)
-        if (self.__name__, attr) == ("tokenspeed.runtime.utils.env", "envs"):
-            return _Envs()
-        if (self.__name__, attr) == ("tokenspeed_kernel.platform", "current_platform"):
-            return _Platform
-        if (self.__name__, attr) == ("tokenspeed_kernel.ops.attention.dsv4", "dsv4_indexer_cache_format"):
-            return _indexer_cache_format
+        answer = _ANSWERED.get((self.__name__, attr))
+        if answer is not None:
+            return answer()
         return Unavailable(f"{self.__name__}.{attr}", REPLACED[_replaced_root(self.__name__)])
 
 
@@ -271,18 +286,90 @@ def _commit_at(root: Path) -> str | None:
 
 
 _OWNED = ("tokenspeed", "tokenspeed_kernel", "tokenspeed_scheduler")
+# The package folder loaded now, and the modules taken in part from it (partial.PartialModule).
+_LOADED: list[Path] = []
+_PARTIALS: dict[str, partial.PartialModule] = {}
 
 
 def _purge() -> None:
     for name in [n for n in sys.modules if n.split(".")[0] in _OWNED]:
         del sys.modules[name]
     sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _Finder)]
+    _LOADED.clear()
+    _PARTIALS.clear()
+
+
+def _source_file(module: str) -> Path | None:
+    base = _LOADED[0].parent.joinpath(*module.split("."))
+    return next((f for f in (base.with_suffix(".py"), base / "__init__.py") if f.is_file()), None)
+
+
+def partial_module(module: str) -> partial.PartialModule:
+    """`module` of the package loaded now, as its source defines it, one name at a time."""
+    if module not in _PARTIALS:
+        path = _source_file(module) if _LOADED else None
+        if path is None:
+            raise ModuleNotFoundError(f"No module named {module!r} (no source file for it)", name=module)
+        if any(module == r or module.startswith(r + ".") for r in REPLACED):
+            importlib.import_module(module)  # the stand-in keeps the module's name for importers
+        _PARTIALS[module] = partial.PartialModule(module, path, _resolve)
+        # Classes defined in it look their module up (dataclasses does): the stand-in's, or this.
+        sys.modules.setdefault(module, _PARTIALS[module])
+    return _PARTIALS[module]
+
+
+def _resolve(module: str, attr: str, importer: str) -> Any:
+    """A name a partial module imports, resolved as partial.py's docstring says."""
+    root = module.split(".")[0]
+    if partial.standard(root):
+        return partial.import_name(module, attr)
+    if root not in _OWNED:
+        return partial.unavailable(module, attr)
+    if any(module == r or module.startswith(r + ".") for r in REPLACED):
+        if (module, attr) in _ANSWERED or root != "tokenspeed" or _source_file(module) is None:
+            return partial.import_name(module, attr)  # the stand-in (an answer, or an Unavailable)
+        # A class or function of a replaced module is the engine's own definition; a value of one
+        # (a global table, a switch) stays the stand-in's.
+        source = partial_module(module)
+        if any(stmt.__class__.__name__ in ("ClassDef", "FunctionDef")
+               for _, stmt, _ in source._kv_units.get(attr, ())):
+            return getattr(source, attr)
+        return partial.import_name(module, attr)
+    if module in sys.modules or module.startswith(partial.WHOLE):
+        return partial.import_name(module, attr)
+    return getattr(partial_module(module), attr)
+
+
+def switch(name: str) -> str:
+    """An environment switch as tokenspeed's `envs.<name>.get()` answers it here: from the point's
+    assumption (for a config property kvproof derives as tokenspeed's config class does)."""
+    return _answer(name, f"the environment switch {name}")
+
+
+def class_defines(module: str, attr: str) -> bool:
+    """Whether a class of tokenspeed's `module` ("runtime.configs.<name>") in the package loaded
+    now defines `attr` (a method, property or class attribute): what that revision's config class
+    has, read from its source, for a module kvproof does not import (it needs transformers)."""
+    path = _source_file(f"tokenspeed.{module}") if _LOADED else None
+    if path is None:
+        return False
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+        for stmt in cls.body:
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and stmt.name == attr:
+                return True
+            if isinstance(stmt, ast.Assign | ast.AnnAssign) and attr in {
+                    n.id for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target])
+                    for n in ast.walk(t) if isinstance(n, ast.Name)}:
+                return True
+    return False
 
 
 def load(source: Source, modules: Sequence[str]) -> dict[str, types.ModuleType]:
     """Import `modules` from `source`: recipe modules by their name in recipes/ ("kimi_k3",
     "plan"), attention config modules as "configs.<name>", any other as "runtime.<path>"; a
-    trailing "?" marks a module that older releases lack (left out of the result when absent).
+    trailing "?" marks a module that older releases lack (left out of the result when absent), a
+    trailing "!" one taken in part (partial.PartialModule: only the definitions read run).
 
     Any tokenspeed imported before is dropped first, so a test can load the installed release and
     then a checkout (or a mutated copy) in one process. A module that does not import is a
@@ -290,12 +377,16 @@ def load(source: Source, modules: Sequence[str]) -> dict[str, types.ModuleType]:
     """
     _purge()
     sys.meta_path.insert(0, _Finder(source.package_dir))
+    _LOADED.append(source.package_dir)
     loaded: dict[str, types.ModuleType] = {}
     for wanted in modules:
-        name = wanted.rstrip("?")
+        name = wanted.rstrip("?!")
         full = (f"{ATTENTION}.{name}" if name.startswith("configs.")
                 else f"tokenspeed.{name}" if name.startswith("runtime.") else f"{RECIPES}.{name}")
         try:
+            if wanted.endswith("!"):
+                loaded[name] = partial_module(full)
+                continue
             if wanted.endswith("?") and importlib.util.find_spec(full) is None:
                 continue
             loaded[name] = importlib.import_module(full)

@@ -2,8 +2,8 @@
 interleaved with MHA, at a point: checkpoint x attention tp x cache dtype x the SSM state dtype
 assumption.
 
-The attention config is MHAConfig.generate plus Mamba2Config.generate, composed as
-attention/registry.py composes them for NemotronHForCausalLM. Mamba2Recipe inherits
+The attention config is the registry's `_create_attn_config`: MHAConfig.generate plus the
+Mamba2Config component it adds for NemotronHForCausalLM (startup.py). Mamba2Recipe inherits
 QwenGDNRecipe's constructor, block (128) and SSM dtype switch, so the domain is qwen_gdn's:
 TOKENSPEED_MAMBA_SSM_DTYPE is an assumption axis run at both values, and mxfp8 is left out (the
 inherited constructor refuses it before Mamba2Recipe's own "do not store MXFP8 KV scales"). No
@@ -17,13 +17,14 @@ from math import gcd
 from typing import Any
 
 from kvproof.engines.stubs import Unavailable
+from kvproof.engines.tokenspeed import startup
 from kvproof.engines.tokenspeed.configs import HFConfig, Strict
 from kvproof.engines.tokenspeed.inputs import CAPACITY, MATH, divisors
 from kvproof.engines.tokenspeed.loader import ASSUMPTIONS
 from kvproof.engines.tokenspeed.qwen35 import hybrid_recipe
 
 MODELS = ("nemotron-h-56b-base-8k.json", "nemotron-3-super-120b-a12b-fp8.json")
-MODULES = ("mamba2", "qwen35", "plan", "configs.mha", "configs.linear_attn")
+MODULES = startup.MODULES
 CACHE_DTYPES = ("fp8", "bfloat16")
 SSM = "TOKENSPEED_MAMBA_SSM_DTYPE"
 LIMITS = "not modelled: MTP draft layers (num_nextn_predict_layers, Nemotron-3 Super's mtp pattern)"
@@ -71,6 +72,7 @@ def build(modules: dict[str, types.ModuleType], configs: dict[str, dict], point:
     # (configs/model_config.py get_hf_text_config).
     mc = Strict("model_config", {
         "hf_config": hf, "hf_text_config": hf,
+        "attention_arch": startup.arch(modules, "MHA"),
         # configs/model_config.py _derive_num_attention_layers: NemotronHForCausalLM is a
         # cache-layer-view architecture, so its layer count is len(cache_layer_types).
         "num_attention_layers": len(hf.cache_layer_types),
@@ -81,5 +83,4 @@ def build(modules: dict[str, types.ModuleType], configs: dict[str, dict], point:
         "dtype": Unavailable("model_config.dtype", MATH),
         "context_len": Unavailable("model_config.context_len", CAPACITY),
     })
-    # Mamba2Recipe subclasses QwenGDNRecipe, whose module has the release's CacheRecipe.
-    return hybrid_recipe(modules, modules["mamba2"].Mamba2Recipe, "Mamba2Config", mc, point)
+    return hybrid_recipe(modules, "mamba2", mc, point)

@@ -1,9 +1,11 @@
 """tokenspeed's ordinary recipe (OrdinaryRecipe) for its `mla`, `dsa` and `mha` families, at a
 point: attention tp x cache dtype (x the assumed GPU where the engine asks about it).
 
-`mla` is DeepSeek-V3 (DeepseekV3ForCausalLM, MLAConfig.generate); `dsa` is DeepSeek-V3.2
-(DeepseekV32ForCausalLM, DSAConfig.generate, which asks the GPU whether an fp8 cache is
-possible); `mha` is Llama-3.1-8B and Qwen3-8B (MHAConfig.generate). The block size is the
+`mla` is DeepSeek-V3 (DeepseekV3ForCausalLM, an MLA architecture: MLAConfig.generate); `dsa` is
+DeepSeek-V3.2 (DeepseekV32ForCausalLM, DSA: DSAConfig.generate, which asks the GPU whether an fp8
+cache is possible); `mha` is Llama-3.1-8B and Qwen3-8B (MHA: MHAConfig.generate). Each is built
+through the engine's start-up entries (startup.py): `_create_attn_config` picks the config class
+by the architecture, `_RECIPES[family]` the recipe. The block size is the
 --prefix-granularity default, 64 (utils/server_args.py), except for mxfp8 MHA, whose scale tiles
 need 128 (the recipe asserts it: recipes/ordinary.py). No draft: the MTP/NextN drafts of these
 models are not modelled yet.
@@ -15,18 +17,12 @@ import types
 from typing import Any
 
 from kvproof.engines.stubs import Unavailable
+from kvproof.engines.tokenspeed import startup
 from kvproof.engines.tokenspeed.configs import HFConfig, Strict
-from kvproof.engines.tokenspeed.inputs import (
-    CAPACITY,
-    MATH,
-    divisors,
-    mla_model_config,
-    recipe,
-    server_args,
-)
+from kvproof.engines.tokenspeed.inputs import CAPACITY, MATH, divisors, mla_model_config, server_args
 from kvproof.engines.tokenspeed.loader import ASSUMPTIONS
 
-MODULES = ("ordinary", "plan", "configs.mla", "configs.dsa", "configs.mha")
+MODULES = startup.MODULES
 MLA_MODELS = ("deepseek-v3.json",)
 DSA_MODELS = ("deepseek-v3.2.json",)
 MHA_MODELS = ("llama-3.1-8b.json", "qwen3-8b.json")
@@ -61,12 +57,13 @@ def mha_points(configs: dict[str, dict]) -> list[dict[str, Any]]:
             for tp in divisors(int(configs[name]["num_attention_heads"]))]
 
 
-def mha_model_config(config: dict) -> Strict:
+def mha_model_config(config: dict, arch: Any) -> Strict:
     """configs/model_config.py: head_dim is the config's, else hidden_size // heads;
-    num_key_value_heads the config's, else the head count."""
+    num_key_value_heads the config's, else the head count; attention_arch MHA (`arch`)."""
     text = HFConfig(config)
     heads = int(config["num_attention_heads"])
     return Strict("model_config", {
+        "attention_arch": arch,
         "hf_config": text, "hf_text_config": text,
         "num_attention_layers": int(config["num_hidden_layers"]),
         "num_attention_heads": heads,
@@ -78,27 +75,28 @@ def mha_model_config(config: dict) -> Strict:
     })
 
 
-def _recipe(modules: dict[str, types.ModuleType], family: str, sa: Strict, mc: Strict, attn: Any) -> Any:
-    module = modules["ordinary"]
-    return recipe(module.OrdinaryRecipe, module.CacheRecipe, family=family, server_args=sa, model_config=mc,
-                  attn_config=attn, draft_model_config=None, draft_attn_config=None)
+def _recipe(modules: dict[str, types.ModuleType], family: str, sa: Strict, mc: Strict) -> Any:
+    attn = startup.attn_config(modules, sa, mc)
+    startup.check_family(modules, family, sa, mc, attn)
+    return startup.recipe(modules, family, server_args=sa, model_config=mc, attn_config=attn,
+                          draft_model_config=None, draft_attn_config=None)
 
 
 def build_mla(modules: dict[str, types.ModuleType], configs: dict[str, dict], point: dict[str, Any]) -> Any:
     config = configs[point["model"] + ".json"]
     text = HFConfig(config)
-    mc = mla_model_config(config, text, int(config["num_hidden_layers"]))
+    mc = mla_model_config(config, text, int(config["num_hidden_layers"]), startup.arch(modules, "MLA"))
     sa = server_args(point["tp"], point["dtype"], block=DEFAULT_BLOCK)
-    return _recipe(modules, "mla", sa, mc, modules["configs.mla"].MLAConfig.generate(sa, mc, False))
+    return _recipe(modules, "mla", sa, mc)
 
 
 def build_dsa(modules: dict[str, types.ModuleType], configs: dict[str, dict], point: dict[str, Any]) -> Any:
     """configs/model_config.py `configure_dsa_attention`: the MLA facts plus the indexer's
     index_topk, index_head_dim and index_n_heads from the config, index_k_format "fp8_scaled"
-    (fixed there), and index_kpool the config's (DeepSeek-V3.2 has none)."""
+    (fixed there), and index_kpool the config's (DeepSeek-V3.2 has none); attention_arch DSA."""
     config = configs[point["model"] + ".json"]
     text = HFConfig(config)
-    mc = mla_model_config(config, text, int(config["num_hidden_layers"]), {
+    mc = mla_model_config(config, text, int(config["num_hidden_layers"]), startup.arch(modules, "DSA"), {
         "index_topk": int(config["index_topk"]),
         "index_head_dim": int(config["index_head_dim"]),
         "index_n_heads": int(config["index_n_heads"]),
@@ -106,11 +104,11 @@ def build_dsa(modules: dict[str, types.ModuleType], configs: dict[str, dict], po
         "index_kpool": config.get("index_kpool"),
     })
     sa = server_args(point["tp"], point["dtype"], block=DEFAULT_BLOCK)
-    return _recipe(modules, "dsa", sa, mc, modules["configs.dsa"].DSAConfig.generate(sa, mc, False))
+    return _recipe(modules, "dsa", sa, mc)
 
 
 def build_mha(modules: dict[str, types.ModuleType], configs: dict[str, dict], point: dict[str, Any]) -> Any:
-    mc = mha_model_config(configs[point["model"] + ".json"])
+    mc = mha_model_config(configs[point["model"] + ".json"], startup.arch(modules, "MHA"))
     block = MXFP8_BLOCK if point["dtype"] == "mxfp8" else DEFAULT_BLOCK
     sa = server_args(point["tp"], point["dtype"], block=block)
-    return _recipe(modules, "mha", sa, mc, modules["configs.mha"].MHAConfig.generate(sa, mc, False))
+    return _recipe(modules, "mha", sa, mc)

@@ -2,8 +2,10 @@
 
 setup() runs groups -> packing -> pack -> check_layout -> bind (recipes/base.py); we run the
 same stages in the same order with the recipe's own seams, and stop before the parts that size
-the arena from a memory budget (capacity is the scheduler's business, not the layout's). The
-layout is then bound at three parent counts so the caller
+the arena from a memory budget (capacity is the scheduler's business, not the layout's). setup()
+itself needs the budget and the scheduler, so its own code is read instead (`stages`): a
+revision whose setup() runs other stages, or in another order, or passes pack() other keywords,
+is an AdapterGap (`check_stages`). The layout is then bound at three parent counts so the caller
 can show the bound plan is affine in N and check it for every N at once.
 
 What the recipe raises is judged by whose code raised it (verdict.blame): the engine's code
@@ -14,7 +16,11 @@ AdapterGap, raised for the caller to report the recipe under.
 
 from __future__ import annotations
 
+import ast
+import functools
+import inspect
 import math
+import textwrap
 import traceback
 import types
 from collections.abc import Callable
@@ -24,16 +30,18 @@ from typing import Any
 
 from kvproof.engines import verdict
 from kvproof.engines.tokenspeed.loader import ASSUMED
+from kvproof.engines.verdict import AdapterGap
 from kvproof.spec import properties as P
 
 # A bound plan's numbers are affine in the parent count N: two bindings fix the line, and the
 # others, up to the largest N the plan allows, confirm it (a cap or threshold in bind shows).
 BIND_AT = (1, 2, 3)
 SEAMS = "kv_cache/recipes/base.py"  # where a seam a recipe forgot to fill raises NotImplementedError
+STAGES = ("groups", "packing", "pack", "check_layout", "bind")  # setup()'s layout stages, by call name
 HERE = Path(__file__).resolve().parent
 # kvproof's files that stand in for what the engine lacks: an exception raised in one is the
 # adapter's even when the engine's code called it (verdict.blame).
-STAND_INS = (verdict.STUBS, HERE / "configs.py", HERE / "loader.py")
+STAND_INS = (verdict.STUBS, HERE / "configs.py", HERE / "loader.py", HERE / "partial.py")
 
 
 @dataclass(frozen=True)
@@ -103,6 +111,47 @@ def _judged(err: Exception, engine: Path, packing: Any) -> Refused:
     if isinstance(err, ValueError) and "platform" in ASSUMED.consulted:
         return Refused(f"on {ASSUMED.values['platform']}: {message}", True, _known(packing))
     return Refused(message, False, _known(packing))
+
+
+def stages(function: Callable[..., Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The layout stages a function calls, in the order they run (a call's arguments before the
+    call), and the keywords its pack() call passes: read from its source, not run."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    calls: list[str] = []
+    keywords: tuple[str, ...] = ()
+
+    def visit(node: ast.AST) -> None:
+        nonlocal keywords
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name in STAGES:
+                calls.append(name)
+            if name == "pack":
+                keywords = tuple(k.arg or "**" for k in node.keywords)
+
+    body = tree.body[0]
+    for stmt in body.body if isinstance(body, ast.FunctionDef) else tree.body:
+        visit(stmt)
+    return tuple(calls), keywords
+
+
+@functools.cache
+def _ours() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    return stages(run)
+
+
+def check_stages(cache_recipe: type) -> None:
+    """The revision's CacheRecipe.setup() must run the stages kvproof runs, in its order, with
+    pack() given the same keywords; else kvproof's pipeline is not the engine's (an AdapterGap)."""
+    setup = getattr(cache_recipe, "setup", None)
+    if setup is None:
+        raise AdapterGap("CacheRecipe.setup", "this revision has no setup(), whose stages kvproof runs")
+    theirs = stages(setup)
+    if theirs != _ours():
+        raise AdapterGap("CacheRecipe.setup", f"it runs {' -> '.join(theirs[0])} with pack({', '.join(theirs[1])}); "
+                         f"kvproof's pipeline runs {' -> '.join(_ours()[0])} with pack({', '.join(_ours()[1])})")
 
 
 def bind_at(layout: Any) -> tuple[int, ...]:

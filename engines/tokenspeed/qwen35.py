@@ -1,42 +1,73 @@
 """tokenspeed's qwen_gdn recipe (QwenGDNRecipe) for Qwen3.5: full attention interleaved with
 Gated DeltaNet state, at a point: attention tp x cache dtype x the SSM state dtype assumption.
 
-The attention config is MHAConfig.generate plus LinearAttnConfig.generate (GDN branch),
-composed as attention/registry.py composes them. The SSM state dtype comes from the environment
-switch TOKENSPEED_MAMBA_SSM_DTYPE, so it is an assumption axis: the default domain runs both
+The attention config is the registry's `_create_attn_config` (startup.py): MHAConfig.generate,
+plus the GDN LinearAttnConfig component in revisions that have configs/linear_attn.py (0.1.1).
+Earlier revisions (#1117 on) have no linear-attention component: their recipe reads the GDN state
+shapes from the text config's `mamba2_cache_params`, which kvproof then derives as tokenspeed's
+config class does. The SSM state dtype comes from the environment switch
+TOKENSPEED_MAMBA_SSM_DTYPE either way, so it is an assumption axis: the default domain runs both
 values. mxfp8 is left out: the recipe's constructor refuses it ("does not yet support the MXFP8
 interleaved scale layout", recipes/qwen35.py). No MTP draft yet.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import types
 from math import gcd
 from typing import Any
 
 from kvproof.engines.stubs import Unavailable
+from kvproof.engines.tokenspeed import loader, startup
 from kvproof.engines.tokenspeed.configs import HFConfig, Strict
-from kvproof.engines.tokenspeed.inputs import CAPACITY, MATH, divisors, recipe, server_args
+from kvproof.engines.tokenspeed.inputs import CAPACITY, MATH, divisors, server_args
 from kvproof.engines.tokenspeed.loader import ASSUMPTIONS
 
 MODELS = ("qwen3.5-27b.json",)
-MODULES = ("qwen35", "plan", "configs.mha", "configs.linear_attn")
+MODULES = startup.MODULES
+# tokenspeed's Qwen3.5 text config class, whose mamba2_cache_params the recipes before
+# configs/linear_attn.py read.
+TEXT_CONFIG = "runtime.configs.qwen3_5_text_base_config"
 CACHE_DTYPES = ("fp8", "bfloat16")
 SSM = "TOKENSPEED_MAMBA_SSM_DTYPE"
 LIMITS = "not modelled: MTP draft layers (mtp_num_hidden_layers)"
 
 
-def text_config(config: dict) -> HFConfig:
+def text_config(config: dict, tp: int | None = None) -> HFConfig:
     """tokenspeed's Qwen3_5 text config class derives `layer_types` from full_attention_interval
     (layer i is full attention iff (i + 1) % interval == 0; configs/qwen3_5_text_base_config.py),
-    not from the checkpoint's own list, and `linear_layer_ids` from those labels."""
+    not from the checkpoint's own list, and `linear_layer_ids` from those labels. With `tp`, and
+    where the revision's class defines it, also `mamba2_cache_params` (cache_params)."""
     text = config.get("text_config", config)
     interval = int(text["full_attention_interval"])
     labels = ["full_attention" if (i + 1) % interval == 0 else "linear_attention"
               for i in range(int(text["num_hidden_layers"]))]
-    return HFConfig(text, {"layer_types": labels,
-                           "linear_layer_ids": [i for i, label in enumerate(labels) if label == "linear_attention"]})
+    linear = [i for i, label in enumerate(labels) if label == "linear_attention"]
+    derived: dict[str, Any] = {"layer_types": labels, "linear_layer_ids": linear}
+    if tp is not None and loader.class_defines(TEXT_CONFIG, "mamba2_cache_params"):
+        derived["mamba2_cache_params"] = cache_params(text, tp, linear)
+    return HFConfig(text, derived)
+
+
+def cache_params(text: dict, tp: int, linear: list[int]) -> tuple:
+    """`Qwen3_5BaseTextConfig.mamba2_cache_params` (runtime/configs/qwen3_5_text_base_config.py,
+    in the revisions before configs/linear_attn.py): the per-rank conv state (conv_dim / tp,
+    kernel - 1) in bf16, the K-last SSM state (value heads / tp, value dim, key dim) in the
+    TOKENSPEED_MAMBA_SSM_DTYPE switch's dtype (asked of the point's assumption, as the class asks
+    envs), and the linear layers. conv_dim = key dim x key heads x 2 + value dim x value heads;
+    the attention tp is the class's `mapping.attn.tp_size`."""
+    import torch
+
+    conv_dim = (int(text["linear_key_head_dim"]) * int(text["linear_num_key_heads"]) * 2
+                + int(text["linear_value_head_dim"]) * int(text["linear_num_value_heads"]))
+    if conv_dim % tp or int(text["linear_num_value_heads"]) % tp:
+        raise ValueError(f"{conv_dim} conv channels / {text['linear_num_value_heads']} value heads do not divide by "
+                         f"attention tp {tp}")  # distributed/utils.py divide()
+    ssm = {"float32": torch.float32, "bfloat16": torch.bfloat16}[loader.switch(SSM)]
+    return ((conv_dim // tp, int(text["linear_conv_kernel_dim"]) - 1),
+            (int(text["linear_num_value_heads"]) // tp, int(text["linear_value_head_dim"]),
+             int(text["linear_key_head_dim"])),
+            torch.bfloat16, ssm, linear)
 
 
 def points(configs: dict[str, dict]) -> list[dict[str, Any]]:
@@ -53,13 +84,14 @@ def points(configs: dict[str, dict]) -> list[dict[str, Any]]:
 
 def build(modules: dict[str, types.ModuleType], configs: dict[str, dict], point: dict[str, Any]) -> Any:
     config = configs[point["model"] + ".json"]
-    text = text_config(config)
+    text = text_config(config, point["tp"])
     heads = int(text.num_attention_heads)
     # Qwen3_5Config forwards attributes it lacks to its text config (configs/qwen3_5_config.py).
     top = HFConfig({k: v for k, v in config.items() if k != "text_config"},
                    {"text_config": text, "layer_types": text.layer_types, "linear_layer_ids": text.linear_layer_ids})
     mc = Strict("model_config", {
         "hf_config": top, "hf_text_config": text,
+        "attention_arch": startup.arch(modules, "MHA"),  # Qwen3_5ForConditionalGeneration is no MLA/DSA architecture
         "num_attention_layers": int(text.num_hidden_layers),
         "num_attention_heads": heads,
         "num_key_value_heads": int(text.num_key_value_heads),
@@ -68,17 +100,14 @@ def build(modules: dict[str, types.ModuleType], configs: dict[str, dict], point:
         "dtype": Unavailable("model_config.dtype", MATH),
         "context_len": Unavailable("model_config.context_len", CAPACITY),
     })
-    module = modules["qwen35"]
-    return hybrid_recipe(modules, module.QwenGDNRecipe, "LinearAttnConfig", mc, point)
+    return hybrid_recipe(modules, "qwen_gdn", mc, point)
 
 
-def hybrid_recipe(modules: dict[str, types.ModuleType], cls: type, linear: str, mc: Strict,
-                  point: dict[str, Any]) -> Any:
-    """A QwenGDNRecipe family (qwen_gdn, mamba2): MHA attention plus the linear component the
-    registry adds (`linear`, a class of configs/linear_attn.py), no draft."""
+def hybrid_recipe(modules: dict[str, types.ModuleType], family: str, mc: Strict, point: dict[str, Any]) -> Any:
+    """A QwenGDNRecipe family (qwen_gdn, mamba2): the registry's attention config (MHA plus the
+    linear component it adds for the architecture, where the revision has one), no draft."""
     sa = server_args(point["tp"], point["dtype"], extra={"speculative_eagle_topk": 1})  # the default: no tree
-    attn = modules["configs.mha"].MHAConfig.generate(sa, mc, False)
-    component = getattr(modules["configs.linear_attn"], linear).generate(sa, mc, False)
-    attn = dataclasses.replace(attn, components=(*attn.components, component))
-    return recipe(cls, modules["qwen35"].CacheRecipe, server_args=sa, model_config=mc, attn_config=attn,
-                  draft_model_config=None, draft_attn_config=None)
+    attn = startup.attn_config(modules, sa, mc)
+    startup.check_family(modules, family, sa, mc, attn)
+    return startup.recipe(modules, family, server_args=sa, model_config=mc, attn_config=attn,
+                          draft_model_config=None, draft_attn_config=None)
