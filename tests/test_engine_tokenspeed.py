@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bites import fails_under
 
 from kvproof.engines import baseline
 from kvproof.engines.stubs import StubUsed, Unavailable
@@ -553,6 +554,13 @@ def test_a_value_error_of_kvproofs_adapter_is_an_adapter_gap_not_boots(installed
     assert "ValueError: invalid literal for int() with base 10: 'four' (at tp=8 dtype=fp8 drafts=0; 1 of 1" in (
         k3.not_verified)
     assert not mla.adapter and [p.verdict for p in mla.points] == ["ok"]
+
+
+def test_judging_an_adapter_failure_by_its_type_is_killed(installed, monkeypatch) -> None:
+    """The seeded bug ts_adapter_gap_as_boots (the exception's type alone decides) turns that
+    ValueError into a boots finding a baseline could hide: the test above fails under it."""
+    fails_under("ts_adapter_gap_as_boots", test_a_value_error_of_kvproofs_adapter_is_an_adapter_gap_not_boots,
+                installed, monkeypatch)
 
 
 def test_a_seam_the_recipe_forgot_is_a_boots_counterexample_not_a_refusal(installed, tmp_path) -> None:

@@ -27,6 +27,9 @@ faults.declare({
     "ts_bind_forgets_null_parent": "tokenspeed's bind() sizes each plane slab for N parents, not N + 1",
     "launch_engine_moe_check_dropped": "verify config --engine forgets resolve_parallelism's MoE tp / EP check after "
     "the Mapping, so tokenspeed seems to accept MoE tp and EP both above 1",
+    # pipeline.py's hook: kvproof's adapter, not the engine's code.
+    "ts_adapter_gap_as_boots": "kvproof's tokenspeed adapter judges an exception by its type alone, not by whose code "
+    "raised it, so a ValueError in the adapter's own code becomes a baselinable boots finding of the engine",
 })
 
 _RECIPES = Path("runtime/layers/attention/kv_cache/recipes")
@@ -105,6 +108,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("ts_v4_state_own_plane", ("verify engine tokenspeed --recipe deepseek_v4 --tp 8 --dtype fp8",),
            expect="boots"),
     Mutant("ts_bind_forgets_null_parent", (FP8,), expect="no_overlap"),
+    # Per-recipe isolation: an adapter failure must stay NOT VERIFIED (adapter), never the engine's verdict.
+    Mutant("ts_adapter_gap_as_boots",
+           ("tests/test_engine_tokenspeed.py::test_a_value_error_of_kvproofs_adapter_is_an_adapter_gap_not_boots",)),
     # kvproof's load of tokenspeed's parallel resolution for `verify config --engine` (parallel.py)
     Mutant("launch_engine_moe_check_dropped", ("tests/test_config_engine.py::test_cli_shows_the_engines_own_rejection",
                                                "tests/test_config_engine.py::"

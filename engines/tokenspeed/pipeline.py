@@ -29,8 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from kvproof.engines import verdict
+from kvproof.engines.stubs import StubUsed
 from kvproof.engines.tokenspeed.loader import ASSUMED
 from kvproof.engines.verdict import AdapterGap
+from kvproof.impl import faults
 from kvproof.spec import properties as P
 
 # A bound plan's numbers are affine in the parent count N: two bindings fix the line, and the
@@ -99,6 +101,8 @@ def run(make: Callable[[], Any], plan_module: types.ModuleType, engine: Path) ->
 
 def _judged(err: Exception, engine: Path, packing: Any) -> Refused:
     blamed = verdict.blame(err, (engine,), stand_ins=STAND_INS)
+    if faults.active("ts_adapter_gap_as_boots") and not isinstance(err, StubUsed | AdapterGap):
+        blamed = verdict.Blame(True, blamed.frame, blamed.root)  # judged by the exception's type alone
     if not blamed.engine:
         raise verdict.gap(err, blamed) from err
     if not isinstance(err, NotImplementedError | ValueError | AssertionError):
