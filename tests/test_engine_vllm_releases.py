@@ -167,6 +167,15 @@ def test_a_release_older_than_0_30_is_one_unsupported_line(tmp_path) -> None:
     assert proc.returncode == 2, proc.stderr
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith("verify engine: error: unsupported: vllm 0.19.1 is older than 0.30.0") and "0.20.0" in line
+    # no stamp: planned if it has what the adapter follows; this one has no engine core
+    (tmp_path / "vllm" / "_version.py").unlink()
+    (tmp_path / "vllm" / "__init__.py").write_text("", encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "kvproof.cli.main", "engine", "vllm", "--engine-path", str(tmp_path)],
+                          capture_output=True, text=True, check=False, timeout=300, cwd=INSTALLED)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "verify engine: error: unsupported: vllm unknown: this vLLM has no vllm/v1/engine/core.py, whose "
+        "EngineCore._initialize_kv_caches kvproof plans through"]
 
 
 def test_a_backend_that_imports_compiled_flash_attention_is_stood_in_only_for_that_import() -> None:

@@ -226,6 +226,7 @@ def run(recipes: Sequence[str] | None = None, only: dict[str, Sequence[Any] | No
     if unknown:
         raise EngineError(f"kvproof plans no vllm model {unknown[0]!r}; it has: " + ", ".join(catalog.MODELS))
     names = list(recipes or catalog.MODELS)
+    platform.cuda_assumed(platform.modules())  # what the adapter follows is there, or platform.Unsupported
     domains = {name: _domain(catalog.MODELS[name], only) for name in names}
     chosen = {name: domain[0] for name, domain in domains.items()}
     empty = [name for name in names if not chosen[name] and not domains[name][1]]

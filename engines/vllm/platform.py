@@ -163,10 +163,11 @@ def modules() -> Vllm:
     package = Path(load("vllm").__file__ or "").parent
     if str(package) in _LOADED:
         return _LOADED[str(package)]
+    engine_core_imports(package / "v1" / "engine" / "core.py")  # what the adapter follows is there (read, not run)
+    check_hooks(load("vllm.platforms.interface").Platform)
     for name in IMPORT_FIRST:
         if importlib.util.find_spec(name) is not None:
             load(name)
-    check_hooks(load("vllm.platforms.interface").Platform)
     core = engine_core(package)
     v = Vllm(
         config=load("vllm.config"), platforms=load("vllm.platforms"), interface=load("vllm.platforms.interface"),
