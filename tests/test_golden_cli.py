@@ -2,6 +2,7 @@
 `--json` of plan, check, prove and `engine tokenspeed --recipe kimi_k3` (tests/golden/cli/), and
 the `--json` of config, synth, sweep, plan with drafts, mutants and a tokenspeed recipe
 (tests/golden/cli/more/, recorded by running the command line of commit 2233daf in a worktree).
+Config's case is an OK launch: a violated one's fix depends on --time-limit on a loaded machine.
 
 A restructuring keeps behaviour: each case's exit code and output must equal the recorded one,
 with only what varies from run to run (timings, where the engine was installed) normalized. A
