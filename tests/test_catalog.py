@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
 
@@ -154,3 +155,32 @@ def test_a_user_config_is_named_after_its_file_and_must_be_utf8(tmp_path):
     path.write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(ConfigError, match="is not UTF-8 text"):
         load_model(config=path)
+
+
+def test_a_tp_off_the_heads_names_the_head_counts_it_must_divide() -> None:
+    with pytest.raises(ConfigError) as err:
+        load_model("kimi-k3").check_tp(5)
+    assert str(err.value) == ("tp=5 does not divide num_attention_heads and linear_attn_config.num_heads of kimi-k3; "
+                              "valid tp: 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 96")
+    with pytest.raises(ConfigError) as err:
+        load_model("deepseek-v3").check_tp(5)
+    assert str(err.value) == ("tp=5 does not divide num_attention_heads of deepseek-v3; "
+                              "valid tp: 1, 2, 4, 8, 16, 32, 64, 128")
+
+
+def test_a_config_that_is_not_an_object_is_named_whole(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config([1], "bad")
+    assert str(err.value) == "bad: config must be a JSON object"
+    with pytest.raises(ConfigError) as err:
+        parse_config({"text_config": 5}, "bad")
+    assert str(err.value) == "config key 'text_config' must be an object"
+    missing = tmp_path / "nope.json"
+    with pytest.raises(ConfigError) as err:
+        load_model(config=missing)
+    assert str(err.value) == f"cannot read config {missing}: No such file or directory"
+
+
+def test_a_conv_kernel_of_2_keeps_one_input_and_is_admitted() -> None:
+    raw = _mutate(["text_config", "linear_attn_config", "short_conv_kernel_size"], 2)
+    assert parse_config(raw, "short").conv_kernel == 2

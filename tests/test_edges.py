@@ -7,9 +7,11 @@ must size real fields, and each extreme plan must be blamed on the property that
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -27,6 +29,7 @@ from kvproof.spec.catalog import ConfigError, load_model, parse_config
 from kvproof.spec.check import check_plan
 from kvproof.spec.contract import recipe_layout
 from kvproof.spec.encoding import in_bounds, page_id_limit
+from kvproof.spec.facts import Affine
 from kvproof.spec.plan_reader import affine_facts, concrete_facts, padding_bound_of, symbolic_facts
 from kvproof.spec.policy import K_MLA, Policy, choose, policy_named
 from kvproof.spec.prover import plan_point
@@ -491,7 +494,6 @@ def _parent_of(doc: dict, parent: int) -> dict:
 
 def test_an_engine_plan_at_three_parent_counts_is_one_affine_plan(monkeypatch):
     import kvproof.spec.plan_reader as R
-    from kvproof.spec.facts import Affine
 
     checked: list[int] = []
     validate_once = R.validate
@@ -796,3 +798,104 @@ def test_a_group_keeps_at_most_64_fields_on_one_plane():
         concrete_facts(doc, validated=True)
     assert str(err.value) == ("plan key 'fields[64].plane': group 'tok' keeps more than 64 fields on plane 'p0' "
                               "(every pair is checked; at most 64 per group and plane)")
+
+
+def test_a_negative_page_count_is_refused_by_its_own_message_and_takes_nothing() -> None:
+    a = Allocator({"g": 2}, 1)
+    with pytest.raises(AllocatorError, match=r"^page counts must be >= 0$"):
+        a.allocate({"g": -1})
+    assert a.free_parents() == (1,)  # refused before any state changed
+
+
+def test_a_binding_off_the_line_of_the_first_two_is_named_with_the_three_numbers() -> None:
+    # TOK's arena is (N + 1) x 32 B: 64 B at N=1 and 96 B at N=2 fix the line, which puts N=3 at
+    # 128 B; a binding stating 160 B there is not affine in N.
+    docs = _bindings(1, 2, 3)
+    docs[3]["arena_bytes"] = 160
+    with pytest.raises(ConfigError) as err:
+        affine_facts(docs)
+    assert str(err.value) == "engine plan: arena_bytes is 160 at N=3, not affine in N (64 at N=1, 96 at N=2)"
+
+
+def test_a_concrete_binding_reads_as_numbers_that_do_not_grow_with_n() -> None:
+    # TOK bound to 2 parents: 1 + 2 x 1 = 3 pages and an arena of (2 + 1) x 32 = 96 B. N is fixed
+    # at 2, so each is an affine term of slope 0 (an int, as the properties add and compare them).
+    facts = concrete_facts(_tok_plan())
+    assert facts.parents == (2, 2)
+    assert facts.groups[0].page_count == Affine(0, 3) and facts.arena_bytes == Affine(0, 96)
+
+
+def test_a_page_freed_twice_in_one_call_is_named_and_nothing_is_freed() -> None:
+    a = Allocator({"g": 2}, 1)
+    a.allocate({"g": 2})  # pages 1 and 2, parent 1
+    with pytest.raises(AllocatorError, match=r"^a page of g is freed twice in one call$"):
+        a.free({"g": [1, 1]})
+    assert a.live_pages("g") == {1, 2} and a.free_parents() == ()
+
+
+def test_a_plan_or_an_entry_that_is_not_an_object_is_named_without_the_schema() -> None:
+    # concrete_facts(validated=True) reads a plan the schema did not see: a list, or a list entry
+    # that is a number, is named by where it sits.
+    with pytest.raises(ConfigError) as err:
+        concrete_facts([], validated=True)  # type: ignore[arg-type]
+    assert str(err.value) == "plan must be an object"
+    doc = _tok_plan()
+    doc["planes"][0] = 5
+    with pytest.raises(ConfigError) as err:
+        concrete_facts(doc, validated=True)
+    assert str(err.value) == "plan key 'planes[0]' must be an object"
+
+
+def test_a_field_without_a_shape_or_with_a_dtype_not_a_string_is_named_without_the_schema() -> None:
+    doc = _tok_plan()
+    del doc["fields"][0]["shape"]
+    with pytest.raises(ConfigError) as err:
+        concrete_facts(doc, validated=True)
+    assert str(err.value) == "plan is missing key 'fields[0].shape'"
+    doc = _tok_plan()
+    doc["fields"][0]["dtype"] = 2
+    with pytest.raises(ConfigError) as err:
+        concrete_facts(doc, validated=True)
+    assert str(err.value) == "plan key 'fields[0].dtype' has the wrong type int"
+
+
+class _FarthestWitness(z3.Solver):
+    """A solver whose every model has the K_mla farthest from the model before: the least or the
+    largest it admits (z3 may hand any witness)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last = 0
+
+    def _walk(self, extra: tuple[Any, ...], further: Callable[[int], Any]) -> int:
+        k: int = self.model()[K_MLA].as_long()
+        while super().check(*extra, further(k)) == z3.sat:
+            k = self.model()[K_MLA].as_long()
+        return k
+
+    def check(self, *extra: Any) -> Any:
+        if super().check(*extra) != z3.sat:
+            return z3.unsat
+        largest = self._walk(extra, lambda k: k < K_MLA)
+        least = self._walk(extra, lambda k: k > K_MLA)
+        self.last = largest if largest - self.last >= self.last - least else least
+        return super().check(*extra, self.last == K_MLA)
+
+
+def test_search_bisects_above_the_candidates_it_refused_whatever_witness_z3_gives(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    layout = replace(recipe_layout(_kimi_linear_466(), 32, "fp8"), state=3 * 67_840)
+    monkeypatch.setattr("kvproof.spec.policy._SOLVER", _FarthestWitness())
+    # state = 3 pages: search admits K_mla 3..256. After 3 is refused the next is asked for above
+    # 3: the witness 256, then below 130 the one farthest from 256, which must be 4, not the
+    # refused 3 again; after 4, 5 (K_lin = 5 x 67,840 // 203,520 = 1).
+    tried = []
+
+    def boots(packing: dict[str, int]) -> bool:
+        tried.append(packing["full_attention"])
+        assert len(tried) <= 3, tried
+        return packing["full_attention"] >= 5
+
+    lin = {"linear_attention_0": 1, "linear_attention_1": 1, "linear_attention_2": 1}
+    assert choose(policy_named("search"), layout, boots) == {"full_attention": 5, **lin}
+    assert tried == [3, 4, 5]
