@@ -3,10 +3,15 @@ passes; the flag parser never raises anything but its one-line error."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 import time
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
+import z3
 from bites import fails_under
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -23,6 +28,7 @@ from kvproof.spec.launch import (
     RULE_NAMES,
     RULES,
     Launch,
+    OutOfTime,
     assumption_cases,
     candidate_sizes,
     smallest_fix,
@@ -297,3 +303,91 @@ def test_no_candidate_size_passes_search_max():
     """8,194 = 2 x 4,097: its divisors up to 4,096 are 1, 2; 4,097 is one past SEARCH_MAX."""
     sizes = candidate_sizes(Launch(world=8194), load_model("kimi-k3"))
     assert max(sizes) == 4096 and 4097 not in sizes and 2 in sizes
+
+
+def test_a_tp_off_the_heads_names_each_head_count_the_tp_shards(capsys: pytest.CaptureFixture[str]) -> None:
+    """K3 is hybrid: tp 5 must divide its 96 MLA and its 96 KDA heads; DeepSeek-V3 has MLA heads only."""
+    _, out = config(capsys, *BREAKS["tp_divides_heads"])
+    assert out["violations"][0]["reason"] == "attention tp 5 does not divide the head counts (96 MLA, 96 KDA)"
+    main(["config", "--model", "deepseek-v3", "--json", *ROOMY, *TILED, "--", "--tp", "5"])
+    out = json.loads(capsys.readouterr().out)
+    assert out["violations"][0]["reason"] == "attention tp 5 does not divide the head counts (128 MLA)"
+
+
+def test_a_fix_may_keep_a_world_of_search_max_ranks() -> None:
+    """World 4,096 = tp 32 x dp 128 is well formed; only DCP 3 breaks (it does not divide tp 32).
+    DCP 2 and 4 are both 1 away, the smaller value wins; the world stays at SEARCH_MAX."""
+    launch = Launch(world=4096, tp=32, dp=128, dcp=3, dist_init_addr=True)
+    fix = smallest_fix(launch, load_model("kimi-k3"), assumption_cases(None), RULES)
+    assert fix is not None and fix.changed == ("dcp",) and fix.launch.dcp == 2 and fix.launch.world == 4096
+
+
+def test_a_fix_search_with_one_millisecond_left_hands_z3_that_millisecond(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The time left before the deadline, in whole milliseconds, is z3's timeout: with 1 ms left z3
+    is still asked (and may answer in time or not); with less, nothing is searched."""
+    made: list[dict[str, int]] = []
+    real = z3.Optimize
+
+    class Recorded:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self.opt = real(*args, **kwargs)
+            self.params: dict[str, int] = {}
+            made.append(self.params)
+
+        def set(self, name: str, value: int) -> None:
+            self.params[name] = value
+            self.opt.set(name, value)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.opt, name)
+
+    monkeypatch.setattr(z3, "Optimize", Recorded)
+    monkeypatch.setattr(time, "monotonic", lambda: 0.0)
+    model = load_model("kimi-k3")
+    with pytest.raises(OutOfTime):
+        smallest_fix(Launch(tp=5), model, assumption_cases(True), RULES, deadline=0.0009)
+    assert made == []
+    with contextlib.suppress(OutOfTime):
+        smallest_fix(Launch(tp=5), model, assumption_cases(True), RULES, deadline=0.001)
+    assert made == [{"timeout": 1}]
+
+
+def test_expert_parallel_makes_ep_the_stage_only_where_ep_is_left_at_1(capsys: pytest.CaptureFixture[str]) -> None:
+    """--enable-expert-parallel at tp 8: EP takes the stage's 8 ranks and MoE tp what is left (1);
+    with --ep-size 4 given EP stays 4 and MoE tp is 8 / 4 = 2; without the flag EP is 1, MoE tp 8."""
+    for launch, ep, moe_tp in ((("--tp", "8", "--enable-expert-parallel"), 8, 1),
+                               (("--tp", "8", "--enable-expert-parallel", "--ep-size", "4"), 4, 2),
+                               (("--tp", "8"), 1, 8)):
+        _, out = config(capsys, TILED, launch)
+        assert (out["resolved"]["ep"], out["resolved"]["moe_tp"]) == (ep, moe_tp), launch
+
+
+def test_without_the_flag_count_the_nearest_sizes_still_win() -> None:
+    """count_flags=False (the seeded fault's hook) drops only the first objective: around --tp 15
+    the nearest divisor of K3's 96 heads, 16, still wins over the smallest value that fits (2).
+    Flags that are not sizes enter no other objective, so only the sizes are pinned."""
+    fix = smallest_fix(Launch(tp=15), load_model("kimi-k3"), assumption_cases(None), RULES, count_flags=False)
+    assert fix is not None and (fix.launch.tp, fix.launch.world, fix.launch.dp) == (16, None, None)
+
+
+def test_a_fix_search_stops_at_its_deadline_when_z3_overruns_its_own_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """z3 does not always honour its timeout inside Optimize, so a timer interrupts the search at
+    the deadline. This z3 ignores its timeout: its check waits to be interrupted (up to 10 s)."""
+    real = z3.Optimize
+
+    class Stubborn:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self.opt, self.interrupted = real(*args, **kwargs), threading.Event()
+            self.ctx = SimpleNamespace(interrupt=self.interrupted.set)
+
+        def check(self) -> Any:
+            return z3.unknown if self.interrupted.wait(10) else self.opt.check()
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.opt, name)
+
+    monkeypatch.setattr(z3, "Optimize", Stubborn)
+    start = time.monotonic()
+    with pytest.raises(OutOfTime):
+        smallest_fix(Launch(tp=5), load_model("kimi-k3"), assumption_cases(True), RULES, deadline=start + 0.2)
+    assert time.monotonic() - start < 5

@@ -4,6 +4,7 @@ policy fails, a broken policy it was never told about, and each property check s
 from __future__ import annotations
 
 import json
+import time
 from math import floor
 
 import pytest
@@ -180,3 +181,11 @@ def test_properties_over_undeclared_readers_are_vacuous_not_proved(capsys):
     text = capsys.readouterr().out
     assert "kernel_page      vacuous: no field declares kernels" in text
     assert "exact_stride     proved" in text
+
+
+def test_a_proof_reports_the_wall_seconds_it_took() -> None:
+    """verify prove prints how long the proof took: a share of the time around the call, and no
+    less than the solver seconds spent inside it."""
+    start = time.perf_counter()
+    proof = prove(K3, POLICIES["ceil"], tps=(8,), dtypes=("fp8",))
+    assert 0 < sum(proof.solver_seconds.values()) <= proof.seconds <= time.perf_counter() - start

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from functools import cache
+from typing import Any
 
 import pytest
 import z3
@@ -20,8 +22,8 @@ from kvproof.cli.main import main
 from kvproof.cli.sweep_report import cells
 from kvproof.impl import faults
 from kvproof.impl.recipe import plan_model
-from kvproof.spec.catalog import BUILTIN_MODELS, CACHE_DTYPES, load_model
-from kvproof.spec.contract import FULL
+from kvproof.spec.catalog import BUILTIN_MODELS, CACHE_DTYPES, ConfigError, load_model
+from kvproof.spec.contract import FULL, Layout
 from kvproof.spec.policy import POLICIES
 from kvproof.spec.sweep import SEARCH_UNROLL, Query, confirm, derive_shape, describe_set, sweep
 from kvproof.spec.sweep_family import Family, Member, divisors, mla_layers, parse_range
@@ -370,3 +372,81 @@ def test_a_latent_narrower_than_a_page_value_is_swept_as_the_prover_sees_it() ->
     members = [Member(93, 96, 128, 32, 4, tp, "bf16") for tp in K3.tp_domain]
     points = [confirm(fam, POLICIES["ceil"], m)[0] for m in members]
     assert all(p is not None and p.accepted for p in points)
+
+
+def test_describe_set_tries_a_modulus_only_while_each_class_holds_three_values() -> None:
+    """24 and 27 of 24..29 are the values = 0 (mod 3), but six values give each class mod 3 only
+    two: moduli stop at 6 // 3 = 2, so the set is listed. Nine values (24..32) reach mod 3."""
+    assert describe_set([24, 27], tuple(range(24, 30))) == "2 of 6: 24, 27"
+    assert describe_set([24, 27, 30], tuple(range(24, 33))) == "3 of 9: ≡ 0 (mod 3)"
+
+
+def test_describe_set_lists_every_residue_of_a_class_pattern() -> None:
+    # v mod 4 in {0, 1} over 24..47: not a class mod 2 (25 and 27 differ) nor mod 3 (24 and 27).
+    domain = tuple(range(24, 48))
+    assert describe_set([v for v in domain if v % 4 in (0, 1)], domain) == "12 of 24: ≡ 0, 1 (mod 4)"
+
+
+def test_a_member_and_a_family_print_as_name_value_pairs_in_parameter_order() -> None:
+    assert Member(93, 96, 128, 512, 4, 32, "bf16").text() == (
+        "num_layers=93 kda_heads=96 head_dim=128 kv_lora_rank=512 mla_every=4 tp=32 dtype=bf16")
+    assert family({"num_layers": "24..26", "head_dim": "64,128"}).describe() == (
+        "num_layers=24..26 kda_heads=96 head_dim=64,128 kv_lora_rank=512 mla_every=4")
+
+
+def _contract_rounding(monkeypatch: pytest.MonkeyPatch, what: str, to: int) -> None:
+    """The sweep's contract with the layout's `what` (state or page bytes) rounded up to a multiple of `to`."""
+    import kvproof.spec.sweep as S
+
+    contract = S.recipe_layout
+
+    def rounded(*args: Any) -> Layout:
+        layout = contract(*args)
+        return replace(layout, **{what: -(-getattr(layout, what) // to) * to})
+
+    monkeypatch.setattr(S, "recipe_layout", rounded)
+
+
+def test_a_contract_whose_state_is_not_linear_in_the_heads_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The encoding's state is heads per rank x state_per_head, checked against the contract at
+    every head count. K3's KDA head (head_dim 128) holds 67,840 B; rounded up to 4 KiB, one head is
+    69,632 B and two are 139,264 B = 2 x 69,632, but three (203,520 B) round to 204,800 B."""
+    _contract_rounding(monkeypatch, "state", 4096)
+    with pytest.raises(ConfigError, match=r"^state bytes are not linear in heads at head_dim=128, 3 heads per rank "
+                                          r"\(204800 != 3 x 69632\); narrow --vary head_dim$"):
+        derive_shape(family(K3_ALONE))
+
+
+def test_a_contract_whose_page_is_not_linear_in_the_rank_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The encoding's page is page_per_value x (rank + rope), checked against the contract at every
+    rank. A contract rounding pages up to 4 KiB breaks that: at rank 256 (fp8) the page is 128 x 320
+    = 40,960 B = 10 x 4,096 B, so 128 B per value; at 257 it is 128 x 321 = 41,088 B, rounded up to
+    45,056 B, not 128 x 321."""
+    _contract_rounding(monkeypatch, "page", 4096)
+    fam = Family.around(K3, {"kv_lora_rank": parse_range("kv_lora_rank", "256..257")}, ("fp8",))
+    with pytest.raises(ConfigError, match=r"^page bytes are not linear in kv_lora_rank at 257 \(fp8\)$"):
+        derive_shape(fam)
+
+
+def test_a_pointwise_prover_accepting_what_the_encoding_fails_is_an_error_not_a_verdict(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """K3 alone under ceil fails only at bf16 tp 32 (test above). A prover answering there as it
+    does at fp8 tp 32 (accepted: K_mla = ceil(203,520 / 73,728) = 3) disagrees with the encoding:
+    the sweep says so and asks for a report, it does not return PROVED or a counterexample."""
+    import kvproof.spec.sweep as S
+
+    pointwise = S.confirm
+    monkeypatch.setattr(S, "confirm", lambda fam, policy, m: pointwise(fam, policy, replace(m, dtype="fp8")))
+    with pytest.raises(ConfigError) as err:
+        sweep(family(K3_ALONE), POLICIES["ceil"])
+    assert str(err.value) == ("internal: the sweep's encoding says num_layers=93 kda_heads=96 head_dim=128 "
+                              "kv_lora_rank=512 mla_every=4 tp=32 dtype=bf16 fails under ceil, the pointwise "
+                              "prover accepts K_mla=3; please report")
+
+
+def test_a_members_model_is_named_after_the_base_checkpoint() -> None:
+    """Messages about a member's model name it kimi-k3-sweep: the base's name, marked as a sweep member."""
+    model = family(K3_ALONE).model(Member(93, 96, 128, 512, 4, 32, "bf16"))
+    assert model.name == "kimi-k3-sweep"
+    with pytest.raises(ConfigError, match=r"^tp=5 does not divide .* of kimi-k3-sweep; valid tp"):
+        model.check_tp(5)
