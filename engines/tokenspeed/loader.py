@@ -275,12 +275,16 @@ def _version_at(package_dir: Path) -> str:
 
 
 def _commit_at(root: Path) -> str | None:
+    """The commit of the git work tree that tracks `root`; None for a folder no repository tracks
+    (an unpacked package, also one unpacked inside another repository's ignored folder)."""
     try:
+        tracked = subprocess.run(["git", "-C", str(root), "ls-files", "--", "."], capture_output=True, text=True,
+                                 timeout=10, check=False)
         out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
                              timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    if out.returncode != 0:
+    if tracked.returncode != 0 or not tracked.stdout.strip() or out.returncode != 0:
         return None
     return out.stdout.strip() or None
 
