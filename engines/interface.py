@@ -16,9 +16,12 @@ members are for:
   for a plan, `from_refusal` for a refusal). `tps` and `dtypes` narrow the points to those attention
   tp and --kv-cache-dtype values, `narrowing` (a `Narrowing`) to the rest. A narrowing the chosen
   recipes' points have no axis for is refused, never ignored. The returned EngineRun says where the
-  engine's code came from (`source`, `commit`) and its `version`, which stamps the baseline keys.
-  Anything that is not a verdict (no engine there, an unknown recipe or axis value, a stand-in used:
-  `StubUsed`) is an `EngineError` with one line, and `verify engine` exits 2.
+  engine's code came from (`source`, `commit`) and its `version`, which the reports carry (baseline
+  entries match whatever the version). Bad input (no engine there, an unknown recipe or axis value,
+  an engine the adapter does not follow at all) is an `EngineError` with one line, and `verify
+  engine` exits 2. A recipe the adapter cannot drive at this engine revision (a moved function, a
+  changed call shape, a stand-in used: `StubUsed`) is that recipe's NOT VERIFIED (adapter), from
+  kvproof.engines.verdict's `adapter_result`; every other recipe is still planned.
 - `cross_point`: the finding properties that span points rather than belong to one plan (vLLM's
   block size that differs across tp); when every new finding is one of these, `verify engine`
   exits 3 instead of 1. Empty for an engine that has none.
