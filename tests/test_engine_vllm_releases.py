@@ -280,3 +280,89 @@ def test_a_seeded_bug_at_a_release_patches_the_module_that_plans_there() -> None
     assert proc.returncode == 1, proc.stderr[-2000:]
     (point,) = json.loads(proc.stdout)["recipes"][0]["points"]
     assert "exact_stride" in {f["property"] for f in point["findings"]}
+
+
+# --- upstream bugs on the releases that shipped them (docs/findings/real-releases.md) -------------------------------
+
+def plan_release(release: str, *args: str) -> tuple[int, dict[str, Any]]:
+    """`verify engine vllm --engine-path FOLDER ARGS --json` on a release's unpacked folder: its exit and report."""
+    proc = subprocess.run([sys.executable, "-m", "kvproof.cli.main", "engine", "vllm", "--engine-path",
+                           str(release_folder(release)), *args, "--json"],
+                          capture_output=True, text=True, check=False, timeout=900, cwd=INSTALLED)
+    assert proc.returncode in (0, 1, 3), proc.stderr[-2000:]
+    report = json.loads(proc.stdout)
+    assert report["version"] == release
+    return proc.returncode, report
+
+
+@pytest.mark.parametrize("release", list(RELEASES))
+def test_vllm_41037_the_block_moves_with_tp_in_every_release(release) -> None:
+    """vllm#41037, shipped in every release from 0.30.0 to 0.33.0: _align_hybrid_block_size sizes the attention
+    page from the per-rank KV heads, so Qwen3-Next's block is 544 tokens at tp 1 and 272 at tp 4."""
+    code, report = plan_release(release, "--recipe", "qwen3-next-80b-a3b", "--tp", "4", "--dtype", "auto", "--assume",
+                                "backend=FLASH_ATTN", "mamba_dtype=auto", "prefix=off", "spec=0", "pp=1")
+    assert code == 3
+    (point,) = report["recipes"][0]["points"]
+    assert point["property"] == "tp_block_size"
+    assert point["message"].startswith("block size 272 tokens at tp=4 but 544 at tp=1")
+
+
+@pytest.mark.parametrize("release", list(RELEASES))
+def test_vllm_51752_a_stage_without_attention_plans_16_tokens_in_every_release(release) -> None:
+    """vllm#51752, shipped in every release from 0.30.0 to 0.33.0: at pp 8 Kimi-Linear's stage 0 (layers 0-2, all
+    KDA) skips the hybrid alignment and plans 16-token blocks; the other stages plan 1,920."""
+    code, report = plan_release(release, "--recipe", "kimi-linear-48b-a3b", "--tp", "1", "--dtype", "auto",
+                                "--assume", "backend=FLASHMLA", "mamba_dtype=auto", "prefix=off", "pp=8")
+    assert code == 3
+    (point,) = report["recipes"][0]["points"]
+    assert point["property"] == "pp_block_size"
+    assert ("16 tokens at rank 0 (no attention layer among layers 0-2); 1920 tokens at rank 1, 2, 3, 4, 5, 6, 7"
+            in point["message"])
+
+
+def test_vllm_57721_is_not_found_on_0_31_its_planned_models_widen_their_state() -> None:
+    """vllm#57721 shipped in 0.30.0 and 0.31.0 in model classes kvproof plans none of (GraniteMoeHybrid, FalconH1,
+    Zamba2); Qwen3-Next passes num_spec there, so both of its speculative points boot on 0.31.0."""
+    code, report = plan_release("0.31.0", "--recipe", "qwen3-next-80b-a3b", "--tp", "1", "--dtype", "auto",
+                                "--assume", "backend=FLASH_ATTN", "mamba_dtype=auto", "prefix=off", "spec=2", "spec=3",
+                                "pp=1")
+    assert code == 0
+    assert [(p["spec"], p["verdict"]) for p in report["recipes"][0]["points"]] == [(2, "ok"), (3, "ok")]
+
+
+def function_source(path: Path, name: str) -> str:
+    """The source of the first function NAME defined in PATH, up to the next definition at its indent."""
+    text = path.read_text(encoding="utf-8")
+    start = text.index(f"def {name}(")
+    indent = text[text.rindex("\n", 0, start) + 1:start]
+    ends = [i for i in (text.find(f"\n{indent}def ", start), text.find(f"\n{indent}@", start)) if i != -1]
+    return text[start:min(ends)] if ends else text[start:]
+
+
+MODELS = "vllm/model_executor/models"
+# (upstream bug, file, function, text the release's function has where the bug is fixed, releases that have it)
+FIXES = (
+    ("vllm#57721", f"{MODELS}/granitemoehybrid.py", "get_mamba_state_shape_from_config", "num_spec=", {"0.32.0"}),
+    ("vllm#57721", f"{MODELS}/falcon_h1.py", "get_mamba_state_shape_from_config", "num_spec=", {"0.32.0"}),
+    ("vllm#57721", f"{MODELS}/zamba2.py", "get_mamba_state_shape_from_config", "num_spec=", {"0.32.0"}),
+    ("vllm#57721", f"{MODELS}/qwen3_next.py", "get_mamba_state_shape_from_config", "num_spec", set(RELEASES)),
+    ("vllm#57721", f"{MODELS}/nemotron_h.py", "get_mamba_state_shape_from_config", "num_spec=", set(RELEASES)),
+    ("vllm#55600", "vllm/v1/worker/gpu/model_states/mamba_hybrid.py", "add_request", "// mamba_block_size",
+     {"0.32.0"}),
+    ("vllm#43626", "vllm/v1/core/kv_cache_utils.py", "unify_kv_cache_spec_page_size",
+     "elif isinstance(layer_spec, MambaSpec):", set(RELEASES)),
+    ("vllm#25811", "vllm/v1/worker/utils.py", "select_common_block_size", "kv_manager_block_size", set(RELEASES)),
+)
+
+
+@pytest.mark.parametrize("release", list(RELEASES))
+def test_the_releases_code_has_each_fix_where_the_real_releases_page_says(release) -> None:
+    """What docs/findings/real-releases.md says shipped and fixed where, read from each release's own code: the
+    bugs kvproof does not plan (vllm#57721's and vllm#55600's) and those fixed before 0.30.0."""
+    folder = release_folder(release)
+    wrong = [f"{bug}: {file} {name}: {'lacks' if release in fixed else 'has'} {text!r}"
+             for bug, file, name, text, fixed in FIXES
+             if (text in function_source(folder / file, name)) != (release in fixed)]
+    assert not wrong
+    buggy = function_source(folder / "vllm/v1/worker/gpu/model_states/mamba_hybrid.py", "add_request")
+    assert ("// self.cache_config.block_size" in buggy) == (release != "0.32.0")  # vllm#55600 as reported
