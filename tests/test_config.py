@@ -27,14 +27,19 @@ from kvproof.spec.launch import (
     MERGE_STATE_UNTILED_MAX_HEADS,
     RULE_NAMES,
     RULES,
+    Enforced,
     Launch,
     OutOfTime,
     assumption_cases,
     candidate_sizes,
+    elsewhere,
+    nowhere,
+    resolution,
     smallest_fix,
     violated,
 )
-from kvproof.spec.launch_fix import UNCHECKED
+from kvproof.spec.launch_fix import UNCHECKED, Search, check
+from kvproof.spec.policy import POLICIES
 
 # fix-quality tests must not depend on the machine's load: the time limit has its own test
 ROOMY = ("--time-limit", "120")
@@ -391,3 +396,26 @@ def test_a_fix_search_stops_at_its_deadline_when_z3_overruns_its_own_timeout(mon
     with pytest.raises(OutOfTime):
         smallest_fix(Launch(tp=5), load_model("kimi-k3"), assumption_cases(True), RULES, deadline=start + 0.2)
     assert time.monotonic() - start < 5
+
+
+def test_where_the_engine_enforces_a_rule_reads_as_the_rules_table_says() -> None:
+    """docs/commands/config.md, the rules' last column: a rule the engine never checks reads "no",
+    with what happens instead in parentheses where that is known; `by` is what `verify config
+    --engine` sorts on (a violated "nowhere" rule the engine accepts is a FINDING). RULES is built
+    as the module is imported, so the helpers are called here as a new row would call them."""
+    assert nowhere() == Enforced("no", "nowhere")
+    assert nowhere("a stage gets an empty window") == Enforced("no (a stage gets an empty window)", "nowhere")
+    assert resolution("Mapping (assert)") == Enforced("Mapping (assert)", "resolution")
+    assert elsewhere("ServerArgs (raises at start)") == Enforced("ServerArgs (raises at start)", "elsewhere")
+
+
+def test_checking_a_launch_checks_the_cache_contract_unless_told_not_to() -> None:
+    """BREAKS' cache_contract launch (tp 4 fp8 under pinned12) breaks no launch rule, only the
+    contract at its point: checked by default, and not with check_contract=False (the hook of the
+    seeded fault launch_cache_contract_unchecked)."""
+    launch, model, policy = Launch(tp=4, dtype="fp8"), load_model("kimi-k3"), POLICIES["pinned12"]
+    found, _ = check(launch, model, True, policy, RULES, Search(time.monotonic() + 120, 120))
+    assert [v.rule for v in found] == ["cache_contract"] and found[0].engine_enforces.by == "elsewhere"
+    found, whole = check(launch, model, True, policy, RULES, Search(time.monotonic() + 120, 120),
+                         check_contract=False)
+    assert found == [] and whole is None
