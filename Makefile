@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: prove test lint gate mutation clean
+.PHONY: prove test lint gate compat mutation clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,11 @@ lint: $(VENV)/.test $(VENV)/.vllm
 
 gate: $(VENV)/.test $(VENV)/.vllm
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m kvproof.ci.gate
+
+# The compatibility matrix (docs/engines/compatibility.md, generated): every vLLM and tokenspeed release
+# the adapters follow, from the index; TOKENSPEED_GIT=DIR (a tokenspeed git directory) adds its revisions.
+compat: $(VENV)/.test $(VENV)/.vllm
+	$(BIN)/python -m kvproof.ci.compat $(if $(TOKENSPEED_GIT),--tokenspeed-git $(TOKENSPEED_GIT))
 
 # Mutation testing of impl/ and spec/ (docs/testing.md); mutmut is not in the test extra.
 MUTATION_ARGS ?= --sample 1 --budget-min 60

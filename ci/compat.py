@@ -1,0 +1,274 @@
+"""`make compat`: the compatibility matrix, release or revision x recipe.
+
+Runs `verify engine ENGINE --engine-path DIR --json` against each vLLM release on the index, each
+tokenspeed release and, given a tokenspeed git directory, every revision from the recipes' pipeline
+API (upstream #1117) on. A release is unpacked from its wheel (its `.py` files only, as
+docs/engines/vllm-releases.md says); a revision from `git archive`. The results go to a JSON file
+and render docs/engines/compatibility.md, which nobody writes by hand.
+
+    python -m kvproof.ci.compat [--tokenspeed-git DIR] [--jobs N]
+    python -m kvproof.ci.compat --render reports/compat/compat.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from kvproof.engines.tokenspeed.engine import NO_CONFIG
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = ROOT / "reports" / "compat"
+PAGE = ROOT / "docs" / "engines" / "compatibility.md"
+# 0.29.0 stands for the releases before the oldest the adapter follows: its row is the refusal.
+RELEASES = {"vllm": ("0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0"), "tokenspeed": ("0.1.1",)}
+FIRST_REVISION = "(#1117)"  # tokenspeed's one-pipeline-per-family recipes (docs/engines/tokenspeed.md)
+# What the tokenspeed adapter loads from a revision (engines/tokenspeed/loader.py skips these packages'
+# __init__ and imports their modules): two revisions with the same trees here plan the same.
+PLANNING_TREES = ("python/pyproject.toml", "python/tokenspeed/runtime/layers", "python/tokenspeed/runtime/configs",
+                  "python/tokenspeed/runtime/utils", "python/tokenspeed/runtime/distributed")
+RUN_TIMEOUT_S = 3600
+
+
+@dataclass
+class Target:
+    """One row: an engine's release or revision, and the folder `--engine-path` gets."""
+
+    engine: str
+    label: str  # the release, or the revision's short hash
+    folder: str
+    date: str = ""
+    upstream: str = ""  # the revision's pull request, from its subject
+    same_as: str | None = None  # a revision whose planning trees equal this one's: not run again
+
+
+@dataclass
+class Row:
+    target: Target
+    exit: int | None = None
+    error: str | None = None  # the one line of an exit 2 (unsupported, ...)
+    version: str = ""
+    seconds: float = 0.0
+    cells: dict[str, str] = field(default_factory=dict)
+    reasons: dict[str, str] = field(default_factory=dict)  # recipe -> why NOT VERIFIED
+    kvproof: str = ""  # the kvproof commit and day it ran at
+
+
+def release_folder(engine: str, release: str, cache: Path) -> Path:
+    """The release's `.py` files (and its metadata), unpacked once into the cache."""
+    folder = cache / f"{engine}-{release}"
+    if (folder / engine / "__init__.py").is_file():
+        return folder
+    wheels = cache / "wheels"
+    found = sorted(wheels.glob(f"{engine}-{release}-*.whl"))
+    if not found:
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", f"{engine}=={release}",
+                        "-d", str(wheels)], check=True)
+        found = sorted(wheels.glob(f"{engine}-{release}-*.whl"))
+    part = folder.with_name(folder.name + ".part")  # renamed when whole: an interrupted unpack is not reused
+    shutil.rmtree(part, ignore_errors=True)
+    with zipfile.ZipFile(found[0]) as wheel:
+        # vllm/_version.py is among the .py files: the version the adapter reads
+        wheel.extractall(part, [name for name in wheel.namelist() if name.endswith(".py")])
+    part.rename(folder)
+    return folder
+
+
+def _git(git_dir: Path, *args: str) -> str:
+    return subprocess.run(["git", f"--git-dir={git_dir}", *args], capture_output=True, text=True,
+                          check=True).stdout
+
+
+def revisions(git_dir: Path, cache: Path) -> list[Target]:
+    """Every revision from the first of the pipeline API on, newest first; each planned revision
+    unpacked into the cache, each other one marked the same as the revision it equals."""
+    first = _git(git_dir, "log", "--format=%H", "--fixed-strings", f"--grep={FIRST_REVISION}").split()
+    if not first:
+        raise SystemExit(f"compat: {git_dir} has no commit whose subject holds {FIRST_REVISION}")
+    log = _git(git_dir, "log", "--topo-order", "--format=%H%x09%cs%x09%s", f"{first[-1]}^..HEAD")
+    seen: dict[tuple[str, ...], str] = {}
+    targets = []
+    for line in log.splitlines()[::-1]:  # oldest first, so a row names the first revision of its trees
+        rev, day, subject = line.split("\t", 2)
+        trees = tuple(_tree(git_dir, rev, path) for path in PLANNING_TREES)
+        pr = re.findall(r"\(#(\d+)\)", subject)
+        target = Target("tokenspeed", rev[:8], str(cache / f"tokenspeed-{rev[:8]}"), day,
+                        f"#{pr[-1]}" if pr else "", seen.get(trees))
+        if target.same_as is None:
+            seen[trees] = target.label
+            _unpack(git_dir, rev, Path(target.folder))
+        targets.append(target)
+    return targets[::-1]
+
+
+def _tree(git_dir: Path, rev: str, path: str) -> str:
+    """The object id of `path` at `rev`, empty where the revision has no such path."""
+    found = subprocess.run(["git", f"--git-dir={git_dir}", "rev-parse", "--verify", "-q", f"{rev}:{path}"],
+                           capture_output=True, text=True, check=False)
+    return found.stdout.strip()
+
+
+def _unpack(git_dir: Path, rev: str, folder: Path) -> None:
+    if folder.is_dir():
+        return
+    archive = subprocess.run(["git", f"--git-dir={git_dir}", "archive", rev, "python/tokenspeed",
+                              "python/pyproject.toml"], capture_output=True, check=True).stdout
+    part = folder.with_name(folder.name + ".part")
+    shutil.rmtree(part, ignore_errors=True)
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(part, filter="data")
+    part.rename(folder)
+
+
+def run(target: Target, kvproof: str = "") -> Row:
+    """`verify engine` on one target, without a baseline: every finding is counted."""
+    command = [sys.executable, "-m", "kvproof.cli.main", "engine", target.engine, "--engine-path", target.folder,
+               "--json"]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        return Row(target, None, f"no verdict within {RUN_TIMEOUT_S} s", kvproof=kvproof)
+    row = Row(target, done.returncode, kvproof=kvproof)
+    if done.returncode == 2 or not done.stdout.strip():
+        lines = done.stderr.strip().splitlines()
+        row.error = lines[-1].removeprefix("verify engine: error: ") if lines else f"exit {done.returncode}, no output"
+        return row
+    doc = json.loads(done.stdout)
+    row.version, row.seconds = doc["version"], doc["seconds"]
+    for recipe in doc["recipes"]:
+        row.cells[recipe["recipe"]], reason = cell(recipe)
+        if reason:
+            row.reasons[recipe["recipe"]] = reason
+    return row
+
+
+def cell(recipe: dict[str, Any]) -> tuple[str, str | None]:
+    """A recipe's cell: points planned, refused and findings (the baseline's unit: a point and a
+    property), or NOT VERIFIED and why."""
+    reason = recipe["reason"]
+    if not recipe["verified"]:
+        kind = " (adapter)" if reason.startswith("adapter: ") else " (no config)" if NO_CONFIG in reason else ""
+        return f"NV{kind}", reason
+    points = recipe["points"]
+    refused = sum(p["verdict"] == "refused" for p in points)
+    found = Counter(prop for p in points if p["verdict"] == "counterexample"
+                    for prop in {f["property"] for f in p["findings"]})
+    text = f"✓ {len(points)}"
+    if refused:
+        text += f", {refused} refused"
+    if found:
+        text += ", " + ", ".join(f"{count} {prop}" for prop, count in sorted(found.items()))
+    return text, None
+
+
+def render(rows: list[Row]) -> str:
+    lines = ["# Compatibility", "",
+             "<!-- generated by `make compat` (ci/compat.py); do not edit by hand -->", "",
+             "What `verify engine` gives on each release and revision it follows, recipe by recipe, generated by "
+             "`make compat` (a tokenspeed git directory from `TOKENSPEED_GIT=DIR` adds its revisions).",
+             "How a release's folder is made: [vLLM releases](vllm-releases.md); a revision's: "
+             "[tokenspeed revisions](tokenspeed-revisions.md).", "",
+             "`✓ N`: verified, N points planned and checked; `k refused`: points the engine declines; `k PROPERTY`: "
+             "findings (a point and a property, the baseline's unit) without a baseline; `NV`: NOT VERIFIED, "
+             "its reason under the table; `–`: not registered there; `″`: the same planning sources as the row "
+             "named, not run again.",
+             "Each row's command, with `--recipe R` added, reproduces one cell.", ""]
+    for engine in ("vllm", "tokenspeed"):
+        ours = [row for row in rows if row.target.engine == engine]
+        if ours:
+            lines += _table(engine, ours)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _table(engine: str, rows: list[Row]) -> list[str]:
+    recipes = sorted({recipe for row in rows for recipe in row.cells})
+    head = ["release or revision", "date", "upstream", "exit", "seconds", *([f"`{r}`" for r in recipes] or ["recipes"])]
+    ran = sorted({row.kvproof for row in rows if row.kvproof})
+    lines = [f"## {engine}", "", f"Run at kvproof {', '.join(ran) or 'an unrecorded commit'}, on 2 cores.", "",
+             "| " + " | ".join(head) + " |", "| " + " | ".join("---" for _ in head) + " |"]
+    notes: list[str] = []
+    for row in rows:
+        t = row.target
+        if t.same_as:
+            cells = [f"= `{t.same_as}`", "", *("″" for _ in recipes)]
+        elif row.error:
+            cells = ["–" if row.exit is None else str(row.exit), "", row.error, *("" for _ in recipes[1:])]
+        else:
+            cells = [str(row.exit), f"{row.seconds:.0f}"]
+            for recipe in recipes:
+                text = row.cells.get(recipe, "–")
+                if recipe in row.reasons and NO_CONFIG not in row.reasons[recipe]:
+                    notes.append(f"{len(notes) + 1}. {t.label} `{recipe}`: {row.reasons[recipe]}")
+                    text += f" [{len(notes)}]"
+                cells.append(text)
+        name = f"`{t.label}`" if t.upstream else t.label
+        lines.append("| " + " | ".join([name, t.date, t.upstream, *cells]) + " |")
+    lines += ["", "Commands (each folder as `make compat` unpacks it):", ""]
+    lines += [f"- {row.target.label}: `verify engine {engine} --engine-path {_shown(row.target.folder)}`"
+              for row in rows if not row.target.same_as]
+    if notes:
+        lines += ["", "NOT VERIFIED:", "", *notes]
+    return [*lines, ""]
+
+
+def _shown(folder: str) -> str:
+    path = Path(folder)
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else folder
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kvproof.ci.compat", description=__doc__.splitlines()[0])
+    parser.add_argument("--tokenspeed-git", type=Path, metavar="DIR", help="a tokenspeed git directory: its revisions")
+    parser.add_argument("--engine", choices=sorted(RELEASES), nargs="+", default=sorted(RELEASES))
+    parser.add_argument("--release", nargs="+", help="only these releases (default: every one of RELEASES)")
+    parser.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2),
+                        help="targets run at once (each `verify engine` spreads its own work too)")
+    parser.add_argument("--cache", type=Path, default=CACHE, help="where wheels and unpacked folders go")
+    parser.add_argument("--out", type=Path, help="the results as JSON (default: CACHE/compat.json)")
+    parser.add_argument("--page", type=Path, default=PAGE, help="the page rendered")
+    parser.add_argument("--render", type=Path, nargs="+", metavar="JSON",
+                        help="render the page from saved results only (several: their rows in order)")
+    args = parser.parse_args(argv)
+    commit = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty", "--abbrev=7"],
+                            capture_output=True, text=True, check=False).stdout.strip() or "unknown"
+    if args.render:
+        rows = [Row(Target(**r.pop("target")), **r) for path in args.render
+                for r in json.loads(path.read_text())["rows"]]
+        args.page.write_text(render(rows))
+        return 0
+    targets = [Target(engine, release, str(release_folder(engine, release, args.cache)))
+               for engine in args.engine for release in RELEASES[engine]
+               if not args.release or release in args.release]
+    if args.tokenspeed_git and "tokenspeed" in args.engine:
+        targets += revisions(args.tokenspeed_git, args.cache)
+    stamp = f"`{commit}` ({date.today().isoformat()})"
+    planned = [t for t in targets if not t.same_as]
+    with ThreadPoolExecutor(args.jobs) as pool:
+        ran = dict(zip(map(id, planned), pool.map(lambda t: run(t, stamp), planned), strict=True))
+    rows = [ran.get(id(t)) or Row(t) for t in targets]
+    for row in rows:
+        print(f"{row.target.engine} {row.target.label}: exit {row.exit} {row.error or ''}", file=sys.stderr)
+    out = args.out or args.cache / "compat.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"rows": [asdict(r) for r in rows]}, indent=1))
+    args.page.write_text(render(rows))
+    print(f"wrote {out} and {args.page}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
