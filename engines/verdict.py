@@ -125,6 +125,9 @@ class AdapterGap(Exception):
         super().__init__(f"{call}: {why}")
         self.call, self.why = call, why
 
+    def __reduce__(self) -> tuple[type[AdapterGap], tuple[str, str]]:
+        return AdapterGap, (self.call, self.why)  # a worker process hands its gaps back pickled
+
 
 @dataclass(frozen=True)
 class Blame:

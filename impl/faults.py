@@ -41,6 +41,16 @@ def active(name: str) -> bool:
     return name in _active
 
 
+def switched_on() -> frozenset[str]:
+    """Every fault on in this process, whether by KVPROOF_FAULTS or `inject`: what a worker
+    process it starts must switch on too (`switch_on`), since it sees only the environment."""
+    return frozenset(_active)
+
+
+def switch_on(names: frozenset[str]) -> None:
+    _active.update(names)
+
+
 @contextmanager
 def inject(name: str) -> Iterator[None]:
     """Turn one fault on for the duration of a block (tests that show a check bites). The fault
