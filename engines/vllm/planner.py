@@ -94,10 +94,20 @@ def _check_shell_call(fn: Callable[[], Any], what: str, shells: dict[str, Any]) 
 def plan(point: Point, patches: Patches | None = None) -> Planned:
     """The point through vLLM's planner. `patches(v)` may replace vLLM functions for the call (the
     seeded historical bugs do)."""
-    v = modules()
-    with tempfile.TemporaryDirectory(prefix="kvproof-vllm-") as folder:
-        (Path(folder) / "config.json").write_text(point.model.config_text(), encoding="utf-8")
-        return _plan(v, point, folder, patches)
+    return _plan(modules(), point, _checkpoint(point.model.config_text()), patches)
+
+
+_CHECKPOINTS: dict[str, tempfile.TemporaryDirectory[str]] = {}  # config.json's text -> a folder holding only it
+
+
+def _checkpoint(text: str) -> str:
+    """The folder vLLM reads the model from: config.json alone, one folder per text in a process
+    (removed at its exit). vLLM never writes there and keeps what it lists of a folder by its path
+    (list_repo_files is cached), so every point of a model reads the same unchanged folder."""
+    if text not in _CHECKPOINTS:
+        folder = _CHECKPOINTS[text] = tempfile.TemporaryDirectory(prefix="kvproof-vllm-")
+        (Path(folder.name) / "config.json").write_text(text, encoding="utf-8")
+    return _CHECKPOINTS[text].name
 
 
 def _rank_layers(v: Vllm, layers: list[tuple[str, str]], hf: Any,
