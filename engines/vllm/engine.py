@@ -11,15 +11,19 @@ property: no single plan can violate it.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
+import multiprocessing
 import os
 import re
 import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from fractions import Fraction
 from importlib import metadata
 from pathlib import Path
@@ -29,6 +33,7 @@ from kvproof.engines import verdict
 from kvproof.engines.interface import Adapter, EngineAdapter
 from kvproof.engines.verdict import EngineError, EngineRun, Finding, PointResult
 from kvproof.engines.vllm import catalog, mutants, planner, platform
+from kvproof.impl import faults
 from kvproof.spec.contract import MAX_PADDING
 
 ENGINE = "vllm"
@@ -47,6 +52,12 @@ PADDING_BOUND = MAX_PADDING
 CONTRACT: Literal["contract"] = "contract"
 Bound = Fraction | None | Literal["contract"]
 CUDA_RUNTIMES = (12, 13)  # the CUDA runtime's major version: vLLM's check is >= 13 (qwen_gdn_linear_attn.py:253)
+# A run of this many stage plannings or more is spread over one process per core (_spread): below it, starting a
+# worker (importing vLLM and the backends, seconds of CPU) costs more than it saves.
+SPREAD_FROM = 200
+CHUNKS_PER_PROCESS = 8  # chunks of the run's points per process: a fast process takes more of them
+Outcome = tuple[PointResult, int | None] | verdict.AdapterGap  # a point's result and block size, or its gap
+Only = dict[str, Sequence[Any] | None]
 
 
 def version() -> str:
@@ -219,7 +230,9 @@ def use_checkout(path: str) -> tuple[str, str, str | None]:
 
 
 def run(recipes: Sequence[str] | None = None, only: dict[str, Sequence[Any] | None] | None = None,
-        padding_bound: Bound = CONTRACT, checkout: tuple[str, str, str | None] | None = None) -> EngineRun:
+        padding_bound: Bound = CONTRACT, checkout: tuple[str, str, str | None] | None = None,
+        workers: int | None = None) -> EngineRun:
+    """The run; `workers` processes plan it (this one included; default: see _spread)."""
     start = time.perf_counter()
     release, where, commit = checkout or (version(), "installed", None)
     unknown = sorted(set(recipes or ()) - set(catalog.MODELS))
@@ -235,20 +248,19 @@ def run(recipes: Sequence[str] | None = None, only: dict[str, Sequence[Any] | No
     if recipes and empty:  # a model asked for by name must be planned, or the run says less than asked
         raise EngineError(f"--recipe {empty[0]}: the narrowing leaves it no point; "
                           f"{_no_point([empty[0]], only)}")
+    plannings = {name: chosen[name] + _tp1_references(catalog.MODELS[name], chosen[name])
+                 for name in names if name not in empty}
+    planned = _spread(plannings, only, padding_bound, workers)
     results = []
-    for name in names:
-        if name not in empty:
-            model = catalog.MODELS[name]
-            planning = chosen[name] + _tp1_references(model, chosen[name])
-            planned = _plan_all(model, planning, padding_bound)
-            checked = iter(cross_tp([o for o in planned if not isinstance(o, verdict.AdapterGap)]))
-            outcomes: list[PointResult | tuple[dict[str, Any] | None, verdict.AdapterGap]] = [
-                (p, o) if isinstance(o, verdict.AdapterGap) else next(checked)
-                for p, o in zip(planning, planned, strict=True)]
-            # a point kvproof's adapter cannot plan at this vLLM makes its model NOT VERIFIED (adapter); the
-            # tp-1 references (after the chosen points) are not the run's
-            results.append(verdict.adapter_result(name, [*outcomes[:len(chosen[name])], *domains[name][1]],
-                                                  model.limits))
+    for name, planning in plannings.items():
+        checked = iter(cross_tp([o for o in planned[name] if not isinstance(o, verdict.AdapterGap)]))
+        outcomes: list[PointResult | tuple[dict[str, Any] | None, verdict.AdapterGap]] = [
+            (p, o) if isinstance(o, verdict.AdapterGap) else next(checked)
+            for p, o in zip(planning, planned[name], strict=True)]
+        # a point kvproof's adapter cannot plan at this vLLM makes its model NOT VERIFIED (adapter); the
+        # tp-1 references (after the chosen points) are not the run's
+        results.append(verdict.adapter_result(name, [*outcomes[:len(chosen[name])], *domains[name][1]],
+                                              catalog.MODELS[name].limits))
     source = f"vllm {release} ({where}, planned on CPU)"
     if empty:
         source += f", narrowed out: {', '.join(empty)} (no point of theirs matches)"
@@ -290,11 +302,91 @@ def _tp1_references(model: catalog.Model, chosen: list[dict[str, Any]]) -> list[
     return out
 
 
-def _plan_all(model: catalog.Model, chosen: list[dict[str, Any]],
-              padding_bound: Bound) -> list[tuple[PointResult, int | None] | verdict.AdapterGap]:
-    """Each point's result and block size, or the adapter gap that kept kvproof from planning it."""
+def _spread(plannings: dict[str, list[dict[str, Any]]], only: Only | None, padding_bound: Bound,
+            workers: int | None) -> dict[str, list[Outcome]]:
+    """Each model's outcomes (_plan_all), its points planned in chunks by `workers` processes, this one
+    included; by default one per core once the run has SPREAD_FROM stage plannings. A worker is spawned
+    and starts as this process did (vLLM's modules, then each model's backends in order), with the
+    seeded faults on that are on here; monkeypatches made here do not reach it. This process takes
+    chunks from the end while the workers take them from the start, so it plans while they import."""
+    stages = sum(p["pp"] for points in plannings.values() for p in points)
+    if workers is None:
+        workers = _cores() if stages >= SPREAD_FROM else 1
+    checked: dict[bytes, PointResult] = {}
+    if workers <= 1:
+        return {name: _plan_all(catalog.MODELS[name], points, padding_bound, checked)
+                for name, points in plannings.items()}
+    size = -(-stages // (workers * CHUNKS_PER_PROCESS))
+    chunks = [(name, part) for name, points in plannings.items() for part in _parts(points, size)]
+    done: dict[int, list[Outcome]] = {}
+    with ProcessPoolExecutor(workers - 1, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker,
+                             initargs=(list(plannings), only, faults.switched_on())) as pool:
+        futures = [pool.submit(_plan_chunk, name, part, padding_bound) for name, part in chunks]
+        try:
+            for i in reversed(range(len(chunks))):
+                if not futures[i].cancel():  # a worker has it, and every chunk before it
+                    break
+                done[i] = _plan_all(catalog.MODELS[chunks[i][0]], chunks[i][1], padding_bound, checked)
+            done.update((i, f.result()) for i, f in enumerate(futures) if i not in done)
+        except BaseException:
+            pool.shutdown(cancel_futures=True)  # not the rest of the run first
+            raise
+    out: dict[str, list[Outcome]] = {name: [] for name in plannings}
+    for i, (name, _) in enumerate(chunks):
+        out[name] += done[i]
+    return out
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _parts(points: list[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
+    """Consecutive runs of points of about `size` stage plannings each (a point of pp k plans k)."""
+    part: list[dict[str, Any]] = []
+    stages = 0
+    for p in points:
+        part.append(p)
+        stages += p["pp"]
+        if stages >= size:
+            yield part
+            part, stages = [], 0
+    if part:
+        yield part
+
+
+_CHECKED: dict[bytes, PointResult] = {}  # a worker's plan checks (a worker serves one run)
+
+
+def _start_worker(names: list[str], only: Only | None, on: frozenset[str]) -> None:
+    faults.switch_on(on)
+    platform.cuda_assumed(platform.modules())
+    for name in names:
+        _domain(catalog.MODELS[name], only)
+
+
+def _plan_chunk(name: str, points: list[dict[str, Any]], padding_bound: Bound) -> list[Outcome]:
+    return _plan_all(catalog.MODELS[name], points, padding_bound, _CHECKED)
+
+
+def _check(recipe: str, point: dict[str, Any], documents: dict[int, dict], replay: str, bound: Fraction | None,
+           checked: dict[bytes, PointResult]) -> PointResult:
+    """verdict.planned, once per distinct plan: its verdict is the documents' and the bound's alone, so a
+    point whose plan has the JSON of one checked before takes that verdict, with its own point and replay."""
+    key = hashlib.sha256(json.dumps([documents, str(bound)], sort_keys=True).encode()).digest()
+    if key not in checked:
+        checked[key] = verdict.planned(recipe, point, documents, replay, bound)
+        return checked[key]
+    return replace(checked[key], recipe=recipe, point=point, replay=replay)
+
+
+def _plan_all(model: catalog.Model, chosen: list[dict[str, Any]], padding_bound: Bound,
+              checked: dict[bytes, PointResult] | None = None) -> list[Outcome]:
+    """Each point's result and block size, or the adapter gap that kept kvproof from planning it;
+    `checked`: the plan checks made so far (_check)."""
+    checked = {} if checked is None else checked
     backends = {b.label: b for b in model.backends}
-    out: list[tuple[PointResult, int | None] | verdict.AdapterGap] = []
+    out: list[Outcome] = []
     for p in chosen:
         backend = backends[p["backend"]]
         bound = (None if p.get("spec") else PADDING_BOUND) if padding_bound == CONTRACT else padding_bound
@@ -320,7 +412,7 @@ def _plan_all(model: catalog.Model, chosen: list[dict[str, Any]],
                 else:  # not a refusal: a piece the adapter does not model, or a function that moved
                     stopped = gap
                 break
-            ranks.append((verdict.planned(model.recipe, p, planned.documents, replay, bound), planned))
+            ranks.append((_check(model.recipe, p, planned.documents, replay, bound, checked), planned))
         if isinstance(stopped, verdict.AdapterGap):
             out.append(stopped)
         elif stopped is not None:
