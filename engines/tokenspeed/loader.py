@@ -17,7 +17,6 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
-import subprocess
 import sys
 import tomllib
 import types
@@ -27,6 +26,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from kvproof.engines.checkout import commit_at
 from kvproof.engines.stubs import StubUsed, Unavailable
 from kvproof.engines.tokenspeed import partial
 
@@ -251,7 +251,7 @@ def path_source(path: str | Path) -> Source:
     root = Path(path).resolve()
     for candidate in (root / "python" / "tokenspeed", root / "tokenspeed", root):
         if (candidate / "runtime" / "layers" / "attention" / "kv_cache").is_dir() and candidate.name == "tokenspeed":
-            return Source(candidate, _version_at(candidate), "path", _commit_at(root))
+            return Source(candidate, _version_at(candidate), "path", commit_at(root))
     raise SourceError(f"--engine-path {path}: no tokenspeed package (looked for python/tokenspeed, "
                       "tokenspeed/, and the folder itself)")
 
@@ -272,21 +272,6 @@ def _version_at(package_dir: Path) -> str:
             if line.startswith("__version__"):
                 return line.partition("=")[2].strip().strip('"\'')
     return "unknown"
-
-
-def _commit_at(root: Path) -> str | None:
-    """The commit of the git work tree that tracks `root`; None for a folder no repository tracks
-    (an unpacked package, also one unpacked inside another repository's ignored folder)."""
-    try:
-        tracked = subprocess.run(["git", "-C", str(root), "ls-files", "--", "."], capture_output=True, text=True,
-                                 timeout=10, check=False)
-        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=10, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if tracked.returncode != 0 or not tracked.stdout.strip() or out.returncode != 0:
-        return None
-    return out.stdout.strip() or None
 
 
 _OWNED = ("tokenspeed", "tokenspeed_kernel", "tokenspeed_scheduler")

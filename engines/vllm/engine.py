@@ -17,7 +17,6 @@ import json
 import multiprocessing
 import os
 import re
-import subprocess
 import sys
 import time
 import traceback
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kvproof.engines import verdict
+from kvproof.engines.checkout import commit_at
 from kvproof.engines.interface import Adapter, EngineAdapter
 from kvproof.engines.verdict import EngineError, EngineRun, Finding, PointResult
 from kvproof.engines.vllm import catalog, mutants, planner, platform
@@ -223,10 +223,7 @@ def use_checkout(path: str) -> tuple[str, str, str | None]:
     os.environ["PYTHONPATH"] = os.pathsep.join([str(root), *filter(None, [os.environ.get("PYTHONPATH")])])
     stamp = root / "vllm" / "_version.py"
     found = re.search(r"""__version__ = version = ['"]([^'"]+)""", stamp.read_text()) if stamp.is_file() else None
-    git = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                         check=False)
-    return (found.group(1) if found else "unknown", f"checkout {root}",
-            git.stdout.strip() if git.returncode == 0 else None)
+    return found.group(1) if found else "unknown", f"checkout {root}", commit_at(root, short=True)
 
 
 def run(recipes: Sequence[str] | None = None, only: dict[str, Sequence[Any] | None] | None = None,
