@@ -22,7 +22,7 @@ import time
 import traceback
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from importlib import metadata
 from pathlib import Path
@@ -309,42 +309,50 @@ def _spread(plannings: dict[str, list[dict[str, Any]]], only: Only | None, paddi
     stages = sum(p["pp"] for points in plannings.values() for p in points)
     if workers is None:
         workers = _cores() if stages >= SPREAD_FROM else 1
-    checked: dict[bytes, PointResult] = {}
+    seen = Seen()
     if workers <= 1:
-        return {name: _plan_all(catalog.MODELS[name], points, padding_bound, checked)
+        return {name: _plan_all(catalog.MODELS[name], points, padding_bound, seen)
                 for name, points in plannings.items()}
     size = -(-stages // (workers * CHUNKS_PER_PROCESS))
-    chunks = [(name, part) for name, points in plannings.items() for part in _parts(points, size)]
+    chunks = [(name, [plannings[name][i] for i in part], part) for name, points in plannings.items()
+              for part in _parts(points, size)]
     done: dict[int, list[Outcome]] = {}
     with ProcessPoolExecutor(workers - 1, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker,
                              initargs=(list(plannings), only, faults.switched_on())) as pool:
-        futures = [pool.submit(_plan_chunk, name, part, padding_bound) for name, part in chunks]
+        futures = [pool.submit(_plan_chunk, name, points, padding_bound) for name, points, _ in chunks]
         try:
             for i in reversed(range(len(chunks))):
                 if not futures[i].cancel():  # a worker has it, and every chunk before it
                     break
-                done[i] = _plan_all(catalog.MODELS[chunks[i][0]], chunks[i][1], padding_bound, checked)
+                done[i] = _plan_all(catalog.MODELS[chunks[i][0]], chunks[i][1], padding_bound, seen)
             done.update((i, f.result()) for i, f in enumerate(futures) if i not in done)
         except BaseException:
             pool.shutdown(cancel_futures=True)  # not the rest of the run first
             raise
-    out: dict[str, list[Outcome]] = {name: [] for name in plannings}
-    for i, (name, _) in enumerate(chunks):
-        out[name] += done[i]
-    return out
+    at: dict[str, dict[int, Outcome]] = {name: {} for name in plannings}
+    for i, (name, _, part) in enumerate(chunks):
+        at[name].update(zip(part, done[i], strict=True))
+    return {name: [outcomes[i] for i in range(len(outcomes))] for name, outcomes in at.items()}
 
 
 def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def _parts(points: list[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
-    """Consecutive runs of points of about `size` stage plannings each (a point of pp k plans k)."""
-    part: list[dict[str, Any]] = []
+ASSUMED = ("trtllm", "cuda_runtime")  # the assumption axes planner.Plans may plan alike
+
+
+def _parts(points: list[dict[str, Any]], size: int) -> Iterator[list[int]]:
+    """The points' indices in runs of about `size` stage plannings each (a point of pp k plans k), points
+    that differ only in ASSUMED next to each other, so that one process plans them (planner.Plans)."""
+    alike: dict[tuple, list[int]] = {}
+    for i, p in enumerate(points):
+        alike.setdefault(tuple((k, v) for k, v in p.items() if k not in ASSUMED), []).append(i)
+    part: list[int] = []
     stages = 0
-    for p in points:
-        part.append(p)
-        stages += p["pp"]
+    for group in alike.values():
+        part += group
+        stages += sum(points[i]["pp"] for i in group)
         if stages >= size:
             yield part
             part, stages = [], 0
@@ -352,7 +360,16 @@ def _parts(points: list[dict[str, Any]], size: int) -> Iterator[list[dict[str, A
         yield part
 
 
-_CHECKED: dict[bytes, PointResult] = {}  # a worker's plan checks (a worker serves one run)
+@dataclass
+class Seen:
+    """What a process has planned and checked in a run: each distinct configuration is planned once
+    (planner.Plans), each distinct plan checked once (_check)."""
+
+    plans: planner.Plans = field(default_factory=planner.Plans)
+    checks: dict[bytes, PointResult] = field(default_factory=dict)
+
+
+_SEEN = Seen()  # a worker's (a worker serves one run)
 
 
 def _start_worker(names: list[str], only: Only | None, on: frozenset[str]) -> None:
@@ -363,25 +380,25 @@ def _start_worker(names: list[str], only: Only | None, on: frozenset[str]) -> No
 
 
 def _plan_chunk(name: str, points: list[dict[str, Any]], padding_bound: Bound) -> list[Outcome]:
-    return _plan_all(catalog.MODELS[name], points, padding_bound, _CHECKED)
+    return _plan_all(catalog.MODELS[name], points, padding_bound, _SEEN)
 
 
 def _check(recipe: str, point: dict[str, Any], documents: dict[int, dict], replay: str, bound: Fraction | None,
-           checked: dict[bytes, PointResult]) -> PointResult:
+           checks: dict[bytes, PointResult]) -> PointResult:
     """verdict.planned, once per distinct plan: its verdict is the documents' and the bound's alone, so a
     point whose plan has the JSON of one checked before takes that verdict, with its own point and replay."""
     key = hashlib.sha256(json.dumps([documents, str(bound)], sort_keys=True).encode()).digest()
-    if key not in checked:
-        checked[key] = verdict.planned(recipe, point, documents, replay, bound)
-        return checked[key]
-    return replace(checked[key], recipe=recipe, point=point, replay=replay)
+    if key not in checks:
+        checks[key] = verdict.planned(recipe, point, documents, replay, bound)
+        return checks[key]
+    return replace(checks[key], recipe=recipe, point=point, replay=replay)
 
 
 def _plan_all(model: catalog.Model, chosen: list[dict[str, Any]], padding_bound: Bound,
-              checked: dict[bytes, PointResult] | None = None) -> list[Outcome]:
+              seen: Seen | None = None) -> list[Outcome]:
     """Each point's result and block size, or the adapter gap that kept kvproof from planning it;
-    `checked`: the plan checks made so far (_check)."""
-    checked = {} if checked is None else checked
+    `seen`: what was planned and checked before in the run."""
+    seen = Seen() if seen is None else seen
     backends = {b.label: b for b in model.backends}
     out: list[Outcome] = []
     for p in chosen:
@@ -395,11 +412,11 @@ def _plan_all(model: catalog.Model, chosen: list[dict[str, Any]], padding_bound:
         stopped: PointResult | verdict.AdapterGap | None = None
         for rank in range(p["pp"]):
             try:
-                planned = planner.plan(planner.Point(model, p["tp"], p["dtype"], p["mamba_dtype"],
-                                                     p["prefix"] == "on", backend, p.get("spec", 0), p["pp"], rank,
-                                                     p["trtllm"] == "on" if "trtllm" in p else None,
-                                                     p.get("cuda_runtime")),
-                                       mutants.applied)
+                planned = seen.plans.plan(planner.Point(model, p["tp"], p["dtype"], p["mamba_dtype"],
+                                                        p["prefix"] == "on", backend, p.get("spec", 0), p["pp"],
+                                                        rank, p["trtllm"] == "on" if "trtllm" in p else None,
+                                                        p.get("cuda_runtime")),
+                                          mutants.applied)
             except Exception as err:
                 gap = _judge(err)
                 if gap is None:  # vLLM refused a point it supports
@@ -409,7 +426,7 @@ def _plan_all(model: catalog.Model, chosen: list[dict[str, Any]], padding_bound:
                 else:  # not a refusal: a piece the adapter does not model, or a function that moved
                     stopped = gap
                 break
-            ranks.append((_check(model.recipe, p, planned.documents, replay, bound, checked), planned))
+            ranks.append((_check(model.recipe, p, planned.documents, replay, bound, seen.checks), planned))
         if isinstance(stopped, verdict.AdapterGap):
             out.append(stopped)
         elif stopped is not None:

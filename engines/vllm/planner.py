@@ -27,7 +27,7 @@ import re
 import tempfile
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -48,6 +48,9 @@ class Planned:
     kernel_tokens: int | None  # tokens per page vLLM hands the attention kernel; None: the rank has none
     layers: tuple[int, int]  # the rank's hidden layers [start, end) (vLLM's get_pp_indices)
     attention: bool  # the rank owns an attention layer (so vLLM finds a backend on it)
+    asked: dict[str, bool | int | None] = field(default_factory=dict)  # the assumptions asked (platform.Answers)
+    configs: dict[int, Any] = field(default_factory=dict)  # vLLM's KVCacheConfig at each parent count
+    layout: Any = None  # the KV-cache layout vLLM resolved
 
 
 @dataclass(frozen=True)
@@ -124,7 +127,7 @@ def _plan(v: Vllm, point: Point, folder: str, patches: Patches | None) -> Planne
     backend = point.backend.load()
     found = [backend]
     platform = cuda_assumed(v)
-    with point_answers(platform, point.backend.capability, found, point.trtllm, point.cuda_runtime):
+    with point_answers(platform, point.backend.capability, found, point.trtllm, point.cuda_runtime) as answers:
         model_config = config.ModelConfig(model=folder, skip_tokenizer_init=True, dtype="auto")
         span, layers = _rank_layers(v, point.model.layers(model_config.hf_text_config), model_config.hf_text_config,
                                     point)
@@ -170,13 +173,46 @@ def _plan(v: Vllm, point: Point, folder: str, patches: Patches | None) -> Planne
                 [attention[:1]] if "kv_cache_specs" in inspect.signature(select).parameters else [])
             ) if attention else None
             configs = engine_core_configs(v, platform, vllm_config, specs)
-        kernels = [{"name": k.name, "tokens": kernel_tokens, "block": k.block, "max_tokens": k.max_tokens,
-                    **({"power_of_two": True} if k.power_of_two else {})}
-                   for k in point.backend.kernels_at(point.trtllm)] if kernel_tokens else []
-        readers = [{"name": r.name, "walks": r.walks} for r in point.model.state_readers()]
-        documents = {n: document(cfg, layout, n, kernels, readers) for n, cfg in configs.items()}
+        documents = _documents(point, configs, layout, kernel_tokens)
         return Planned(cache_config.block_size, documents, cache_config.mamba_page_size_padded, kernel_tokens,
-                       span, attends)
+                       span, attends, dict(answers.asked), configs, layout)
+
+
+def _documents(point: Point, configs: dict[int, Any], layout: Any, kernel_tokens: int | None) -> dict[int, dict]:
+    kernels = [{"name": k.name, "tokens": kernel_tokens, "block": k.block, "max_tokens": k.max_tokens,
+                **({"power_of_two": True} if k.power_of_two else {})}
+               for k in point.backend.kernels_at(point.trtllm)] if kernel_tokens else []
+    readers = [{"name": r.name, "walks": r.walks} for r in point.model.state_readers()]
+    return {n: document(cfg, layout, n, kernels, readers) for n, cfg in configs.items()}
+
+
+class Plans:
+    """A run's plannings, each one reused for a point that differs from its own only in assumptions
+    (trtllm, cuda_runtime) that planning it never asked (FlashInfer's TRTLLM kernels on sm_90): vLLM
+    cannot tell such points apart, so it plans them alike. Only their documents differ: a point's
+    kernels are read from its own assumptions."""
+
+    def __init__(self) -> None:
+        self._done: dict[Point, list[Planned]] = {}
+
+    def plan(self, point: Point, patches: Patches | None = None) -> Planned:
+        if point.trtllm is None and point.cuda_runtime is None:
+            return plan(point, patches)
+        alike = replace(point, trtllm=None, cuda_runtime=None)
+        for before in self._done.get(alike, []):
+            if all(getattr(point, axis) == answer for axis, answer in before.asked.items()):
+                return _reread(before, point)
+        planned = plan(point, patches)
+        self._done.setdefault(alike, []).append(planned)
+        return planned
+
+
+def _reread(planned: Planned, point: Point) -> Planned:
+    """`planned` with the documents of `point`, made under its own answers as planning makes them."""
+    backend = point.backend.load()
+    with point_answers(cuda_assumed(modules()), point.backend.capability, [backend] if planned.attention else [],
+                       point.trtllm, point.cuda_runtime):
+        return replace(planned, documents=_documents(point, planned.configs, planned.layout, planned.kernel_tokens))
 
 
 # The engine core's memory for one worker's KV cache, handed to get_kv_cache_configs: any amount whose

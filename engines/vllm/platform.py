@@ -20,7 +20,7 @@ import os
 import types
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,8 @@ class Answers:
     backends: list[type]  # the backends vLLM finds on the rank's built layers
     trtllm: bool | None = None
     cuda_runtime: int | None = None
+    # the assumptions planning asked for, each with the answer given (a point that differs in another plans alike)
+    asked: dict[str, bool | int | None] = field(default_factory=dict)
 
 
 class Unsupported(Exception):
@@ -219,7 +221,8 @@ def cuda_assumed(v: Vllm) -> Any:
         @classmethod
         def get_cuda_runtime_major(cls) -> int:
             """CudaPlatform's (torch.version.cuda's major, cuda.py:286): the point's assumption."""
-            major = cls._answers().cuda_runtime
+            answers = cls._answers()
+            major = answers.asked["cuda_runtime"] = answers.cuda_runtime
             if major is None:
                 raise StubUsed("vLLM asked the CUDA runtime's major version (get_cuda_runtime_major) at a point "
                                "that assumes none; give the point a cuda_runtime axis")
@@ -251,9 +254,10 @@ FINDERS: dict[str, Callable[..., Any]] = {"_find_non_ssm_backends": _backends, "
 
 @contextlib.contextmanager
 def point_answers(platform: Any, capability: tuple[int, int], backends: list[type], trtllm: bool | None = None,
-                  cuda_runtime: int | None = None) -> Iterator[None]:
+                  cuda_runtime: int | None = None) -> Iterator[Answers]:
     """The platform installed as vLLM's current_platform, answering for one point, and vLLM's
-    has_nvidia_artifactory answering the point's `trtllm` assumption (never a network request).
+    has_nvidia_artifactory answering the point's `trtllm` assumption (never a network request);
+    the block gets the answers, which record the assumptions asked (Answers.asked).
 
     vLLM caches supports_trtllm_attention per process (vllm/utils/flashinfer.py:674), where one GPU
     and one deployment never change; kvproof plans many points in one process, so the cache is
@@ -263,23 +267,27 @@ def point_answers(platform: Any, capability: tuple[int, int], backends: list[typ
     platforms: Any = importlib.import_module("vllm.platforms")
     flashinfer: Any = importlib.import_module("vllm.utils.flashinfer")
     envs: Any = importlib.import_module("vllm.envs")
-    if trtllm and envs.VLLM_BATCH_INVARIANT:
-        raise StubUsed("VLLM_BATCH_INVARIANT is set in this process, so vLLM turns TRTLLM attention off "
-                       "(vllm/utils/flashinfer.py:683) whatever the point assumes; unset it to plan")
+    answers = Answers(capability, backends, trtllm, cuda_runtime)
+    if envs.VLLM_BATCH_INVARIANT:
+        answers.asked["trtllm"] = trtllm  # kvproof asks it here
+        if trtllm:
+            raise StubUsed("VLLM_BATCH_INVARIANT is set in this process, so vLLM turns TRTLLM attention off "
+                           "(vllm/utils/flashinfer.py:683) whatever the point assumes; unset it to plan")
 
     def has_nvidia_artifactory() -> bool:
+        answers.asked["trtllm"] = trtllm
         if trtllm is None:
             raise StubUsed("vLLM asked whether FlashInfer's TRTLLM kernels are obtainable (has_nvidia_artifactory) "
                            "at a point that assumes neither; give the point a trtllm axis")
         return trtllm
 
     previous, asked, bound = platforms._current_platform, flashinfer.has_nvidia_artifactory, flashinfer.current_platform
-    type(platform)._point = Answers(capability, backends, trtllm, cuda_runtime)
+    type(platform)._point = answers
     platforms._current_platform = platform
     flashinfer.has_nvidia_artifactory, flashinfer.current_platform = has_nvidia_artifactory, platform
     flashinfer.supports_trtllm_attention.cache_clear()
     try:
-        yield
+        yield answers
     finally:
         type(platform)._point = None
         platforms._current_platform = previous
