@@ -724,3 +724,56 @@ def test_a_raised_block_handed_to_flashinfers_trtllm_kernels_is_flagged() -> Non
     hopper = {f.message.split(": kernel ")[1] for f in found[("FLASHINFER@sm_90", "on")].findings}
     assert hopper == {"flashinfer_xqa_decode is handed pages of 544 tokens, past its limit of 128 tokens per page",
                       "flashinfer_xqa_decode is handed pages of 544 tokens, not a power of two as its source requires"}
+
+
+def test_a_run_spread_over_processes_is_the_run_of_one_with_its_faults_on() -> None:
+    """A worker process starts as the run's own did and switches on the faults on there (faults.inject
+    reaches no other process by itself): two processes give what one gives, point for point, the
+    seeded bug's findings included."""
+    only: Only = {"tp": [1, 2], "dtype": ["auto"], "mamba_dtype": ["auto"], "backend": ["FLASHMLA"], "pp": [1, 2]}
+    with faults.inject("vllm_kernel_gets_raised_block"):
+        one, two = [engine.run(["kimi-linear-48b-a3b"], only, workers=n) for n in (1, 2)]
+    assert [r.as_dict() for r in two.recipes] == [r.as_dict() for r in one.recipes]
+    assert {f.property for p in two.recipes[0].points for f in p.findings} >= {"kernel_page"}
+
+
+def test_a_point_is_planned_once_for_the_assumptions_its_planning_never_asked(monkeypatch) -> None:
+    """vLLM never asks whether FlashInfer's TRTLLM kernels are obtainable at FLASHINFER@sm_90, so there
+    trtllm on and off are one configuration to it: planned once, each read with its own kernels (XQA's
+    decode only where on). On sm_100 it asks, and each value is planned."""
+    planned: list[planner.Point] = []
+    original = planner.plan
+
+    def spy(point: planner.Point, patches: planner.Patches | None = None) -> planner.Planned:
+        planned.append(point)
+        return original(point, patches)
+
+    monkeypatch.setattr(planner, "plan", spy)
+    plans = planner.Plans()
+    sm90, sm100 = (next(b for b in QWEN.backends if b.label == label) for label in ("FLASHINFER@sm_90",
+                                                                                      "FLASHINFER@sm_100"))
+    on, off = (plans.plan(planner.Point(QWEN, 1, "auto", "auto", False, sm90, trtllm=t)) for t in (True, False))
+    assert len(planned) == 1 and on.asked == {} and off.configs is on.configs
+    kernels = [{k["name"] for f in p.documents[1]["fields"] for k in f.get("kernels", [])} for p in (on, off)]
+    assert kernels == [{"flashinfer_fa2_paged", "flashinfer_fa3_paged", "flashinfer_xqa_decode"},
+                       {"flashinfer_fa2_paged", "flashinfer_fa3_paged"}]
+    asked = [plans.plan(planner.Point(QWEN, 1, "auto", "auto", False, sm100, trtllm=t, cuda_runtime=13)).asked
+             for t in (True, False)]
+    assert len(planned) == 3 and asked == [{"cuda_runtime": 13, "trtllm": True}, {"cuda_runtime": 13, "trtllm": False}]
+
+
+def test_a_plan_with_the_json_of_one_checked_before_is_not_checked_again(monkeypatch) -> None:
+    """Kimi-Linear plans the same documents with prefix caching on and off at FLASHMLA tp 1: the
+    second point takes the first one's verdict, with its own point and replay."""
+    checked: list[dict] = []
+    original = engine.verdict.planned
+
+    def spy(recipe: str, point: dict, *rest: Any) -> engine.PointResult:
+        checked.append(point)
+        return original(recipe, point, *rest)
+
+    monkeypatch.setattr(engine.verdict, "planned", spy)
+    only: Only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "backend": ["FLASHMLA"], "pp": [1]}
+    off, on = engine.run(["kimi-linear-48b-a3b"], only).recipes[0].points
+    assert [p["prefix"] for p in checked] == ["off"] and (off.point["prefix"], on.point["prefix"]) == ("off", "on")
+    assert on.replay == off.replay.replace("prefix=off", "prefix=on") and on.findings == off.findings

@@ -339,15 +339,17 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-ASSUMED = ("trtllm", "cuda_runtime")  # the assumption axes planner.Plans may plan alike
+# The axes whose values often plan alike: the assumptions planner.Plans may plan once, and prefix caching,
+# which at many points leaves the plan as it is (a plan checked once per process: _check).
+ALIKE = ("trtllm", "cuda_runtime", "prefix")
 
 
 def _parts(points: list[dict[str, Any]], size: int) -> Iterator[list[int]]:
     """The points' indices in runs of about `size` stage plannings each (a point of pp k plans k), points
-    that differ only in ASSUMED next to each other, so that one process plans them (planner.Plans)."""
+    that differ only in ALIKE next to each other, so that one process plans and checks them."""
     alike: dict[tuple, list[int]] = {}
     for i, p in enumerate(points):
-        alike.setdefault(tuple((k, v) for k, v in p.items() if k not in ASSUMED), []).append(i)
+        alike.setdefault(tuple((k, v) for k, v in p.items() if k not in ALIKE), []).append(i)
     part: list[int] = []
     stages = 0
     for group in alike.values():
