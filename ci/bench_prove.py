@@ -4,6 +4,10 @@ see it.
 
 Usage: python -m kvproof.ci.bench_prove [--runs 7] [--model kimi-k3]
        python -m kvproof.ci.bench_prove --verify "engine tokenspeed --baseline engines/tokenspeed/baseline.json"
+       python -m kvproof.ci.bench_prove --base /tmp/before ...  # also time DIR's code, run for run, and the ratio
+
+With --base, each run here is paired with one started in DIR (a worktree of the code to compare with,
+whose kvproof `python -m` imports from there), so both see the same load.
 """
 
 from __future__ import annotations
@@ -21,19 +25,26 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--model", default="kimi-k3")
     parser.add_argument("--verify", metavar="ARGS", help="time `verify ARGS` instead (it must exit 0)")
+    parser.add_argument("--base", metavar="DIR", help="also time the command in DIR, each run paired with one here")
     args = parser.parse_args()
     argv = shlex.split(args.verify) if args.verify else ["prove", "--model", args.model]
     command = [sys.executable, "-m", "kvproof.cli.main", *argv]
-    walls = []
+    walls: dict[str | None, list[float]] = {None: [], **({args.base: []} if args.base else {})}
     for _ in range(args.runs):
-        start = time.perf_counter()
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        walls.append(time.perf_counter() - start)
-        if done.returncode != 0:
-            print(done.stdout + done.stderr, file=sys.stderr)
-            return done.returncode
-    print(f"verify {' '.join(argv)}: median {statistics.median(walls):.2f} s wall over {args.runs} runs "
-          f"(min {min(walls):.2f}, max {max(walls):.2f})")
+        for tree, times in walls.items():
+            start = time.perf_counter()
+            done = subprocess.run(command, cwd=tree, capture_output=True, text=True, check=False)
+            times.append(time.perf_counter() - start)
+            if done.returncode != 0:
+                print(done.stdout + done.stderr, file=sys.stderr)
+                return done.returncode
+    here = walls[None]
+    print(f"verify {' '.join(argv)}: median {statistics.median(here):.2f} s wall over {args.runs} runs "
+          f"(min {min(here):.2f}, max {max(here):.2f})")
+    if args.base:
+        base = walls[args.base]
+        print(f"  in {args.base}: median {statistics.median(base):.2f} s (min {min(base):.2f}, max {max(base):.2f}); "
+              f"ratio {statistics.median(here) / statistics.median(base):.3f}")
     return 0
 
 

@@ -55,7 +55,7 @@ CUDA_RUNTIMES = (12, 13)  # the CUDA runtime's major version: vLLM's check is >=
 # A run of this many stage plannings or more is spread over one process per core (_spread): below it, starting a
 # worker (importing vLLM and the backends, seconds of CPU) costs more than it saves.
 SPREAD_FROM = 200
-CHUNKS_PER_PROCESS = 8  # chunks of the run's points per process: a fast process takes more of them
+CHUNKS_PER_PROCESS = 16  # chunks of the run's points per process: a faster process takes more of them
 Outcome = tuple[PointResult, int | None] | verdict.AdapterGap  # a point's result and block size, or its gap
 Only = dict[str, Sequence[Any] | None]
 
