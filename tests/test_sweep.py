@@ -113,6 +113,10 @@ def query_for(policy: str) -> Query:
 # 117,120) = 11, plane 1,289,728 B, stride 117,248 B. Random draws reach this only now and then.
 @example(Member(96, 33, 64, 517, 2, 33, "fp8"), "ceil")
 @example(Member(89, 70, 64, 851, 6, 1, "fp8"), "ceil")
+# A state plane's bytes must be a multiple of K_lin x 16 too: at head_dim 64, one KDA head per rank
+# and rank 1,024 (bf16) K_mla 1 x page 278,528 B holds K_lin = 15 states of 17,536 B, and 240 does
+# not divide 278,528, so the plane rounds up to 280,320 B: the latent's stride is not its page.
+@example(Member(96, 16, 64, 1024, 4, 16, "bf16"), "ceil")
 def test_encoding_agrees_with_the_pointwise_prover(m: Member, policy: str) -> None:
     """Pin one member: the encoding's 'fails' must be the pointwise prover's rejection (for
     search: the first SEARCH_UNROLL candidates all rejected). Its bit widths drop no member: with

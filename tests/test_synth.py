@@ -6,12 +6,14 @@ from __future__ import annotations
 from functools import cache
 
 import pytest
+import z3
 from bites import fails_under
 
 from kvproof.cli.main import main
 from kvproof.impl.recipe import plan_model
 from kvproof.spec.catalog import BUILTIN_MODELS, CACHE_DTYPES, load_model
-from kvproof.spec.synth import Synthesis, synthesize
+from kvproof.spec.contract import ALIGNMENT, recipe_layout
+from kvproof.spec.synth import Synthesis, encode, synthesize
 
 
 @cache
@@ -54,3 +56,14 @@ def test_cli_synth_json(capsys) -> None:
     assert main(["synth", "--model", "kimi-k3", "--tp", "8", "--dtype", "fp8", "--json"]) == 0
     out = capsys.readouterr().out
     assert '"parent_bytes": 21233664' in out
+
+
+def test_the_encoding_takes_any_parent_every_packing_divides() -> None:
+    """docs/contract.md, item d: the parent is a multiple of the alignment and of every K_g, and
+    nothing more is asked of it. At K3 tp 96 bf16 a state packing of 256 divides every multiple of
+    256 B, the odd multiples too, so the encoding must admit such a parent (no padding bound here)."""
+    problem = encode(recipe_layout(load_model("kimi-k3"), 96, "bf16"), None)
+    solver, odd = z3.Solver(), z3.Int("odd")
+    solver.add(*problem.constraints, problem.packing["linear_attention_0"] == 256,
+               problem.parent_bytes == ALIGNMENT * (2 * odd + 1))
+    assert solver.check() == z3.sat
