@@ -39,8 +39,8 @@ RELEASES = {"vllm": ("0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0"), "tokensp
 FIRST_REVISION = "(#1117)"  # tokenspeed's one-pipeline-per-family recipes (docs/engines/tokenspeed.md)
 # What the tokenspeed adapter loads from a revision (engines/tokenspeed/loader.py skips these packages'
 # __init__ and imports their modules): two revisions with the same trees here plan the same.
-PLANNING_TREES = ("python/pyproject.toml", "python/tokenspeed/runtime/layers", "python/tokenspeed/runtime/configs",
-                  "python/tokenspeed/runtime/utils", "python/tokenspeed/runtime/distributed")
+PLANNING_TREES = ("python/pyproject.toml", *(f"python/tokenspeed/runtime/{package}" for package in
+                                             ("layers", "configs", "utils", "distributed", "cache", "execution")))
 RUN_TIMEOUT_S = 3600
 
 
@@ -147,7 +147,11 @@ def run(target: Target, kvproof: str = "") -> Row:
         lines = done.stderr.strip().splitlines()
         row.error = lines[-1].removeprefix("verify engine: error: ") if lines else f"exit {done.returncode}, no output"
         return row
-    doc = json.loads(done.stdout)
+    try:
+        doc = json.loads(done.stdout)
+    except json.JSONDecodeError as err:
+        row.error = f"exit {done.returncode}, output not JSON: {err}"
+        return row
     row.version, row.seconds = doc["version"], doc["seconds"]
     for recipe in doc["recipes"]:
         row.cells[recipe["recipe"]], reason = cell(recipe)
@@ -198,9 +202,9 @@ def _table(engine: str, rows: list[Row]) -> list[str]:
     recipes = sorted({recipe for row in rows for recipe in row.cells})
     head = ["release or revision", "date", "upstream", "exit", "seconds", *([f"`{r}`" for r in recipes] or ["recipes"])]
     ran = sorted({row.kvproof for row in rows if row.kvproof})
-    lines = [f"## {engine}", "", f"Run at kvproof {', '.join(ran) or 'an unrecorded commit'}, on 2 cores.", "",
+    lines = [f"## {engine}", "", f"Run at kvproof {'; '.join(ran) or 'an unrecorded commit'}.", "",
              "| " + " | ".join(head) + " |", "| " + " | ".join("---" for _ in head) + " |"]
-    notes: list[str] = []
+    notes: dict[str, int] = {}  # a NOT VERIFIED reason and its note's number
     for row in rows:
         t = row.target
         if t.same_as:
@@ -211,9 +215,8 @@ def _table(engine: str, rows: list[Row]) -> list[str]:
             cells = [str(row.exit), f"{row.seconds:.0f}"]
             for recipe in recipes:
                 text = row.cells.get(recipe, "–")
-                if recipe in row.reasons and NO_CONFIG not in row.reasons[recipe]:
-                    notes.append(f"{len(notes) + 1}. {t.label} `{recipe}`: {row.reasons[recipe]}")
-                    text += f" [{len(notes)}]"
+                if recipe in row.reasons:
+                    text += f" [{notes.setdefault(row.reasons[recipe], len(notes) + 1)}]"
                 cells.append(text)
         name = f"`{t.label}`" if t.upstream else t.label
         lines.append("| " + " | ".join([name, t.date, t.upstream, *cells]) + " |")
@@ -221,7 +224,7 @@ def _table(engine: str, rows: list[Row]) -> list[str]:
     lines += [f"- {row.target.label}: `verify engine {engine} --engine-path {_shown(row.target.folder)}`"
               for row in rows if not row.target.same_as]
     if notes:
-        lines += ["", "NOT VERIFIED:", "", *notes]
+        lines += ["", "NOT VERIFIED:", "", *(f"{number}. {reason}" for reason, number in notes.items())]
     return [*lines, ""]
 
 
@@ -235,31 +238,66 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokenspeed-git", type=Path, metavar="DIR", help="a tokenspeed git directory: its revisions")
     parser.add_argument("--engine", choices=sorted(RELEASES), nargs="+", default=sorted(RELEASES))
     parser.add_argument("--release", nargs="+", help="only these releases (default: every one of RELEASES)")
-    parser.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2),
-                        help="targets run at once (each `verify engine` spreads its own work too)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="targets run at once (default 1: each `verify engine vllm` spreads over the cores itself)")
     parser.add_argument("--cache", type=Path, default=CACHE, help="where wheels and unpacked folders go")
     parser.add_argument("--out", type=Path, help="the results as JSON (default: CACHE/compat.json)")
     parser.add_argument("--page", type=Path, default=PAGE, help="the page rendered")
     parser.add_argument("--render", type=Path, nargs="+", metavar="JSON",
                         help="render the page from saved results only (several: their rows in order)")
     args = parser.parse_args(argv)
+    try:
+        return _main(args)
+    except Refused as err:
+        print(f"compat: {err}", file=sys.stderr)
+        return 2
+
+
+class Refused(Exception):
+    """Bad input: one line, exit 2."""
+
+
+def _main(args: argparse.Namespace) -> int:
+    if args.render:
+        missing = [str(path) for path in args.render if not path.is_file()]
+        if missing:
+            raise Refused(f"--render {missing[0]}: no such file")
+        saved = [Row(Target(**r.pop("target")), **r) for path in args.render
+                 for r in json.loads(path.read_text())["rows"]]
+        args.page.write_text(render(saved))
+        return 0
+    unknown = sorted(set(args.release or ()) - {r for engine in args.engine for r in RELEASES[engine]})
+    if unknown:
+        raise Refused(f"--release {unknown[0]}: not a release of {', '.join(args.engine)} the adapters follow; "
+                      f"they follow {', '.join(r for engine in args.engine for r in RELEASES[engine])}")
+    if args.page == PAGE and (args.release or not args.tokenspeed_git or args.engine != sorted(RELEASES)):
+        raise Refused(f"{PAGE.relative_to(ROOT)} holds every release and tokenspeed revision: give "
+                      "--tokenspeed-git DIR and no narrowing, or --page FILE for a partial page")
+    if args.tokenspeed_git and subprocess.run(["git", f"--git-dir={args.tokenspeed_git}", "rev-parse"],
+                                              capture_output=True, check=False).returncode:
+        raise Refused(f"--tokenspeed-git {args.tokenspeed_git}: not a git directory (give a clone's .git)")
     commit = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty", "--abbrev=7"],
                             capture_output=True, text=True, check=False).stdout.strip() or "unknown"
-    if args.render:
-        rows = [Row(Target(**r.pop("target")), **r) for path in args.render
-                for r in json.loads(path.read_text())["rows"]]
-        args.page.write_text(render(rows))
-        return 0
-    targets = [Target(engine, release, str(release_folder(engine, release, args.cache)))
-               for engine in args.engine for release in RELEASES[engine]
-               if not args.release or release in args.release]
+    stamp = f"`{commit}` ({date.today().isoformat()}, {os.cpu_count()} cores, {args.jobs} target(s) at once)"
+    rows: list[Row] = []
+    targets = []
+    for engine in args.engine:
+        for release in RELEASES[engine]:
+            if not args.release or release in args.release:
+                try:
+                    targets.append(Target(engine, release, str(release_folder(engine, release, args.cache))))
+                except (subprocess.CalledProcessError, OSError, zipfile.BadZipFile) as err:
+                    rows.append(Row(Target(engine, release, ""), None, f"not unpacked: {err}", kvproof=stamp))
+    stamp_of: dict[int, str] = {}
     if args.tokenspeed_git and "tokenspeed" in args.engine:
+        head = _git(args.tokenspeed_git, "log", "-1", "--format=%h %cs").strip()
         targets += revisions(args.tokenspeed_git, args.cache)
-    stamp = f"`{commit}` ({date.today().isoformat()})"
+        stamp_of = {id(t): f"{stamp}; tokenspeed snapshot at `{head}`" for t in targets if t.upstream}
     planned = [t for t in targets if not t.same_as]
     with ThreadPoolExecutor(args.jobs) as pool:
-        ran = dict(zip(map(id, planned), pool.map(lambda t: run(t, stamp), planned), strict=True))
-    rows = [ran.get(id(t)) or Row(t) for t in targets]
+        ran = dict(zip(map(id, planned), pool.map(lambda t: run(t, stamp_of.get(id(t), stamp)), planned),
+                       strict=True))
+    rows += [ran.get(id(t)) or Row(t) for t in targets]
     for row in rows:
         print(f"{row.target.engine} {row.target.label}: exit {row.exit} {row.error or ''}", file=sys.stderr)
     out = args.out or args.cache / "compat.json"

@@ -47,10 +47,22 @@ def test_every_row_of_a_table_has_its_header_s_columns_and_notes_name_adapter_ga
         assert len({len(r) for r in rows}) == 1, rows
     head, _, release, revision = _table_rows(page, "tokenspeed")
     assert release[head.index("`qwen_gdn`")] == "NV (adapter) [1]"
-    assert "1. 0.1.1 `qwen_gdn`: adapter: it moved" in page
+    assert "1. adapter: it moved" in page
     assert revision[3] == "= `0123abcd`" and set(revision[5:]) == {"″"}
     assert _table_rows(page, "vllm")[2][5] == "unsupported: too old"
     assert "- abcdef12:" not in page  # a row not run has no command
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    page = tmp_path / "page.md"
+    for argv, said in ((["--release", "9.9.9", "--page", str(page)], "--release 9.9.9: not a release"),
+                       (["--tokenspeed-git", str(tmp_path), "--page", str(page)], "not a git directory"),
+                       (["--render", str(tmp_path / "none.json")], "no such file"),
+                       (["--engine", "vllm"], "holds every release and tokenspeed revision")):
+        assert compat.main(argv) == 2
+        err = capsys.readouterr().err
+        assert said in err and err.count("\n") == 1, err
+    assert not page.exists()
 
 
 def test_the_installed_tokenspeed_release_row_matches_the_committed_page() -> None:
