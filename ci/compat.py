@@ -13,6 +13,7 @@ and render docs/engines/compatibility.md, which nobody writes by hand.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import io
 import json
 import os
@@ -69,7 +70,15 @@ class Row:
 
 
 def release_folder(engine: str, release: str, cache: Path) -> Path:
-    """The release's `.py` files (and its metadata), unpacked once into the cache."""
+    """The release's `.py` files, unpacked once into the cache (one process at a time: test workers
+    share it)."""
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / f"{engine}-{release}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _unpacked_release(engine, release, cache)
+
+
+def _unpacked_release(engine: str, release: str, cache: Path) -> Path:
     folder = cache / f"{engine}-{release}"
     if (folder / engine / "__init__.py").is_file():
         return folder

@@ -1,9 +1,9 @@
 """The vLLM adapter follows the release under test: the planning functions EngineCore._initialize_kv_caches
 calls, found from core.py's own imports, called as their signatures ask, with the Platform hooks the
 release has. The default suite checks that detection on the installed vLLM (0.33.0) and on small edits
-of its core.py, its Platform and its planning module; the released 0.30.0, 0.31.0 and 0.32.0 are planned
-only where an environment variable names a folder of their unpacked .py files
-(docs/engines/vllm-releases.md says how to make one)."""
+of its core.py, its Platform and its planning module, and plans the released 0.30.0, 0.31.0 and 0.32.0
+from their wheels on the index, unpacked (their .py files) as `make compat` does, or from the folder an
+environment variable names (docs/engines/vllm-releases.md)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import types
+import zipfile
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ import pytest
 
 pytest.importorskip("vllm", reason="vllm is not installed: `make .venv/.vllm` installs it (make test does)")
 
+from kvproof.ci import compat
 from kvproof.engines.verdict import EngineError
 from kvproof.engines.vllm import catalog, engine, mutants, planner, platform, stand_ins
 from kvproof.impl import faults
@@ -213,12 +215,16 @@ RELEASES = {
 
 
 def release_folder(release: str) -> Path:
+    """The release's unpacked folder: the one its variable names, else the one `make compat` keeps
+    under reports/compat/ (unpacked from the index's wheel on first use)."""
     variable = RELEASES[release][0]
     where = os.environ.get(variable)
     if not where:
-        pytest.skip(f"{variable} is not set: to plan vLLM {release}, run `pip download --no-deps vllm=={release}`, "
-                    f"unpack its .py files with zipfile into a folder and set {variable} to it "
-                    "(docs/engines/vllm-releases.md)")
+        try:
+            return compat.release_folder("vllm", release, compat.CACHE)
+        except (subprocess.CalledProcessError, OSError, zipfile.BadZipFile) as err:
+            pytest.fail(f"vLLM {release} could not be unpacked from the index ({err}); set {variable} to a folder of "
+                        "its .py files (docs/engines/vllm-releases.md)")
     folder = Path(where)
     if not (folder / "vllm" / "__init__.py").is_file():
         pytest.fail(f"{variable}={where}: no vllm/__init__.py there")
@@ -256,14 +262,14 @@ def test_each_release_plans_every_model_at_tp_1(release) -> None:
     folder = release_folder(release)
     proc = subprocess.run([sys.executable, "-m", "kvproof.cli.main", "engine", "vllm", "--engine-path", str(folder),
                            "--tp", "1", "--dtype", "auto", "--assume", "backend=FLASH_ATTN", "backend=FLASHMLA",
-                           "mamba_dtype=auto", "pp=1", "spec=0", "--json"],
+                           "mamba_dtype=auto", "pp=1", "--json"],
                           capture_output=True, text=True, check=False, timeout=1800, cwd=INSTALLED)
     assert proc.returncode in (0, 1, 3), proc.stderr[-2000:]
     report = json.loads(proc.stdout)
     assert report["version"] == release
     assert {r["recipe"]: r["reason"] for r in report["recipes"]} == dict.fromkeys(catalog.MODELS)
     qwen = next(r for r in report["recipes"] if r["recipe"] == "qwen3-next-80b-a3b")
-    off = next(p for p in qwen["points"] if p["prefix"] == "off")
+    off = next(p for p in qwen["points"] if p["prefix"] == "off" and p["spec"] == 0)
     assert off["parent_bytes"] == 12 * 544 * 2048  # 12 slots of the 544-token page
 
 
