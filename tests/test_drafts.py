@@ -192,3 +192,14 @@ def test_bad_draft_flags_are_one_line_exit_two(capsys, argv):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("verify: error:")
+
+
+def test_an_mla_only_model_with_a_draft_keeps_a_page_a_plane_and_checks_no_padding():
+    """DeepSeek-V3 has no KDA layer, so nothing shares a plane: K_mla 1, each plane one page, its
+    61 fp8 pages 128 x 576 x 1 = 73,728 B and one bf16 draft page of 147,456 B. As for K3, the
+    engine's bound with a draft is inf (None); without one it is the 1/4 of the recipe."""
+    model = load_model("deepseek-v3")
+    plan = plan_model(model, 8, "fp8", "search", drafts=1, draft_dtype="bf16").plan
+    assert plan.packing == {"full_attention": 1} and plan.accepted and plan.max_padding is None
+    assert [p.plane_bytes for p in plan.planes] == [73_728] * 61 + [147_456]
+    assert plan_model(model, 8, "fp8", "search").plan.max_padding == BOUND
