@@ -744,9 +744,9 @@ def test_a_point_is_planned_once_for_the_assumptions_its_planning_never_asked(mo
     planned: list[planner.Point] = []
     original = planner.plan
 
-    def spy(point: planner.Point, patches: planner.Patches | None = None) -> planner.Planned:
+    def spy(point: planner.Point, *rest: Any) -> planner.Planned:
         planned.append(point)
-        return original(point, patches)
+        return original(point, *rest)
 
     monkeypatch.setattr(planner, "plan", spy)
     plans = planner.Plans()
@@ -777,3 +777,16 @@ def test_a_plan_with_the_json_of_one_checked_before_is_not_checked_again(monkeyp
     off, on = engine.run(["kimi-linear-48b-a3b"], only).recipes[0].points
     assert [p["prefix"] for p in checked] == ["off"] and (off.point["prefix"], on.point["prefix"]) == ("off", "on")
     assert on.replay == off.replay.replace("prefix=off", "prefix=on") and on.findings == off.findings
+
+
+def test_plans_give_what_planning_each_point_alone_gives() -> None:
+    """planner.Plans builds a model's ModelConfig once per backend and assumptions and hands each point
+    its own copy, which the point's VllmConfig changes: the plans are those of each point planned
+    alone (two tps, a draft's tokens, a pipeline's two stages)."""
+    backend = QWEN.backends[0]
+    points = [planner.Point(QWEN, tp, "auto", "auto", False, backend, spec, pp, rank)
+              for tp, spec, pp, rank in ((1, 0, 1, 0), (2, 0, 1, 0), (1, 2, 1, 0), (1, 0, 2, 0), (1, 0, 2, 1))]
+    plans = planner.Plans()
+    shared = [plans.plan(p) for p in points]
+    alone = [planner.plan(p) for p in points]
+    assert [(p.block_size, p.documents) for p in shared] == [(p.block_size, p.documents) for p in alone]

@@ -20,6 +20,7 @@ guarded stand-ins that let three backends' modules import on a CPU included (sta
 
 from __future__ import annotations
 
+import copy
 import importlib
 import inspect
 import math
@@ -34,7 +35,7 @@ from typing import Any
 
 from kvproof.engines.stubs import StubUsed
 from kvproof.engines.vllm.catalog import Backend, Model
-from kvproof.engines.vllm.platform import ENTRY, Vllm, cuda_assumed, modules, point_answers
+from kvproof.engines.vllm.platform import ENTRY, Answers, Vllm, cuda_assumed, modules, point_answers
 
 # Replaces vLLM functions for one planning call (the seeded historical bugs): a context manager.
 Patches = Callable[[Vllm], AbstractContextManager[None]]
@@ -94,10 +95,10 @@ def _check_shell_call(fn: Callable[[], Any], what: str, shells: dict[str, Any]) 
                        "builds no layers") from None
 
 
-def plan(point: Point, patches: Patches | None = None) -> Planned:
+def plan(point: Point, patches: Patches | None = None, made: ModelConfigs | None = None) -> Planned:
     """The point through vLLM's planner. `patches(v)` may replace vLLM functions for the call (the
     seeded historical bugs do)."""
-    return _plan(modules(), point, _checkpoint(point.model.config_text()), patches)
+    return _plan(modules(), point, _checkpoint(point.model.config_text()), patches, made)
 
 
 _CHECKPOINTS: dict[str, tempfile.TemporaryDirectory[str]] = {}  # config.json's text -> a folder holding only it
@@ -122,13 +123,13 @@ def _rank_layers(v: Vllm, layers: list[tuple[str, str]], hf: Any,
                           if start <= int(re.search(r"layers\.(\d+)", name).group(1)) < end]  # type: ignore[union-attr]
 
 
-def _plan(v: Vllm, point: Point, folder: str, patches: Patches | None) -> Planned:
+def _plan(v: Vllm, point: Point, folder: str, patches: Patches | None, made: ModelConfigs | None) -> Planned:
     config = v.config
     backend = point.backend.load()
     found = [backend]
     platform = cuda_assumed(v)
     with point_answers(platform, point.backend.capability, found, point.trtllm, point.cuda_runtime) as answers:
-        model_config = config.ModelConfig(model=folder, skip_tokenizer_init=True, dtype="auto")
+        model_config = _model_config(config, folder, point, answers, made)
         span, layers = _rank_layers(v, point.model.layers(model_config.hf_text_config), model_config.hf_text_config,
                                     point)
         attends = any(kind == "attention" for _, kind in layers)
@@ -178,6 +179,24 @@ def _plan(v: Vllm, point: Point, folder: str, patches: Patches | None) -> Planne
                        span, attends, dict(answers.asked), configs, layout)
 
 
+# (folder, backend, trtllm, cuda_runtime) -> a ModelConfig built there, and the assumptions building it asked
+ModelConfigs = dict[tuple[str, Backend, bool | None, int | None], tuple[Any, dict[str, bool | int | None]]]
+
+
+def _model_config(config: Any, folder: str, point: Point, answers: Answers, made: ModelConfigs | None) -> Any:
+    """vLLM's ModelConfig of the checkpoint. With `made`, built once per backend and assumptions and a
+    copy handed to each point: its inputs are the same there (its arguments, the folder, every answer
+    the platform gives while it is built), and each point's VllmConfig changes its own copy."""
+    if made is None:
+        return config.ModelConfig(model=folder, skip_tokenizer_init=True, dtype="auto")
+    key = (folder, point.backend, point.trtllm, point.cuda_runtime)
+    if key not in made:
+        made[key] = config.ModelConfig(model=folder, skip_tokenizer_init=True, dtype="auto"), dict(answers.asked)
+    built, asked = made[key]
+    answers.asked.update(asked)
+    return copy.deepcopy(built)
+
+
 def _documents(point: Point, configs: dict[int, Any], layout: Any, kernel_tokens: int | None) -> dict[int, dict]:
     kernels = [{"name": k.name, "tokens": kernel_tokens, "block": k.block, "max_tokens": k.max_tokens,
                 **({"power_of_two": True} if k.power_of_two else {})}
@@ -194,15 +213,16 @@ class Plans:
 
     def __init__(self) -> None:
         self._done: dict[Point, list[Planned]] = {}
+        self._made: ModelConfigs = {}
 
     def plan(self, point: Point, patches: Patches | None = None) -> Planned:
         if point.trtllm is None and point.cuda_runtime is None:
-            return plan(point, patches)
+            return plan(point, patches, self._made)
         alike = replace(point, trtllm=None, cuda_runtime=None)
         for before in self._done.get(alike, []):
             if all(getattr(point, axis) == answer for axis, answer in before.asked.items()):
                 return _reread(before, point)
-        planned = plan(point, patches)
+        planned = plan(point, patches, self._made)
         self._done.setdefault(alike, []).append(planned)
         return planned
 
