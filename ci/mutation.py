@@ -96,6 +96,53 @@ EQUIVALENT: dict[str, str] = {
     "kvproof.spec.catalog.x_parse_config__mutmut_151": "num_heads capped at MAX_DIM, not MAX_HEADS: both are 65,536",
     "kvproof.impl.packer.x_pack__mutmut_51": "a <= b adds the pairs (a, a), which derive_packings leaves "
                                              "as they are: lcm(b, b) = b, so K_a x b is already aligned",
+    # The second tenth (mutants numbered ...2; --sample 2 scores them with the first).
+    "kvproof.impl.export.x_plan_document__mutmut_2": "the default is only tested for being a str ('the plan's "
+                                                     "own bound'): 'PLAN' is one too",
+    "kvproof.impl.recipe.x_kda_fields__mutmut_12": "conv_state's stride alignment 1: a plane's alignment is an "
+                                                   "lcm over its fields, and the layer's recurrent_state, always "
+                                                   "beside it in that plane and group, brings K x 16",
+    "kvproof.impl.recipe.x_pack_k__mutmut_12": "K_lin 1, not 0, where state is 0: only a model with no KDA "
+                                               "layer has state 0, and its one group is full_attention (a "
+                                               "second only under the seeded fault draft_own_group)",
+    "kvproof.spec.encoding.x_in_bounds__mutmut_12": "the arena check's key only dedupes checks: a 1-tuple, which "
+                                                    "no other key (3, 6 or 7 items) can equal",
+    "kvproof.spec.facts.xǁAffineǁterm__mutmut_2": "0 x N + fixed, a Term where it was an int: every caller lifts "
+                                                  "what term() gives into a Term (lift, _val), the same value",
+    "kvproof.spec.launch.x_div__mutmut_2": "a's kind dropped from the test: resolve divides two sizes of one "
+                                           "resolution, both z3 terms or both ints, so b's kind is a's",
+    "kvproof.spec.launch.x_divides__mutmut_2": "part's kind dropped from the test: every rule passes two sizes "
+                                               "of one resolution, both z3 terms or both ints",
+    "kvproof.spec.plan_reader.x_affine_facts__mutmut_102": "2 x parent_bytes is even and BYTES_MAX (2^63 - 1) "
+                                                           "odd: > and >= never differ",
+    "kvproof.spec.launch.x_smallest_fix__mutmut_52": _Z3_NAME,
+    "kvproof.spec.synth.x_encode__mutmut_2": "z3.Int(None) is '<null>', distinct from every other variable, and "
+                                             "K_lin is read back by reference, not by name",
+    "kvproof.spec.sweep.x_describe_set__mutmut_42": "strict=None turns the check off, and zip(bad, [*bad[1:], "
+                                                    "None]) has two sides of len(bad) items: it never fired",
+    "kvproof.spec.sweep.x__multiple__mutmut_2": "the two field sets swapped: on the unit layout's slot.0 the "
+                                                "latent and the state fields all have stride alignment 16 and "
+                                                "itemsizes 1, 2 or 4: the lcm is 16 either way",
+    "kvproof.spec.sweep.xǁEncodingǁbuild__mutmut_22": _Z3_NAME,
+    "kvproof.spec.sweep.xǁEncodingǁbuild__mutmut_32": "member() without var makes z3.Int('mla_every'), the "
+                                                      "Small's own variable: z3 names a constant by name and sort",
+    "kvproof.spec.sweep.xǁEncodingǁbuild__mutmut_132": "z3.Int(None) is '<null>', distinct from every other "
+                                                       "variable of the query, and used by reference",
+    "kvproof.spec.sweep.xǁEncodingǁbuild__mutmut_282": _Z3_NAME,
+    "kvproof.spec.sweep.xǁEncodingǁbuild__mutmut_302": _LIN_CAP,
+    "kvproof.spec.sweep.xǁEncodingǁ_caps__mutmut_32": "K_mla's cap one larger: 12 or 13 plus unroll 1, 4 or 8 "
+                                                      "take the same 4 or 5 bits (a Small's only bound), and the "
+                                                      "K_lin cap it scales only widens K_lin's bits",
+    "kvproof.spec.sweep.xǁEncodingǁaccepted__mutmut_62": "page_ok always holds: a page is 128 tokens x latent x "
+                                                         "itemsize, a multiple of 128, and the latent field's "
+                                                         "lcm(itemsize, stride alignment) is 16",
+    "kvproof.spec.sweep.xǁEncodingǁaccepted__mutmut_102": "K_lin <= 2^31 - 1 dropped: K_lin = K_mla x page // "
+                                                          "state is below 256 x 33,554,432 / 12 < 7.2 x 10^8 at "
+                                                          "the LIMITS' extremes (K_mla <= 256 or ceil's "
+                                                          "K_lin <= 1 + page / state; state >= 12 B)",
+    "kvproof.spec.sweep.xǁQueryǁsmallest__mutmut_42": "mid = (low + high) / 2: z3 reads var <= mid as var <= "
+                                                      "floor(mid), and low then runs ahead of the integer "
+                                                      "bisection's by less than 1: the same queries, the same end",
 }
 
 # Mutants whose tests abort the process (-6, SIGABRT), read and judged a kill: the abort is the
