@@ -10,6 +10,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
@@ -790,3 +791,39 @@ def test_plans_give_what_planning_each_point_alone_gives() -> None:
     shared = [plans.plan(p) for p in points]
     alone = [planner.plan(p) for p in points]
     assert [(p.block_size, p.documents) for p in shared] == [(p.block_size, p.documents) for p in alone]
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads processes from /proc")
+def test_a_worker_ends_with_the_run_that_started_it() -> None:
+    """A run killed mid-way (a CI timeout, SIGKILL) leaves no worker behind: each watches its parent."""
+    run = subprocess.Popen([sys.executable, "-c", "from kvproof.engines.vllm import engine; "
+                            "engine.run(['qwen3-next-80b-a3b'], workers=2)"])
+
+    def children() -> list[int]:
+        found = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            with contextlib.suppress(OSError):
+                if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == run.pid:
+                    found.append(int(stat.parent.name))
+        return found
+
+    try:
+        for _ in range(600):
+            workers = [pid for pid in children() if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+            if workers:
+                break
+            time.sleep(0.1)
+        assert workers, "the run started no worker within 60 s"
+    finally:
+        run.kill()
+        run.wait()
+    def alive(pid: int) -> bool:  # a zombie has ended: only its parent's wait is left
+        with contextlib.suppress(OSError):
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        return False
+
+    for _ in range(300):
+        if not any(alive(pid) for pid in workers):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"workers {workers} outlived the run")

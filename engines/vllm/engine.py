@@ -15,9 +15,11 @@ import hashlib
 import importlib
 import json
 import multiprocessing
+import multiprocessing.connection
 import os
 import re
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Iterator, Sequence
@@ -375,10 +377,18 @@ _SEEN = Seen()  # a worker's (a worker serves one run)
 
 
 def _start_worker(names: list[str], only: Only | None, on: frozenset[str]) -> None:
+    parent = multiprocessing.parent_process()
+    if parent is not None:  # a worker ends with the run's process however that ends (a kill leaves it no shutdown)
+        threading.Thread(target=_end_with, args=(parent.sentinel,), daemon=True).start()
     faults.switch_on(on)
     platform.cuda_assumed(platform.modules())
     for name in names:
         _domain(catalog.MODELS[name], only)
+
+
+def _end_with(sentinel: int) -> None:
+    multiprocessing.connection.wait([sentinel])
+    os._exit(1)
 
 
 def _plan_chunk(name: str, points: list[dict[str, Any]], padding_bound: Bound) -> list[Outcome]:
