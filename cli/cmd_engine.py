@@ -21,6 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", nargs="+", help="narrow the domain to these --kv-cache-dtype values")
     parser.add_argument("--drafts", type=int, nargs="+", help="narrow the domain to these draft-layer counts")
     parser.add_argument("--model", nargs="+", help="narrow the domain to these checkpoints (recipes serving several)")
+    parser.add_argument("--config", metavar="FILE",
+                        help="plan this config.json as the checkpoint of the one --recipe (a family's recipe "
+                        "included)")
     parser.add_argument("--assume", nargs="+", metavar="NAME=VALUE",
                         help="narrow assumption axes (a GPU or environment answer) to these values")
     parser.add_argument("--max-padding", metavar="X|inf", type=float,
@@ -45,6 +48,8 @@ def run(args: argparse.Namespace) -> int:
             narrowed["models"] = args.model
         if args.assume:
             narrowed["assume"] = args.assume
+        if args.config:
+            narrowed["config"] = args.config
         if args.max_padding is not None:  # else the adapter's own default
             narrowed["padding_bound"] = (None if args.max_padding == math.inf
                                          else padding_bound_of(args.max_padding, "--max-padding"))
@@ -103,6 +108,26 @@ def _not_verified(r: RecipeResult) -> str:
     return f"NOT VERIFIED (adapter): {r.not_verified}" if r.adapter else f"NOT VERIFIED ({r.not_verified})"
 
 
+def _coverage(r: RecipeResult) -> list[str]:
+    """What a recipe's points stand for, when not the checkpoints kvproof ships."""
+    c = r.coverage
+    if c is None or r.not_verified is not None:
+        return []
+    if c.family is None:
+        return [f"{r.recipe}: VERIFIED AT --config {c.config} (a user's config.json, planned as a checkpoint)"]
+    fixed = ", ".join(f"{x['key']}={x['value']}" for x in c.citations) or "nothing"
+    varied = ", ".join(f"{key} in {_values(values)}" for key, values in c.family["varied"].items())
+    return [f"{r.recipe}: VERIFIED OVER FAMILY — no published checkpoint; {c.enumerated} of {c.members} members "
+            f"enumerated; fixed from citations: {fixed}; varied: {varied}; not a verdict on "
+            f"{c.family['not_a_verdict_on']}; --config FILE gives one"]
+
+
+def _values(values: list) -> str:
+    if len(values) > 2 and all(isinstance(v, int) for v in values) and values == list(range(values[0], values[-1] + 1)):
+        return f"{values[0]}..{values[-1]}"
+    return "{" + ", ".join(map(str, values)) + "}"
+
+
 def render_recipe(r: RecipeResult, show_all: bool) -> list[str]:
     if r.not_verified is not None and not r.points:
         return [f"{r.recipe}: {_not_verified(r)}", ""]
@@ -112,7 +137,8 @@ def render_recipe(r: RecipeResult, show_all: bool) -> list[str]:
             + (f" — {_not_verified(r)}" if r.not_verified else "")
             + (f"; {r.limits}" if r.limits else ""))
     width = max((len(_axes(p)) for p in r.points), default=5)
-    lines = [head, f"  {'point':<{width}} {'verdict':<15} {'packing':<14} {'parent bytes':>13} {'pad':>7}  property"]
+    lines = [*_coverage(r), head,
+             f"  {'point':<{width}} {'verdict':<15} {'packing':<14} {'parent bytes':>13} {'pad':>7}  property"]
     lines += [_row(p, width) for p in r.points]
     for p in bad if show_all else bad[:1]:
         for f in p.findings:
@@ -134,8 +160,10 @@ def render(result: EngineRun, cmp: baseline.Comparison, show_all: bool, across: 
         lines.append(f"{len(cmp.known)} finding(s) known in the baseline")
     for k in cmp.stale:
         lines.append(f"STALE baseline entry (no longer found): {' '.join(k)}")
-    verified = sum(r.not_verified is None for r in result.recipes)
+    verified = [r for r in result.recipes if r.not_verified is None]
+    family = sum(r.over_family for r in verified)
+    split = f" ({len(verified) - family} at a checkpoint, {family} over a family)" if family else ""
     word = {0: "OK", 1: "FINDINGS", 3: "CROSS-POINT FINDINGS"}[exit_code(cmp, across)]
     lines.append(f"verdict: {word}: {len(cmp.new)} new finding(s); "
-                 f"{verified} of {len(result.recipes)} recipes verified; {result.seconds:.2f} s")
+                 f"{len(verified)} of {len(result.recipes)} recipes verified{split}; {result.seconds:.2f} s")
     return "\n".join(lines)

@@ -8,6 +8,7 @@ Bad input is one line on stderr, never a traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from importlib.metadata import version
 from types import ModuleType
@@ -53,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, EngineError, PlanError, UsageError) as err:
         print(f"verify {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader stopped (`| head`): the rest is not wanted, and no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's own flush at exit would raise again
+        return 141
 
 
 if __name__ == "__main__":

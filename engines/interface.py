@@ -59,6 +59,7 @@ class Narrowing(TypedDict, total=False):
     # --max-padding: the padding bound to hold a plan to when its engine sets none; None holds it to
     # none. Absent: the adapter's own default.
     padding_bound: Fraction | None
+    config: str  # --config FILE: a user's config.json, the one --recipe's checkpoint
 
 
 class Verify(Protocol):

@@ -69,12 +69,29 @@ class PointResult:
 
 
 @dataclass(frozen=True)
+class Coverage:
+    """What a recipe's points stand for when they are not a published checkpoint's: the members
+    of a stated family (kvproof.engines.families), or a user's own config.json."""
+
+    family: dict[str, Any] | None = None  # Family.as_dict(); None for a user's config
+    members: int | None = None  # the whole family's size
+    enumerated: int | None = None  # members planned by this run
+    citations: tuple[dict[str, Any], ...] = ()  # the published values the family fixes
+    config: str | None = None  # the user's config.json, planned as a checkpoint
+
+
+@dataclass(frozen=True)
 class RecipeResult:
     recipe: str
     points: tuple[PointResult, ...]
     not_verified: str | None = None  # why kvproof could not plan this recipe
     limits: str = ""  # what of its supported domain kvproof does not model yet
     adapter: bool = False  # not_verified is kvproof's adapter failing at this engine revision (an AdapterGap)
+    coverage: Coverage | None = None  # None: the published checkpoints the adapter ships
+
+    @property
+    def over_family(self) -> bool:
+        return self.coverage is not None and self.coverage.family is not None
 
     @property
     def baseline_property(self) -> str | None:
@@ -91,8 +108,11 @@ class RecipeResult:
         return f"adapter: {self.not_verified}" if self.adapter else self.not_verified
 
     def as_dict(self) -> dict[str, Any]:
+        c = self.coverage or Coverage()
         return {"recipe": self.recipe, "verified": self.not_verified is None, "reason": self.reason,
-                "limits": self.limits, "points": [p.as_dict() for p in self.points]}
+                "limits": self.limits, "coverage": "family" if self.over_family else "checkpoint",
+                "family": c.family, "members": c.members, "enumerated": c.enumerated,
+                "citations": list(c.citations), "config": c.config, "points": [p.as_dict() for p in self.points]}
 
 
 class EngineError(Exception):

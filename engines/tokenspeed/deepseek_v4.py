@@ -56,7 +56,7 @@ def points(configs: dict[str, dict], modules: dict[str, types.ModuleType] | None
     assumption is the GPU question the revision's recipe asks (`indexer_question`)."""
     asked = indexer_question(modules)
     return [{"model": name.removesuffix(".json"), "tp": tp, "dtype": dtype, "assume": f"{asked}={value}"}
-            for name in MODELS for value in ASSUMPTIONS[asked][0] for dtype in CACHE_DTYPES
+            for name in configs for value in ASSUMPTIONS[asked][0] for dtype in CACHE_DTYPES
             for tp in divisors(int(configs[name]["num_attention_heads"]))]
 
 

@@ -17,10 +17,9 @@ import dataclasses
 import json
 import time
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -37,30 +36,17 @@ from kvproof.engines.tokenspeed import (
     pipeline,
     qwen35,
 )
-from kvproof.engines.verdict import AdapterGap, EngineError, EngineRun, PointResult, RecipeResult
+from kvproof.engines.tokenspeed.configs import STRICT
+from kvproof.engines.tokenspeed.mutants import NEWER
+from kvproof.engines.tokenspeed.profile import Profile, configs
+from kvproof.engines.verdict import AdapterGap, Coverage, EngineError, EngineRun, PointResult, RecipeResult
 
 ENGINE = "tokenspeed"
 BASELINE = Path(__file__).with_name("baseline.json")  # the known findings of the released version
 
 
-@dataclass(frozen=True)
-class Profile:
-    """How kvproof plans one tokenspeed recipe: its published config and its domain."""
-
-    models: tuple[str, ...]  # files in engines/tokenspeed/models: the target, then any draft
-    modules: tuple[str, ...]  # what loader.load imports for it
-    points: Callable[[dict[str, dict]], list[dict[str, Any]]]  # the domain, from the configs
-    build: Callable[[dict[str, types.ModuleType], dict[str, dict], dict[str, Any]], Any]  # the recipe at a point
-    limits: str = ""  # what of the recipe's supported domain is not modelled yet
-    # The domain as this revision's loaded code asks it (a GPU question that moved), when it
-    # depends on the revision; `points` is then the latest release's, and `may_assume` the other
-    # assumptions a revision's points may make (for --assume).
-    points_at: Callable[[dict[str, dict], dict[str, types.ModuleType]], list[dict[str, Any]]] | None = None
-    may_assume: tuple[str, ...] = ()
-
-
 PROFILES: dict[str, Profile] = {
-    "kimi_k3": Profile(kimi_k3.MODELS, kimi_k3.MODULES, kimi_k3.points, kimi_k3.build),
+    "kimi_k3": Profile(kimi_k3.MODELS, kimi_k3.MODULES, kimi_k3.points, kimi_k3.build, drafts=(kimi_k3.DRAFT,)),
     "mla": Profile(ordinary.MLA_MODELS, ordinary.MODULES, ordinary.mla_points, ordinary.build_mla,
                    ordinary.LIMITS),
     "dsa": Profile(ordinary.DSA_MODELS, ordinary.MODULES, ordinary.dsa_points, ordinary.build_dsa,
@@ -73,6 +59,8 @@ PROFILES: dict[str, Profile] = {
     "deepseek_v4": Profile(deepseek_v4.MODELS, deepseek_v4.MODULES, deepseek_v4.points, deepseek_v4.build,
                            deepseek_v4.LIMITS, deepseek_v4.points, deepseek_v4.ALSO_ASSUMES),
 }
+# The recipes whose adapters export their own PROFILE (None until kvproof plans them).
+PROFILES |= {name: m.PROFILE for name, m in NEWER.items() if m.PROFILE is not None}
 
 
 NO_CONFIG = "no published config and domain for this family in kvproof yet"
@@ -110,19 +98,16 @@ def _declared_families(path: Path, err: Exception) -> tuple[str, ...]:
                              "_RECIPES table is no literal dict kvproof can read the families from")
 
 
-def configs(profile: Profile) -> dict[str, dict]:
-    folder = resources.files("kvproof.engines.tokenspeed").joinpath("models")
-    return {name: json.loads(folder.joinpath(name).read_text()) for name in profile.models}
-
-
 def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Sequence[str] | None,
            engine_path: str | None, drafts: Sequence[int] | None = None, models: Sequence[str] | None = None,
-           assume: Sequence[str] | None = None, padding_bound: Fraction | None = None) -> EngineRun:
-    """`verify engine tokenspeed`: the installed release, or the package at --engine-path."""
+           assume: Sequence[str] | None = None, padding_bound: Fraction | None = None,
+           config: str | None = None) -> EngineRun:
+    """`verify engine tokenspeed`: the installed release, or the package at --engine-path;
+    `config`, a user's config.json that the one recipe named plans as its checkpoint."""
     try:
         source = loader.source_of(engine_path)
         only = {"tp": tps, "dtype": dtypes, "drafts": drafts, "model": models, "assume": _assumed(assume)}
-        return run(source, recipes, only, engine_path, padding_bound)
+        return run(source, recipes, only, engine_path, padding_bound, config=_user_config(config, recipes))
     except loader.SourceError as err:
         raise EngineError(str(err)) from None
     except (StubUsed, AdapterGap) as err:  # outside any one recipe (its gaps are its verdict): no verdict at all
@@ -131,8 +116,11 @@ def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Seq
 
 def run(source: loader.Source, recipes: Sequence[str] | None = None,
         only: dict[str, Sequence[Any] | None] | None = None, engine_path: str | None = None,
-        padding_bound: Fraction | None = None) -> EngineRun:
-    """Every point of every chosen recipe; `only` narrows axes ({"tp": [8], "dtype": None, ...})."""
+        padding_bound: Fraction | None = None, *, config: UserConfig | None = None,
+        everything: bool = False) -> EngineRun:
+    """Every point of every chosen recipe; `only` narrows axes ({"tp": [8], "dtype": None, ...});
+    `config` plans a user's config.json in place of the recipe's checkpoints; `everything` plans
+    a family's every member, not its default list."""
     start = time.perf_counter()
     source = mutants.mutated(source)
     families, trouble = registered(source)
@@ -140,7 +128,7 @@ def run(source: loader.Source, recipes: Sequence[str] | None = None,
     if unknown:
         raise loader.SourceError(f"{source.describe()} registers no recipe {unknown[0]!r}; it has: "
                                  + ", ".join(families))
-    _check_narrowing([PROFILES[f] for f in recipes or families if f in PROFILES], only or {})
+    _check_narrowing([PROFILES[f] for f in recipes or families if f in PROFILES], only or {}, config)
     results = []
     for family in recipes or families:
         profile = PROFILES.get(family)
@@ -149,33 +137,87 @@ def run(source: loader.Source, recipes: Sequence[str] | None = None,
         elif trouble is not None:
             results.append(verdict.adapter_result(family, [(None, trouble)], profile.limits))
         else:
-            results.append(_recipe(source, family, profile, only or {}, engine_path, padding_bound))
+            ask = Ask(only or {}, engine_path, padding_bound, config, everything)
+            results.append(_recipe(source, family, profile, ask))
     planned = [r for r in results if r.recipe in PROFILES and not r.adapter]
     if planned and not any(r.points for r in planned):
         example = PROFILES[planned[0].recipe]
         raise EngineError(f"no point of {', '.join(r.recipe for r in planned)} matches the narrowing; points look "
-                          "like: " + "; ".join(_describe(p) for p in example.points(configs(example))[:4]) + " ...")
+                          "like: " + "; ".join(_describe(p) for p in example.points(_configs(example, config))[:4])
+                          + " ...")
     return EngineRun(ENGINE, source.version, source.describe(), source.commit, tuple(results),
                      time.perf_counter() - start)
 
 
-def _recipe(source: loader.Source, family: str, profile: Profile, only: dict[str, Sequence[Any] | None],
-            engine_path: str | None, padding_bound: Fraction | None) -> RecipeResult:
+@dataclass(frozen=True)
+class UserConfig:
+    """--config FILE: a user's config.json, planned as the one recipe's checkpoint."""
+
+    path: str
+    config: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return Path(self.path).stem
+
+
+def _user_config(path: str | None, recipes: Sequence[str] | None) -> UserConfig | None:
+    if path is None:
+        return None
+    if not recipes or len(recipes) != 1:
+        raise EngineError("--config FILE is one checkpoint of one recipe: name that recipe with --recipe R")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            config = json.load(handle)
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise EngineError(f"--config {path}: {verdict.one_line(err)}") from None
+    if not isinstance(config, dict):
+        raise EngineError(f"--config {path}: a config.json is one JSON object")
+    return UserConfig(path, config)
+
+
+@dataclass(frozen=True)
+class Ask:
+    """What a run asks of each recipe past its name: the narrowing, the engine's folder (for
+    replay lines), the padding bound, a user's config, and whether families run whole."""
+
+    only: dict[str, Sequence[Any] | None]
+    engine_path: str | None
+    padding_bound: Fraction | None
+    config: UserConfig | None
+    everything: bool
+
+
+def _configs(profile: Profile, config: UserConfig | None, everything: bool = False) -> dict[str, dict]:
+    return configs(profile, everything, (config.name, config.config) if config else None)
+
+
+def _recipe(source: loader.Source, family: str, profile: Profile, ask: Ask) -> RecipeResult:
     """One recipe: its points' verdicts, or NOT VERIFIED (adapter) where kvproof's adapter could
-    not drive it at this revision (loading it, or at any point)."""
-    outcomes = _points(source, family, profile, only, engine_path, padding_bound)
+    not drive it at this revision (loading it, or at any point); with what they cover."""
+    # A member named past the default list (a sweep's replay line) is planned from the whole family.
+    everything = ask.everything or bool(profile.family and ask.only.get("model"))
+    outcomes = _points(source, family, profile, dataclasses.replace(ask, everything=everything))
     result = verdict.adapter_result(family, outcomes, profile.limits)
+    if ask.config is not None:
+        result = dataclasses.replace(result, coverage=Coverage(config=ask.config.path))
+    elif profile.family is not None:
+        planned = {p.point.get("model") for p in result.points}
+        result = dataclasses.replace(result, coverage=Coverage(
+            profile.family.as_dict(), profile.family.size(), len(planned - {None}),
+            tuple(profile.family.citations())))
     if not result.adapter and result.points and all(p.verdict == "refused" for p in result.points):
         return dataclasses.replace(result, not_verified="every point refused as unsupported")
     return result
 
 
-def _check_narrowing(chosen: Sequence[Profile], only: dict[str, Sequence[Any] | None]) -> None:
+def _check_narrowing(chosen: Sequence[Profile], only: dict[str, Sequence[Any] | None],
+                     config: UserConfig | None) -> None:
     """A narrowing that no chosen recipe's domain has an axis (or assumption) for would be
     ignored, and the run would look like an answer to it: refuse it instead."""
     if not chosen:
         return
-    points = [p for profile in chosen for p in profile.points(configs(profile))]
+    points = [p for profile in chosen for p in profile.points(_configs(profile, config, bool(only.get("model"))))]
     axes = {axis for p in points for axis in p}
     assumed = {pair.split("=", 1)[0] for p in points for pair in p.get("assume", "").split(",") if pair}
     assumed |= {name for profile in chosen for name in profile.may_assume}
@@ -196,14 +238,21 @@ def plan(source: loader.Source, family: str, point: dict[str, Any]) -> pipeline.
     AdapterGap propagates."""
     profile = PROFILES[family]
     modules = loader.load(source, profile.modules)
-    return _plan(profile, modules, configs(profile), point, source.package_dir)
+    return _plan(profile, modules, configs(profile, everything=True), point, source.package_dir,
+                 profile.family.name if profile.family else None)
 
 
 def _plan(profile: Profile, modules: dict[str, types.ModuleType], published: dict[str, dict],
-          point: dict[str, Any], engine: Path) -> pipeline.Planned | pipeline.Refused:
-    """The recipe at `point`, with the point's assumptions the only answers a switch can give."""
+          point: dict[str, Any], engine: Path, strict: str | None) -> pipeline.Planned | pipeline.Refused:
+    """The recipe at `point`, with the point's assumptions the only answers a switch can give;
+    `strict` names the family whose member this is (its config has no key to default)."""
     loader.ASSUMED.point(dict(pair.split("=", 1) for pair in point.get("assume", "").split(",") if pair))
-    return pipeline.run(lambda: profile.build(modules, published, point), modules["plan"], engine)
+    STRICT.family = strict
+    STRICT.absent = frozenset(profile.family.absent if strict and profile.family else ())
+    try:
+        return pipeline.run(lambda: profile.build(modules, published, point), modules["plan"], engine)
+    finally:
+        STRICT.family, STRICT.absent = None, frozenset()
 
 
 Outcome = PointResult | tuple[dict[str, Any] | None, AdapterGap]
@@ -224,13 +273,14 @@ def _load(source: loader.Source, profile: Profile) -> dict[str, types.ModuleType
     return modules
 
 
-def _points(source: loader.Source, family: str, profile: Profile, only: dict[str, Sequence[Any] | None],
-            engine_path: str | None, padding_bound: Fraction | None) -> list[Outcome]:
+def _points(source: loader.Source, family: str, profile: Profile, ask: Ask) -> list[Outcome]:
     try:
         modules = _load(source, profile)
     except AdapterGap as gap:
         return [(None, gap)]
-    published = configs(profile)
+    only, padding_bound = ask.only, ask.padding_bound
+    published = _configs(profile, ask.config, ask.everything)
+    strict = profile.family.name if profile.family and ask.config is None else None
     out: list[Outcome] = []
     # Points whose plans are identical (DeepSeek-V4's layout reads neither tp nor the cache
     # dtype) share one check: it is a function of the documents alone, within this run.
@@ -245,10 +295,11 @@ def _points(source: loader.Source, family: str, profile: Profile, only: dict[str
         replay = " ".join(["verify engine tokenspeed", f"--recipe {family}",
                            *(f"--{axis} {' '.join(value.split(','))}" if axis == "assume" else f"--{axis} {value}"
                              for axis, value in point.items()),
-                           *([f"--engine-path {engine_path}"] if engine_path else []),
+                           *([f"--config {ask.config.path}"] if ask.config else []),
+                           *([f"--engine-path {ask.engine_path}"] if ask.engine_path else []),
                            *([f"--max-padding {float(padding_bound)}"] if padding_bound is not None else [])])
         try:
-            outcome = _plan(profile, modules, published, point, source.package_dir)
+            outcome = _plan(profile, modules, published, point, source.package_dir, strict)
         except AdapterGap as gap:  # kvproof's adapter could not drive the recipe here: no verdict
             out.append((point, gap))
             continue

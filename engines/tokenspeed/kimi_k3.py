@@ -17,8 +17,10 @@ from typing import Any
 from kvproof.engines.tokenspeed import startup
 from kvproof.engines.tokenspeed.configs import HFConfig
 from kvproof.engines.tokenspeed.inputs import divisors, mla_model_config, server_args
+from kvproof.engines.tokenspeed.profile import targets
 
-MODELS = ("kimi-k3.json", "kimi-k3-dspark.json")  # the target, then its draft
+DRAFT = "kimi-k3-dspark.json"
+MODELS = ("kimi-k3.json", DRAFT)  # the target, then its draft
 # --kv-cache-dtype values the recipe's dtype resolution accepts (configs/base.py resolve_dtype),
 # one per distinct cache: "auto" is "bfloat16" and "fp8_e4m3" is "fp8".
 CACHE_DTYPES = ("fp8", "bfloat16", "mxfp8")
@@ -45,7 +47,8 @@ def hf_text_config(config: dict) -> HFConfig:
 def points(configs: dict[str, dict]) -> list[dict[str, Any]]:
     """tp divides the MLA and KDA head counts (LinearAttnConfig requires it of KDA heads); with
     the draft, its heads too. Drafts: none, or the published DSpark draft's layers."""
-    target, draft = text_config(configs[MODELS[0]]), configs[MODELS[1]]
+    (name,) = targets(configs, (DRAFT,))
+    target, draft = text_config(configs[name]), configs[DRAFT]
     heads = gcd(int(target["num_attention_heads"]), int(target["linear_attn_config"]["num_heads"]))
     out = []
     for drafts in (0, int(draft["num_hidden_layers"])):
@@ -56,7 +59,8 @@ def points(configs: dict[str, dict]) -> list[dict[str, Any]]:
 
 def build(modules: dict[str, types.ModuleType], configs: dict[str, dict], point: dict[str, Any]) -> Any:
     """A KimiK3Recipe for one point, through the engine's own start-up entries."""
-    config = configs[MODELS[0]]
+    (name,) = targets(configs, (DRAFT,))
+    config = configs[name]
     text = hf_text_config(config)
     mla = startup.arch(modules, "MLA")  # KimiK3ForConditionalGeneration and K3DSparkModel are MLA architectures
     # configs/model_config.py _derive_num_attention_layers: num_hidden_layers for K3.
@@ -66,10 +70,10 @@ def build(modules: dict[str, types.ModuleType], configs: dict[str, dict], point:
     startup.check_family(modules, "kimi_k3", sa, mc, attn)
     draft_mc = draft_attn = None
     if point["drafts"]:
-        draft = HFConfig(configs[MODELS[1]])
+        draft = HFConfig(configs[DRAFT])
         # The DSpark draft has neither mtp_num_hidden_layers nor num_nextn_predict_layers, so
         # its attention layer count is num_hidden_layers (configs/model_config.py, draft worker).
-        draft_mc = mla_model_config(configs[MODELS[1]], draft, int(draft.num_hidden_layers), mla)
+        draft_mc = mla_model_config(configs[DRAFT], draft, int(draft.num_hidden_layers), mla)
         draft_attn = startup.attn_config(modules, sa, draft_mc, is_draft=True)
     return startup.recipe(modules, "kimi_k3", server_args=sa, model_config=mc, attn_config=attn,
                           draft_model_config=draft_mc, draft_attn_config=draft_attn)

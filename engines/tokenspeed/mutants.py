@@ -13,8 +13,13 @@ import tempfile
 from pathlib import Path
 
 from kvproof.engines.interface import Mutant
+from kvproof.engines.tokenspeed import deepseek_v41, glm53_flash, inkling, msa, qwen4_exp
 from kvproof.engines.tokenspeed.loader import Source, SourceError
 from kvproof.impl import faults
+
+# recipe -> the adapter module that exports its PROFILE and its own seeded bugs (EDITS, MUTANTS)
+NEWER = {"msa": msa, "qwen4_exp": qwen4_exp, "inkling": inkling, "glm53_flash": glm53_flash,
+         "deepseek_v41": deepseek_v41}
 
 faults.declare({
     # ts_*: the edits of EDITS, made in the copy mutated() loads; the last: parallel.py's hook.
@@ -67,6 +72,7 @@ EDITS: dict[str, tuple[Path, str, str]] = {
         "arena_offset += num_lcm_blocks * bytes_per_lcm_block",
     ),
 }
+EDITS |= {name: edit for module in NEWER.values() for name, edit in module.EDITS.items()}
 
 
 # The edited copies, kept for the process: the loaded modules live in them, so each is removed at exit.
@@ -98,6 +104,7 @@ FAMILY = "verify sweep --engine tokenspeed --vary num_layers=80 --dtype fp8"
 
 # The released engine's fp8 points are clean, so a finding at one is the edit's.
 MUTANTS: tuple[Mutant, ...] = (
+    *(m for module in NEWER.values() for m in module.MUTANTS),
     Mutant("ts_k3_packing_floor", (FP8,), expect="boots"),
     # Right at K3's own 69 KDA layers, so only a family reaches it (tests/test_engine_sweep.py).
     Mutant("ts_k3_group_size_literal", (FAMILY,), expect="boots"),

@@ -58,7 +58,7 @@ def points(configs: dict[str, dict]) -> list[dict[str, Any]]:
     """tp divides the attention heads and both Mamba2 head counts (LinearAttnConfig requires
     n_groups and mamba_num_heads to divide by it)."""
     out = []
-    for name in MODELS:
+    for name in configs:
         config = configs[name]
         heads = gcd(int(config["num_attention_heads"]), int(config["n_groups"]), int(config["mamba_num_heads"]))
         out += [{"model": name.removesuffix(".json"), "tp": tp, "dtype": dtype, "assume": f"{SSM}={ssm}"}

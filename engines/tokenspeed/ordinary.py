@@ -33,27 +33,27 @@ LIMITS = "not modelled: MTP/NextN drafts; --prefix-granularity other than the de
 
 
 def mla_points(configs: dict[str, dict]) -> list[dict[str, Any]]:
-    (name,) = MLA_MODELS
-    heads = int(configs[name]["num_attention_heads"])
     return [{"model": name.removesuffix(".json"), "tp": tp, "dtype": dtype}
-            for dtype in MLA_DTYPES for tp in divisors(heads)]
+            for name in configs for dtype in MLA_DTYPES for tp in divisors(int(configs[name]["num_attention_heads"]))]
 
 
 def dsa_points(configs: dict[str, dict]) -> list[dict[str, Any]]:
     """An fp8 DSA cache is a question to the GPU (configs/dsa.py), so fp8 runs on each assumed
     platform; bfloat16 asks nothing."""
-    (name,) = DSA_MODELS
-    tps = divisors(int(configs[name]["num_attention_heads"]))
-    model = name.removesuffix(".json")
-    return ([{"model": model, "tp": tp, "dtype": "bfloat16"} for tp in tps]
-            + [{"model": model, "tp": tp, "dtype": "fp8", "assume": f"platform={gpu}"}
-               for gpu in ASSUMPTIONS["platform"][0] for tp in tps])
+    out: list[dict[str, Any]] = []
+    for name in configs:
+        tps = divisors(int(configs[name]["num_attention_heads"]))
+        model = name.removesuffix(".json")
+        out += ([{"model": model, "tp": tp, "dtype": "bfloat16"} for tp in tps]
+                + [{"model": model, "tp": tp, "dtype": "fp8", "assume": f"platform={gpu}"}
+                   for gpu in ASSUMPTIONS["platform"][0] for tp in tps])
+    return out
 
 
 def mha_points(configs: dict[str, dict]) -> list[dict[str, Any]]:
     """tp divides the query heads; past the KV head count the recipe keeps one KV head per rank."""
     return [{"model": name.removesuffix(".json"), "tp": tp, "dtype": dtype}
-            for name in MHA_MODELS for dtype in MHA_DTYPES
+            for name in configs for dtype in MHA_DTYPES
             for tp in divisors(int(configs[name]["num_attention_heads"]))]
 
 

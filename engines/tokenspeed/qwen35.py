@@ -73,7 +73,7 @@ def cache_params(text: dict, tp: int, linear: list[int]) -> tuple:
 def points(configs: dict[str, dict]) -> list[dict[str, Any]]:
     """tp divides the attention heads and both GDN head counts (LinearAttnConfig requires it)."""
     out = []
-    for name in MODELS:
+    for name in configs:
         text = configs[name].get("text_config", configs[name])
         heads = gcd(int(text["num_attention_heads"]), int(text["linear_num_key_heads"]),
                     int(text["linear_num_value_heads"]))

@@ -142,11 +142,14 @@ def _assumptions(model: catalog.Model, backend: catalog.Backend) -> list[dict[st
 
 def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Sequence[str] | None,
            engine_path: str | None, drafts: Sequence[int] | None = None, models: Sequence[str] | None = None,
-           assume: Sequence[str] | None = None, padding_bound: Bound = CONTRACT) -> EngineRun:
+           assume: Sequence[str] | None = None, padding_bound: Bound = CONTRACT,
+           config: str | None = None) -> EngineRun:
     """The installed vLLM, or the checkout at --engine-path (its Python files plan; the installed
     wheel's dependencies serve it, and no compiled extension is needed)."""
     if drafts or models:
         raise EngineError("--drafts and --model do not apply to vllm: --recipe names the model")
+    if config:
+        raise EngineError("--config does not apply to vllm yet: its models are the published configs it ships")
     checkout = use_checkout(engine_path) if engine_path else None
     release = checkout[0] if checkout else version()
     _supported(release)

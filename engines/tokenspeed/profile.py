@@ -1,0 +1,54 @@
+"""How kvproof plans one tokenspeed recipe: at a published checkpoint, or over a stated family.
+
+Each recipe module of this folder exports its Profile; engine.py keeps the table of them.
+"""
+
+from __future__ import annotations
+
+import json
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from kvproof.engines.families import Family
+from kvproof.engines.tokenspeed.configs import member_dicts
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A recipe's configs (published files, or a family's members), its domain and its build."""
+
+    models: tuple[str, ...]  # files in engines/tokenspeed/models: the targets, then any draft
+    modules: tuple[str, ...]  # what loader.load imports for it
+    points: Callable[[dict[str, dict]], list[dict[str, Any]]]  # the domain, from the configs
+    build: Callable[[dict[str, types.ModuleType], dict[str, dict], dict[str, Any]], Any]  # the recipe at a point
+    limits: str = ""  # what of the recipe's supported domain is not modelled yet
+    # The domain as this revision's loaded code asks it (a GPU question that moved), when it
+    # depends on the revision; `points` is then the latest release's, and `may_assume` the other
+    # assumptions a revision's points may make (for --assume).
+    points_at: Callable[[dict[str, dict], dict[str, types.ModuleType]], list[dict[str, Any]]] | None = None
+    may_assume: tuple[str, ...] = ()
+    drafts: tuple[str, ...] = ()  # which of `models` are draft checkpoints (a user's --config replaces the rest)
+    # No published checkpoint: the targets are this family's members (`models` then holds only
+    # drafts), and the verdict is on the members planned.
+    family: Family | None = None
+
+
+def configs(profile: Profile, everything: bool = False, user: tuple[str, dict] | None = None) -> dict[str, dict]:
+    """The configs a recipe plans, by file name: its published files; a family's members (the
+    default list, or with `everything` the whole family) in place of targets; or with `user`
+    (a name and a config.json) that config in place of the targets, as a checkpoint."""
+    folder = resources.files("kvproof.engines.tokenspeed").joinpath("models")
+    drafts = {name: json.loads(folder.joinpath(name).read_text()) for name in profile.drafts}
+    if user is not None:
+        return {f"{user[0]}.json": user[1], **drafts}
+    if profile.family is not None:
+        return {f"{m.name}.json": member_dicts(m.config()) for m in profile.family.members(everything)} | drafts
+    return {name: json.loads(folder.joinpath(name).read_text()) for name in profile.models}
+
+
+def targets(configs: dict[str, dict], drafts: tuple[str, ...] = ()) -> list[str]:
+    """The target configs' file names, in order (the drafts left out)."""
+    return [name for name in configs if name not in drafts]
