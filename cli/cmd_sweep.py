@@ -9,6 +9,7 @@ from pathlib import Path
 
 from kvproof.cli.args import add_model_arguments, parse_vary
 from kvproof.engines.tokenspeed import family as engine_sweep
+from kvproof.engines.verdict import EngineError
 from kvproof.impl.packer import PlanError
 from kvproof.impl.recipe import plan_model, recipe_groups
 from kvproof.spec.catalog import CACHE_DTYPES, ConfigError, load_model
@@ -38,6 +39,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run the engine's own kimi_k3 recipe at the members instead of proving our contract")
     parser.add_argument("--engine-path", metavar="DIR", help="with --engine: a checkout or unpacked package "
                                                              "(default: installed)")
+    parser.add_argument("--recipe", metavar="R",
+                        help="with --engine: plan every member of recipe R's stated family (a recipe without a "
+                        "published checkpoint; `verify engine` plans its default list); default kimi_k3, whose "
+                        "family --vary sets")
     parser.add_argument("--examples", type=int, metavar="N",
                         help="with --engine: members hypothesis tries when the family is too large to enumerate")
     parser.add_argument("--workers", type=int, metavar="N",
@@ -154,7 +159,42 @@ def render(result: Sweep, model: str, config: Path | None, replay: str | None,
     return "\n".join(lines)
 
 
+def recipe_family(args: argparse.Namespace) -> int:
+    """`--engine tokenspeed --recipe R`: every member of R's stated family through the engine's recipe,
+    reported as `verify engine` reports a run (each member's points, findings, the coverage line)."""
+    from kvproof.cli.cmd_engine import exit_code, render
+    from kvproof.engines import baseline
+    from kvproof.engines.tokenspeed import engine, loader
+
+    given = [flag for flag, value in (("--vary", args.vary), ("--policy", args.policy), ("--pattern", args.pattern),
+                                      ("--out", args.out), ("--budget", args.budget), ("--workers", args.workers),
+                                      ("--tx", args.tx), ("--examples", args.examples), ("--config", args.config))
+             if value]
+    if given:
+        raise EngineError(f"{given[0]} does not apply to --recipe {args.recipe}: its family is stated in kvproof's "
+                          "adapter, and every member runs")
+    profile = engine.PROFILES.get(args.recipe)
+    if profile is None or profile.family is None:
+        where = "kvproof does not plan it" if profile is None else "it is planned at its published checkpoints"
+        raise EngineError(f"--recipe {args.recipe}: no stated family ({where}); families: "
+                          + ", ".join(["kimi_k3 (--vary)", *(n for n, p in engine.PROFILES.items() if p.family)]))
+    try:
+        source = loader.source_of(args.engine_path)
+        only = {"dtype": args.dtype} if args.dtype else {}
+        result = engine.run(source, [args.recipe], only, args.engine_path, everything=True)
+    except loader.SourceError as err:
+        raise EngineError(str(err)) from None
+    found = baseline.findings(result.engine, result.version, result.recipes)
+    cmp = baseline.compare(found, set(), result.engine, result.version, baseline.ran(result.recipes))
+    print(json.dumps(result.as_dict(), indent=1) if args.json else render(result, cmp, False, set()))
+    return exit_code(cmp, set())
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.recipe and args.recipe != "kimi_k3":
+        if args.engine != "tokenspeed":
+            raise EngineError("--recipe needs --engine tokenspeed")
+        return recipe_family(args)
     if args.engine:
         engine_sweep.refuse_contract_flags(args)
     base = load_model(args.model, args.config)

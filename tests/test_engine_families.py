@@ -122,3 +122,26 @@ def test_a_bad_config_is_one_line_and_exit_2(tmp_path: Path, args: list[str], sa
              "array": str(tmp_path / "array")}
     done = _verify(*(a.format(**paths) for a in args))
     assert done.returncode == 2 and says in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_sweep_runs_a_recipes_whole_family(family_mla: Family, capsys: pytest.CaptureFixture[str]) -> None:
+    from kvproof.cli.main import main
+
+    assert main(["sweep", "--engine", "tokenspeed", "--recipe", "mla", "--dtype", "fp8", "--json"]) == 0
+    (recipe,) = json.loads(capsys.readouterr().out)["recipes"]
+    assert (recipe["coverage"], recipe["enumerated"], recipe["members"]) == ("family", 15, 15)
+    assert {p["dtype"] for p in recipe["points"]} == {"fp8"}
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--recipe", "mla"], "--recipe needs --engine tokenspeed"),
+    (["--engine", "tokenspeed", "--recipe", "mha"], "no stated family (it is planned at its published checkpoints)"),
+    (["--engine", "tokenspeed", "--recipe", "mla", "--vary", "num_layers=3"], "--vary does not apply"),
+])
+def test_sweep_refuses_what_a_recipes_family_does_not_take(family_mla: Family, capsys: pytest.CaptureFixture[str],
+                                                          args: list[str], says: str) -> None:
+    from kvproof.cli.main import main
+
+    assert main(["sweep", *args]) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1
