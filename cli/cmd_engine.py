@@ -115,11 +115,17 @@ def _coverage(r: RecipeResult) -> list[str]:
         return []
     if c.family is None:
         return [f"{r.recipe}: VERIFIED AT --config {c.config} (a user's config.json, planned as a checkpoint)"]
-    fixed = ", ".join(f"{x['key']}={x['value']}" for x in c.citations) or "nothing"
-    varied = ", ".join(f"{key} in {_values(values)}" for key, values in c.family["varied"].items())
+    fixed = ", ".join(f"{x['key']}={_short(x['value'])}" for x in c.citations) or "nothing"
+    varied = ", ".join(f"{key} in {_values(values)}" for key, values in c.family["varied"].items()) or \
+        "nothing (every key the recipe reads is cited or derived)"
     return [f"{r.recipe}: VERIFIED OVER FAMILY — no published checkpoint; {c.enumerated} of {c.members} members "
             f"enumerated; fixed from citations: {fixed}; varied: {varied}; not a verdict on "
             f"{c.family['not_a_verdict_on']}; --config FILE gives one"]
+
+
+def _short(value: object) -> str:
+    """A cited value on the coverage line: a long list by its length (the JSON has it whole)."""
+    return f"[{len(value)} values]" if isinstance(value, list) and len(value) > 4 else str(value)
 
 
 def _values(values: list) -> str:
