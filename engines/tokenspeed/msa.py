@@ -41,6 +41,9 @@ INDEX_KEYS = {"index_n_heads": "sparse_num_index_heads", "index_head_dim": "spar
               "index_local_blocks": "sparse_local_block"}
 # configs/minimax_m3_config.py:154 (a class attribute, stamped onto the text config at :199-201).
 SPARSE_LABEL = "minimax_m3_sparse"
+# MiniMaxM3Config drops the text dict's model_type (configs/minimax_m3_config.py:188) and the text
+# class names its own (configuration_minimax_m3_vl.py:55); configs/deepseek_v41.py:41 asks it.
+TEXT_MODEL_TYPE = "minimax_m3_vl_text"
 LIMITS = ("not modelled: --prefix-granularity other than the family's default 128; --kv-cache-dtype auto "
           "(launch resolves it from the checkpoint's quantization_config.kv_cache_quant_algo, "
           "execution/model_runner.py:166-175; null here, so it stays auto, which resolve_dtype reads as "
@@ -76,8 +79,9 @@ def text_config(config: dict) -> HFConfig:
     MiniMaxM3VLTextConfig pops sparse_attention_config and moe_layer_freq
     (configuration_minimax_m3_vl.py:121-122), maps the sparse keys to index_* (:128-136), and labels
     each layer "minimax_m3_sparse" or "full_attention" by sparse_attention_freq unless the config
-    gives layer_types (:141-146); tokenspeed stamps runtime_attention_layer_type on it (:199-201),
-    and get_hf_text_config hands it the top config's quantization_config
+    gives layer_types (:141-146), and has its class's model_type; tokenspeed stamps
+    runtime_attention_layer_type on it (:199-201), and get_hf_text_config hands it the top config's
+    quantization_config
     (utils/hf_transformers_utils.py:209-225; none of the keys it rewrites is in this checkpoint's)."""
     text = {k: v for k, v in config["text_config"].items() if k not in ("sparse_attention_config", "moe_layer_freq")}
     sparse = config["text_config"].get("sparse_attention_config") or {}
@@ -87,6 +91,7 @@ def text_config(config: dict) -> HFConfig:
         derived["layer_types"] = ([SPARSE_LABEL if f else "full_attention" for f in freq] if freq is not None
                                   else ["full_attention"] * int(text["num_hidden_layers"]))
     derived["runtime_attention_layer_type"] = SPARSE_LABEL
+    derived["model_type"] = TEXT_MODEL_TYPE
     if "dtype" in text or "torch_dtype" in text:
         derived["dtype"] = _torch_dtype(text.get("dtype") or text.get("torch_dtype"))
     if "quantization_config" in config and "quantization_config" not in text:
