@@ -33,12 +33,13 @@ CACHE_DTYPES = ("fp8", "bfloat16")
 SSM = "TOKENSPEED_MAMBA_SSM_DTYPE"
 LAYERS = 48
 
-MLX = ("ollama.com/library/qwen3.8-flash-next:125b-mlx/blobs/889658f2508e (an MLX conversion's config.json of "
-       "Qwen/Qwen3.8-Flash-Next: a derivative, read in part)")
-GGUF = ("ollama.com/aiconjured/qwen3.8-flash-next-gsq-rco-gguf-mtp:latest/blobs/8087dbb39fc7 (a third-party GGUF's "
-        "metadata of Qwen/Qwen3.8-Flash-Next: a derivative, not config.json)")
-# llama.cpp's convert_hf_to_gguf writes a Qwen GDN checkpoint's linear_conv_kernel_dim as ssm.conv_kernel,
-# linear_num_key_heads as ssm.group_count and linear_value_head_dim x linear_num_value_heads as ssm.inner_size.
+MLX = ("https://ollama.com/library/qwen3.8-flash-next:125b-mlx/blobs/889658f2508e "
+       "(an MLX conversion's config.json of Qwen/Qwen3.8-Flash-Next: a derivative, read in part)")
+GGUF = ("https://ollama.com/aiconjured/qwen3.8-flash-next-gsq-rco-gguf-mtp:latest/blobs/8087dbb39fc7 "
+        "(a third-party GGUF's metadata of Qwen/Qwen3.8-Flash-Next: a derivative, not config.json)")
+# llama.cpp's convert_hf_to_gguf.py (Qwen3NextModel.set_gguf_parameters) writes a Qwen GDN checkpoint's
+# linear_conv_kernel_dim as ssm.conv_kernel, linear_num_key_heads as ssm.group_count and
+# linear_value_head_dim x linear_num_value_heads as ssm.inner_size.
 INNER = 6144
 
 CITED = (
