@@ -13,10 +13,12 @@ replaced module hands out can be read as a value.
 from __future__ import annotations
 
 import ast
+import builtins
 import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import os
 import sys
 import tomllib
 import types
@@ -72,6 +74,10 @@ ASSUMPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
     "dsv4_indexer_cache_format": (("fp8_scaled", "mxfp4"),
                                   "tokenspeed_kernel.ops.attention.dsv4.dsv4_indexer_cache_format(requested); "
                                   "asked by recipes/deepseek_v4.py _use_fp4_indexer (the indexer row bytes)"),
+    "INKLING_FP8_SCONV": (("0", "1"),
+                          "os.environ, read by recipes/inkling.py _fp8_sconv (`os.environ.get(\"INKLING_FP8_SCONV\", "
+                          "\"0\") != \"0\"`: \"0\" or unset is off, any other string on): the hiddenconv dtype and "
+                          "the padding bound"),
 }
 class ArchVersion(NamedTuple):
     """A GPU's compute capability, as `current_platform().arch_version` gives it (major, minor)."""
@@ -163,6 +169,84 @@ class _Envs:
         return Unavailable(f"tokenspeed.runtime.utils.env.envs.{name}", REPLACED["tokenspeed.runtime.utils.env"])
 
 
+class _Environ:
+    """`os.environ` as a tokenspeed module sees it: a declared (upper-case) assumption answers the
+    point's value, any other variable, the whole environment, or a write raises StubUsed, so the
+    machine kvproof runs on never decides a plan."""
+
+    def _read(self, name: object) -> str:
+        if not (isinstance(name, str) and name in ASSUMPTIONS and name.isupper()):
+            raise StubUsed(f"planning read the environment variable {name!r}, which kvproof does not answer "
+                           "from the machine; make it an assumption axis")
+        return _answer(name, f"the environment variable {name}")
+
+    def __getitem__(self, name: object) -> str:
+        return self._read(name)
+
+    def get(self, name: object, default: object = None) -> str:
+        return self._read(name)
+
+    def __contains__(self, name: object) -> bool:
+        return self._read(name) is not None
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        raise StubUsed(f"planning used os.environ.{attr}, the whole environment; kvproof answers only "
+                       "single reads of declared assumptions")
+
+    def __setitem__(self, name: str, value: str) -> None:
+        raise StubUsed(f"planning wrote the environment variable {name!r}")
+
+    def __iter__(self) -> Any:
+        raise StubUsed("planning iterated os.environ, the whole environment")
+
+    def __len__(self) -> int:
+        raise StubUsed("planning took len(os.environ), the whole environment")
+
+
+_ENVIRON = _Environ()
+
+
+class _Os(types.ModuleType):
+    """`os` for tokenspeed's modules: the real module, but every way to read the environment
+    answers as `_Environ` does (`environ`, `getenv`) or raises (the bytes and write forms)."""
+
+    environ = _ENVIRON
+
+    @staticmethod
+    def getenv(key: str, default: object = None) -> str:
+        return _ENVIRON[key]
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr in ("environb", "getenvb", "putenv", "unsetenv"):
+            raise StubUsed(f"planning used os.{attr}; kvproof answers only reads of declared assumptions")
+        return getattr(os, attr)
+
+
+_OS = _Os("os", "kvproof: os with the environment answered from the point's assumptions")
+
+
+def _import(name: str, globals: Any = None, locals: Any = None, fromlist: Sequence[str] | None = (),
+            level: int = 0) -> Any:
+    """`__import__` for tokenspeed's modules: `import os` (and `from os import environ`) is `_OS`."""
+    if level == 0 and (name == "os" or (name.startswith("os.") and not fromlist)):
+        return _OS
+    return builtins.__import__(name, globals, locals, fromlist or (), level)
+
+
+_BUILTINS = {**builtins.__dict__, "__import__": _import}
+
+
+class _SourceLoader(importlib.machinery.SourceFileLoader):
+    """A tokenspeed source module, run with `_import` as its `__import__` (at import and in its
+    functions alike)."""
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        module.__dict__["__builtins__"] = _BUILTINS
+        super().exec_module(module)
+
+
 # What the replaced modules answer themselves, from the point's assumptions.
 _ANSWERED: dict[tuple[str, str], Callable[[], Any]] = {
     ("tokenspeed.runtime.utils.env", "envs"): _Envs,
@@ -197,6 +281,11 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             spec = importlib.machinery.ModuleSpec(fullname, self, is_package=True)
             spec.submodule_search_locations = [str(folder)]
             return spec
+        if fullname.startswith("tokenspeed."):
+            found = importlib.machinery.PathFinder.find_spec(fullname, path)
+            if found is not None and type(found.loader) is importlib.machinery.SourceFileLoader:
+                found.loader = _SourceLoader(fullname, found.loader.path)
+            return found
         return None
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
@@ -302,6 +391,7 @@ def partial_module(module: str) -> partial.PartialModule:
         if any(module == r or module.startswith(r + ".") for r in REPLACED):
             importlib.import_module(module)  # the stand-in keeps the module's name for importers
         _PARTIALS[module] = partial.PartialModule(module, path, _resolve)
+        _PARTIALS[module].__dict__["__builtins__"] = _BUILTINS
         # Classes defined in it look their module up (dataclasses does): the stand-in's, or this.
         sys.modules.setdefault(module, _PARTIALS[module])
     return _PARTIALS[module]
@@ -310,6 +400,8 @@ def partial_module(module: str) -> partial.PartialModule:
 def _resolve(module: str, attr: str, importer: str) -> Any:
     """A name a partial module imports, resolved as partial.py's docstring says."""
     root = module.split(".")[0]
+    if module == "os":
+        return getattr(_OS, attr) if attr else _OS
     if partial.standard(root):
         return partial.import_name(module, attr)
     if root not in _OWNED:
@@ -368,6 +460,16 @@ def load(source: Source, modules: Sequence[str]) -> dict[str, types.ModuleType]:
     sys.meta_path.insert(0, _Finder(source.package_dir))
     _LOADED.append(source.package_dir)
     loaded: dict[str, types.ModuleType] = {}
+    outside = ASSUMED.values, ASSUMED.consulted
+    ASSUMED.point({})  # a module reading the environment as it imports answers for no one point
+    try:
+        _import_all(source, modules, loaded)
+    finally:
+        ASSUMED.values, ASSUMED.consulted = outside
+    return loaded
+
+
+def _import_all(source: Source, modules: Sequence[str], loaded: dict[str, types.ModuleType]) -> None:
     for wanted in modules:
         name = wanted.rstrip("?!")
         full = (f"{ATTENTION}.{name}" if name.startswith("configs.")
@@ -381,7 +483,6 @@ def load(source: Source, modules: Sequence[str]) -> dict[str, types.ModuleType]:
             loaded[name] = importlib.import_module(full)
         except ImportError as err:
             raise LoadError(full, f"{source.describe()}: cannot import {full}: {err}") from None
-    return loaded
 
 
 class LoadError(SourceError):
