@@ -35,7 +35,9 @@ def _v3_family(drop: str | None = None) -> Family:
               Axis("first_k_dense_replace", (1, 2, 3), "a test's range up to the published 3")),
         cap=7, absent={"text_config": "DeepSeek-V3's config.json is flat",
                        "cache_layer_types": "DeepSeek-V3 publishes none: every layer keeps one MLA cache",
-                       "layer_types": "the same"})
+                       "layer_types": "the same",
+                       "mtp_num_hidden_layers": "DeepSeek-V3 counts its MTP head in num_nextn_predict_layers "
+                       "(configs/model_config.py asks mtp_num_hidden_layers first, by getattr)"})
 
 
 @pytest.fixture
@@ -69,7 +71,8 @@ def test_a_family_recipe_plans_its_default_members_and_says_it_is_no_checkpoint(
 def test_a_member_past_the_default_list_replays_by_its_name(family_mla: Family) -> None:
     beyond = next(m.name for m in family_mla.members(everything=True)
                   if m.name not in {d.name for d in family_mla.members()})
-    run = engine.run(loader.installed_source(), ["mla"], {"tp": [8], "dtype": ["fp8"], "model": [beyond]})
+    run = engine.run(loader.installed_source(), ["mla"],
+                     {"tp": [8], "dtype": ["fp8"], "drafts": [0], "model": [beyond]})
     (point,) = run.recipes[0].points
     assert point.point["model"] == beyond and f"--model {beyond}" in point.replay
 

@@ -174,7 +174,7 @@ def test_cli_baseline_json_and_exit_codes(tmp_path) -> None:
     (["--max-padding", "-1"], "--max-padding must be a finite number >= 0"),
     (["--engine-path", "/nonexistent"], "no tokenspeed package"),
     (["--baseline", "/nonexistent.json"], "cannot read baseline"),
-    (["--recipe", "deepseek_v4", "--drafts", "1"], "--drafts: the chosen recipes' points have no drafts axis"),
+    (["--recipe", "mha", "--drafts", "1"], "--drafts: the chosen recipes' points have no drafts axis"),
     (["--recipe", "deepseek_v4", "--assume", "TOKENSPEED_MAMBA_SSM_DTYPE=bfloat16"], "makes that assumption"),
 ])
 def test_bad_input_is_one_line_exit_2(args, names) -> None:
@@ -381,11 +381,12 @@ def test_mamba2_plans_nemotron_3_super_as_worked_by_hand(installed) -> None:
 
 def test_a_broken_mamba2_recipe_is_flagged(installed) -> None:
     """K and V of one layer written to the same segment: the run reports it (the engine's own
-    exact-stride check refuses the plan, a boots finding) at every Nemotron point."""
+    exact-stride check refuses the plan, a boots finding) at every Nemotron point, the Super's
+    MTP draft points too."""
     with faults.inject("ts_mamba2_kv_same_segment"):
         run = engine.run(installed, ["mamba2"], {"tp": [8], "dtype": ["fp8"]})
     (mamba2,) = run.recipes
-    assert len(mamba2.points) == 4
+    assert len(mamba2.points) == 6
     assert {(p.verdict, p.findings[0].property) for p in mamba2.points} == {("counterexample", "boots")}
 
 
@@ -445,7 +446,7 @@ def test_deepseek_v4_flash_plans_as_worked_by_hand(installed) -> None:
 def test_identical_plans_share_a_check_but_keep_their_own_point_and_replay(installed) -> None:
     """V4's layout reads neither tp nor the cache dtype: one check serves those points, each
     reported under its own axes and replay; a different plan (mxfp4 indexer) is checked apart."""
-    run = engine.run(installed, ["deepseek_v4"], {"model": ["deepseek-v4-flash"], "tp": [1, 64]})
+    run = engine.run(installed, ["deepseek_v4"], {"model": ["deepseek-v4-flash"], "tp": [1, 64], "drafts": [0]})
     (v4,) = run.recipes
     assert len(v4.points) == 8 and len({p.replay for p in v4.points}) == 8
     assert {(p.point["tp"], p.point["dtype"]) for p in v4.points} == {(1, "fp8"), (1, "bfloat16"), (64, "fp8"),
@@ -470,11 +471,12 @@ def test_the_v4_indexer_format_is_an_assumption_and_an_explicit_request_is_refus
 
 def test_a_broken_deepseek_v4_recipe_is_flagged(installed) -> None:
     """Compressor state moved off the shared layer planes: the parent grows and the engine's own
-    padding bound (2.0) refuses the ratio-128 chain, at every V4 point run."""
+    padding bound (2.0) refuses the ratio-128 chain, at every V4 point run, with and without the
+    MTP draft."""
     with faults.inject("ts_v4_state_own_plane"):
         run = engine.run(installed, ["deepseek_v4"], {"tp": [8], "dtype": ["fp8"]})
     (v4,) = run.recipes
-    assert len(v4.points) == 4
+    assert len(v4.points) == 8
     assert {(p.verdict, p.findings[0].property) for p in v4.points} == {("counterexample", "boots")}
     assert all("v4.c128a.compressed_kv" in p.findings[0].message for p in v4.points)
 
@@ -493,7 +495,7 @@ def test_a_switch_the_point_does_not_assume_raises_naming_it(installed) -> None:
 def test_a_gpu_question_is_an_assumption_and_a_declined_gpu_is_unsupported_there(installed) -> None:
     """DeepSeek-V3.2's DSA config asks the GPU whether an fp8 cache is possible: on Hopper the
     engine declines (refused, unsupported on sm_90), on Blackwell it plans; bf16 asks nothing."""
-    run = engine.run(installed, ["dsa"], {"tp": [8]})
+    run = engine.run(installed, ["dsa"], {"tp": [8], "drafts": [0]})
     verdicts = {(p.point["dtype"], p.point.get("assume")): (p.verdict, p.parent_bytes) for r in run.recipes
                 for p in r.points}
     # 61 layers x 64 tokens: fp8 latent 576 B + the fp8_scaled index row 128 + 4 B per token.
@@ -747,7 +749,7 @@ def test_kvproofs_model_resolving_to_another_family_is_that_recipes_adapter_gap(
     mla, mha = doc["recipes"]
     assert code == 1 and mha["verified"]
     assert mla["reason"] == ("adapter: registry._resolve_cache_family: kvproof's model for recipe 'mla' resolves to "
-                             "'msa' at this revision (at model=deepseek-v3 tp=8 dtype=fp8; 2 of 2 points)")
+                             "'msa' at this revision (at model=deepseek-v3 tp=8 dtype=fp8 drafts=0; 4 of 4 points)")
 
 
 def test_recipes_that_do_not_import_are_each_not_verified_adapter(installed, tmp_path) -> None:

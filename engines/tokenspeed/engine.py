@@ -52,7 +52,7 @@ PROFILES: dict[str, Profile] = {
     "dsa": Profile(ordinary.DSA_MODELS, ordinary.MODULES, ordinary.dsa_points, ordinary.build_dsa,
                    ordinary.LIMITS),
     "mha": Profile(ordinary.MHA_MODELS, ordinary.MODULES, ordinary.mha_points, ordinary.build_mha,
-                   ordinary.LIMITS),
+                   ordinary.MHA_LIMITS),
     "qwen_gdn": Profile(qwen35.MODELS, qwen35.MODULES, qwen35.points, qwen35.build, qwen35.LIMITS),
     "mamba2": Profile(nemotron_h.MODELS, nemotron_h.MODULES, nemotron_h.points, nemotron_h.build,
                       nemotron_h.LIMITS),

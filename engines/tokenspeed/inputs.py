@@ -8,6 +8,7 @@ decide the arena layout.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from math import isqrt
 from typing import Any
 
@@ -81,3 +82,34 @@ def server_args(tp: int, cache_dtype: str, *, speculative: str | None = None, bl
     if speculative is not None:
         values |= {"speculative_num_steps": SPEC_STEPS, "speculative_num_draft_tokens": SPEC_DRAFT_TOKENS}
     return Strict("server_args", values | (extra or {}))
+
+
+# --speculative-algorithm for a draft the target checkpoint carries itself (its MTP / NextN
+# head): utils/server_args.py resolve_speculative_decoding reads an MTP draft from the target
+# checkpoint when no --speculative-draft-model-path is given (draft_model_path_use_base).
+MTP = "MTP"
+
+
+def mtp_layers(text: Mapping[str, Any]) -> int:
+    """The draft layers of the checkpoint's own MTP head, as configs/model_config.py
+    ModelConfig.__init__ counts them for a draft worker on it: mtp_num_hidden_layers where the
+    config has it, else num_nextn_predict_layers when above 0 (dspark_num_stages comes first
+    only under DSPARK); 0 when the checkpoint carries no draft."""
+    mtp = text.get("mtp_num_hidden_layers")
+    if mtp is not None:
+        return int(mtp)
+    nextn = text.get("num_nextn_predict_layers")
+    return int(nextn) if nextn is not None and int(nextn) > 0 else 0
+
+
+def draft_counts(text: Mapping[str, Any]) -> tuple[int, ...]:
+    """The drafts axis of a checkpoint: none, and its own MTP head's layers where it has one."""
+    layers = mtp_layers(text)
+    return (0, layers) if layers else (0,)
+
+
+def nextn_architectures(config: Mapping[str, Any]) -> list[str]:
+    """The draft worker's architectures on the target checkpoint: utils/hf_transformers_utils.py
+    get_config appends "NextN" to the first (no NextN/MTP/Eagle/DFlash/DSpark in it yet)."""
+    first, *rest = config["architectures"]
+    return [first + "NextN", *rest]

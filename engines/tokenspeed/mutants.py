@@ -30,6 +30,7 @@ faults.declare({
     "ts_v4_state_own_plane": "tokenspeed's deepseek_v4 recipe moves the compressor state off the shared layer planes",
     "ts_plan_widened_stride": "tokenspeed's pack() gives every field a page stride 256 B wider than plane / K",
     "ts_bind_forgets_null_parent": "tokenspeed's bind() sizes each plane slab for N parents, not N + 1",
+    "ts_qwen_draft_v_on_k": "tokenspeed's qwen_gdn recipe puts an MTP draft layer's V in its K segment",
     "launch_engine_moe_check_dropped": "verify config --engine forgets resolve_parallelism's MoE tp / EP check after "
     "the Mapping, so tokenspeed seems to accept MoE tp and EP both above 1",
     # pipeline.py's hook: kvproof's adapter, not the engine's code.
@@ -70,6 +71,11 @@ EDITS: dict[str, tuple[Path, str, str]] = {
         _RECIPES / "plan.py",
         "arena_offset += (num_lcm_blocks + 1) * bytes_per_lcm_block",
         "arena_offset += num_lcm_blocks * bytes_per_lcm_block",
+    ),
+    "ts_qwen_draft_v_on_k": (
+        _RECIPES / "qwen35.py",
+        'f"layer.{layer_id}.v",\n                f"unit.{occurrence}.b",\n                self._draft_kv_shape,',
+        'f"layer.{layer_id}.v",\n                f"unit.{occurrence}.a",\n                self._draft_kv_shape,',
     ),
 }
 EDITS |= {name: edit for module in NEWER.values() for name, edit in module.EDITS.items()}
@@ -115,6 +121,10 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("ts_v4_state_own_plane", ("verify engine tokenspeed --recipe deepseek_v4 --tp 8 --dtype fp8",),
            expect="boots"),
     Mutant("ts_bind_forgets_null_parent", (FP8,), expect="no_overlap"),
+    # Only an MTP draft layer has these fields, so only the drafts=1 points see it: the engine's own
+    # layout check refuses the plan (boots) while the drafts=0 points plan as released.
+    Mutant("ts_qwen_draft_v_on_k", ("verify engine tokenspeed --recipe qwen_gdn --tp 4 --dtype fp8",),
+           expect="boots"),
     # Per-recipe isolation: an adapter failure must stay NOT VERIFIED (adapter), never the engine's verdict.
     Mutant("ts_adapter_gap_as_boots",
            ("tests/test_engine_tokenspeed.py::test_a_value_error_of_kvproofs_adapter_is_an_adapter_gap_not_boots",)),

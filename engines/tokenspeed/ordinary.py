@@ -7,8 +7,12 @@ cache is possible); `mha` is Llama-3.1-8B and Qwen3-8B (MHA: MHAConfig.generate)
 through the engine's start-up entries (startup.py): `_create_attn_config` picks the config class
 by the architecture, `_RECIPES[family]` the recipe. The block size is the
 --prefix-granularity default, 64 (utils/server_args.py), except for mxfp8 MHA, whose scale tiles
-need 128 (the recipe asserts it: recipes/ordinary.py). No draft: the MTP/NextN drafts of these
-models are not modelled yet.
+need 128 (the recipe asserts it: recipes/ordinary.py). Drafts: DeepSeek-V3 and -V3.2 carry their
+own one-layer MTP head (num_nextn_predict_layers 1), run with --speculative-algorithm MTP, which
+reads the draft from the target checkpoint as DeepseekV3ForCausalLMNextN /
+DeepseekV32ForCausalLMNextN, a continuation layer of the target's one full-attention group (the
+same family, so the target's recipe plans it). Llama-3.1-8B and Qwen3-8B carry no draft; an
+EAGLE3 draft is another checkpoint, not modelled.
 """
 
 from __future__ import annotations
@@ -19,7 +23,17 @@ from typing import Any
 from kvproof.engines.stubs import Unavailable
 from kvproof.engines.tokenspeed import startup
 from kvproof.engines.tokenspeed.configs import HFConfig, Strict
-from kvproof.engines.tokenspeed.inputs import CAPACITY, MATH, divisors, mla_model_config, server_args
+from kvproof.engines.tokenspeed.inputs import (
+    CAPACITY,
+    MATH,
+    MTP,
+    divisors,
+    draft_counts,
+    mla_model_config,
+    mtp_layers,
+    nextn_architectures,
+    server_args,
+)
 from kvproof.engines.tokenspeed.loader import ASSUMPTIONS
 
 MODULES = startup.MODULES
@@ -29,24 +43,30 @@ MHA_MODELS = ("llama-3.1-8b.json", "qwen3-8b.json")
 MLA_DTYPES = ("fp8", "bfloat16")  # mxfp8 resolves to the fp8 cache for MLA (no scale planes)
 MHA_DTYPES = ("fp8", "bfloat16", "mxfp8")
 DEFAULT_BLOCK, MXFP8_BLOCK = 64, 128
-LIMITS = "not modelled: MTP/NextN drafts; --prefix-granularity other than the default 64 (128 for mxfp8 MHA)"
+BLOCK_LIMIT = "--prefix-granularity other than the default 64 (128 for mxfp8 MHA)"
+LIMITS = f"not modelled: {BLOCK_LIMIT}; MTP draft depths other than the checkpoint's num_nextn_predict_layers"
+MHA_LIMITS = (f"not modelled: {BLOCK_LIMIT}; drafts (neither checkpoint carries an MTP head; an EAGLE3 draft is a "
+              "checkpoint of its own, which kvproof does not ship)")
 
 
 def mla_points(configs: dict[str, dict]) -> list[dict[str, Any]]:
-    return [{"model": name.removesuffix(".json"), "tp": tp, "dtype": dtype}
-            for name in configs for dtype in MLA_DTYPES for tp in divisors(int(configs[name]["num_attention_heads"]))]
+    """Drafts: none, and the checkpoint's own MTP head (inputs.draft_counts)."""
+    return [{"model": name.removesuffix(".json"), "tp": tp, "dtype": dtype, "drafts": drafts}
+            for name in configs for drafts in draft_counts(configs[name]) for dtype in MLA_DTYPES
+            for tp in divisors(int(configs[name]["num_attention_heads"]))]
 
 
 def dsa_points(configs: dict[str, dict]) -> list[dict[str, Any]]:
     """An fp8 DSA cache is a question to the GPU (configs/dsa.py), so fp8 runs on each assumed
-    platform; bfloat16 asks nothing."""
+    platform; bfloat16 asks nothing. Drafts as mla_points."""
     out: list[dict[str, Any]] = []
     for name in configs:
         tps = divisors(int(configs[name]["num_attention_heads"]))
         model = name.removesuffix(".json")
-        out += ([{"model": model, "tp": tp, "dtype": "bfloat16"} for tp in tps]
-                + [{"model": model, "tp": tp, "dtype": "fp8", "assume": f"platform={gpu}"}
-                   for gpu in ASSUMPTIONS["platform"][0] for tp in tps])
+        for drafts in draft_counts(configs[name]):
+            out += ([{"model": model, "tp": tp, "dtype": "bfloat16", "drafts": drafts} for tp in tps]
+                    + [{"model": model, "tp": tp, "dtype": "fp8", "drafts": drafts, "assume": f"platform={gpu}"}
+                       for gpu in ASSUMPTIONS["platform"][0] for tp in tps])
     return out
 
 
@@ -75,19 +95,35 @@ def mha_model_config(config: dict, arch: Any) -> Strict:
     })
 
 
-def _recipe(modules: dict[str, types.ModuleType], family: str, sa: Strict, mc: Strict) -> Any:
+def _recipe(modules: dict[str, types.ModuleType], family: str, sa: Strict, mc: Strict,
+            draft_mc: Strict | None = None) -> Any:
     attn = startup.attn_config(modules, sa, mc)
     startup.check_family(modules, family, sa, mc, attn)
+    draft_attn = None
+    if draft_mc is not None:
+        draft_attn = startup.attn_config(modules, sa, draft_mc, is_draft=True)
+        startup.check_draft_family(modules, family, sa, draft_mc, draft_attn)
     return startup.recipe(modules, family, server_args=sa, model_config=mc, attn_config=attn,
-                          draft_model_config=None, draft_attn_config=None)
+                          draft_model_config=draft_mc, draft_attn_config=draft_attn)
+
+
+def _spec(point: dict[str, Any]) -> str | None:
+    """--speculative-algorithm at a point: MTP with the checkpoint's own draft, else none."""
+    return MTP if point.get("drafts") else None
 
 
 def build_mla(modules: dict[str, types.ModuleType], configs: dict[str, dict], point: dict[str, Any]) -> Any:
     config = configs[point["model"] + ".json"]
-    text = HFConfig(config)
-    mc = mla_model_config(config, text, int(config["num_hidden_layers"]), startup.arch(modules, "MLA"))
-    sa = server_args(point["tp"], point["dtype"], block=DEFAULT_BLOCK)
-    return _recipe(modules, "mla", sa, mc)
+    mla = startup.arch(modules, "MLA")
+    mc = mla_model_config(config, HFConfig(config), int(config["num_hidden_layers"]), mla)
+    sa = server_args(point["tp"], point["dtype"], speculative=_spec(point), block=DEFAULT_BLOCK)
+    draft = None
+    if point.get("drafts"):
+        # The draft worker's config is the target's with DeepseekV3ForCausalLMNextN, an MLA
+        # architecture too (configs/model_config.py _MLA_ARCHITECTURES).
+        draft = mla_model_config(config, HFConfig(config, {"architectures": nextn_architectures(config)}),
+                                 mtp_layers(config), mla)
+    return _recipe(modules, "mla", sa, mc, draft)
 
 
 def build_dsa(modules: dict[str, types.ModuleType], configs: dict[str, dict], point: dict[str, Any]) -> Any:
@@ -95,16 +131,23 @@ def build_dsa(modules: dict[str, types.ModuleType], configs: dict[str, dict], po
     index_topk, index_head_dim and index_n_heads from the config, index_k_format "fp8_scaled"
     (fixed there), and index_kpool the config's (DeepSeek-V3.2 has none); attention_arch DSA."""
     config = configs[point["model"] + ".json"]
-    text = HFConfig(config)
-    mc = mla_model_config(config, text, int(config["num_hidden_layers"]), startup.arch(modules, "DSA"), {
+    dsa = startup.arch(modules, "DSA")
+    indexer = {
         "index_topk": int(config["index_topk"]),
         "index_head_dim": int(config["index_head_dim"]),
         "index_n_heads": int(config["index_n_heads"]),
         "index_k_format": "fp8_scaled",
         "index_kpool": config.get("index_kpool"),
-    })
-    sa = server_args(point["tp"], point["dtype"], block=DEFAULT_BLOCK)
-    return _recipe(modules, "dsa", sa, mc)
+    }
+    mc = mla_model_config(config, HFConfig(config), int(config["num_hidden_layers"]), dsa, indexer)
+    sa = server_args(point["tp"], point["dtype"], speculative=_spec(point), block=DEFAULT_BLOCK)
+    draft = None
+    if point.get("drafts"):
+        # DeepseekV32ForCausalLMNextN is a DSA architecture too (_DSA_ARCHITECTURES), with the
+        # target's indexer.
+        draft = mla_model_config(config, HFConfig(config, {"architectures": nextn_architectures(config)}),
+                                 mtp_layers(config), dsa, indexer)
+    return _recipe(modules, "dsa", sa, mc, draft)
 
 
 def build_mha(modules: dict[str, types.ModuleType], configs: dict[str, dict], point: dict[str, Any]) -> Any:

@@ -8,7 +8,14 @@ shapes from the text config's `mamba2_cache_params`, which kvproof then derives 
 config class does. The SSM state dtype comes from the environment switch
 TOKENSPEED_MAMBA_SSM_DTYPE either way, so it is an assumption axis: the default domain runs both
 values. mxfp8 is left out: the recipe's constructor refuses it ("does not yet support the MXFP8
-interleaved scale layout", recipes/qwen35.py). No MTP draft yet.
+interleaved scale layout", recipes/qwen35.py). Drafts: Qwen3.5-27B carries its own MTP head
+(mtp_num_hidden_layers 1), run with --speculative-algorithm MTP as
+Qwen3_5ForConditionalGenerationNextN on the target checkpoint; the recipe plans its layer as a
+full-attention continuation layer in the target's full-attention group. Draft points launch with
+--disable-replay-ssm: with ReplaySSM on (the default) the recipe's constructor asks the GPU kernel
+package whether the replay kernel runs (tokenspeed_kernel gdn_replay_commit_supported), an answer
+that only sizes the verify workspace and picks the backend's path, never the arena layout, and
+that kvproof has no assumption for.
 """
 
 from __future__ import annotations
@@ -20,7 +27,16 @@ from typing import Any
 from kvproof.engines.stubs import Unavailable
 from kvproof.engines.tokenspeed import loader, startup
 from kvproof.engines.tokenspeed.configs import HFConfig, Strict
-from kvproof.engines.tokenspeed.inputs import CAPACITY, MATH, divisors, server_args
+from kvproof.engines.tokenspeed.inputs import (
+    CAPACITY,
+    MATH,
+    MTP,
+    divisors,
+    draft_counts,
+    mtp_layers,
+    nextn_architectures,
+    server_args,
+)
 from kvproof.engines.tokenspeed.loader import ASSUMPTIONS
 
 MODELS = ("qwen3.5-27b.json",)
@@ -30,7 +46,9 @@ MODULES = startup.MODULES
 TEXT_CONFIG = "runtime.configs.qwen3_5_text_base_config"
 CACHE_DTYPES = ("fp8", "bfloat16")
 SSM = "TOKENSPEED_MAMBA_SSM_DTYPE"
-LIMITS = "not modelled: MTP draft layers (mtp_num_hidden_layers)"
+LIMITS = ("not modelled: MTP draft depths other than the checkpoint's mtp_num_hidden_layers; draft points with "
+          "ReplaySSM on (they plan with --disable-replay-ssm: the replay kernel's support is a GPU question of the "
+          "verify workspace, not of the layout); --speculative-eagle-topk above 1")
 
 
 def text_config(config: dict, tp: int | None = None) -> HFConfig:
@@ -71,43 +89,65 @@ def cache_params(text: dict, tp: int, linear: list[int]) -> tuple:
 
 
 def points(configs: dict[str, dict]) -> list[dict[str, Any]]:
-    """tp divides the attention heads and both GDN head counts (LinearAttnConfig requires it)."""
+    """tp divides the attention heads and both GDN head counts (LinearAttnConfig requires it).
+    Drafts: none, and the checkpoint's own MTP head (inputs.draft_counts)."""
     out = []
     for name in configs:
         text = configs[name].get("text_config", configs[name])
         heads = gcd(int(text["num_attention_heads"]), int(text["linear_num_key_heads"]),
                     int(text["linear_num_value_heads"]))
-        out += [{"model": name.removesuffix(".json"), "tp": tp, "dtype": dtype, "assume": f"{SSM}={ssm}"}
-                for ssm in ASSUMPTIONS[SSM][0] for dtype in CACHE_DTYPES for tp in divisors(heads)]
+        out += [{"model": name.removesuffix(".json"), "tp": tp, "dtype": dtype, "drafts": drafts,
+                 "assume": f"{SSM}={ssm}"}
+                for drafts in draft_counts(text) for ssm in ASSUMPTIONS[SSM][0] for dtype in CACHE_DTYPES
+                for tp in divisors(heads)]
     return out
 
 
 def build(modules: dict[str, types.ModuleType], configs: dict[str, dict], point: dict[str, Any]) -> Any:
     config = configs[point["model"] + ".json"]
     text = text_config(config, point["tp"])
-    heads = int(text.num_attention_heads)
-    # Qwen3_5Config forwards attributes it lacks to its text config (configs/qwen3_5_config.py).
-    top = HFConfig({k: v for k, v in config.items() if k != "text_config"},
-                   {"text_config": text, "layer_types": text.layer_types, "linear_layer_ids": text.linear_layer_ids})
-    mc = Strict("model_config", {
-        "hf_config": top, "hf_text_config": text,
-        "attention_arch": startup.arch(modules, "MHA"),  # Qwen3_5ForConditionalGeneration is no MLA/DSA architecture
-        "num_attention_layers": int(text.num_hidden_layers),
-        "num_attention_heads": heads,
-        "num_key_value_heads": int(text.num_key_value_heads),
-        "head_dim": int(text.head_dim),
-        "model_profile": None,
-        "dtype": Unavailable("model_config.dtype", MATH),
-        "context_len": Unavailable("model_config.context_len", CAPACITY),
-    })
-    return hybrid_recipe(modules, "qwen_gdn", mc, point)
+
+    def model_config(architectures: list[str], layers: int) -> Strict:
+        # Qwen3_5Config forwards attributes it lacks to its text config (configs/qwen3_5_config.py).
+        top = HFConfig({k: v for k, v in config.items() if k != "text_config"},
+                       {"text_config": text, "layer_types": text.layer_types,
+                        "linear_layer_ids": text.linear_layer_ids, "architectures": architectures})
+        return Strict("model_config", {
+            "hf_config": top, "hf_text_config": text,
+            # Qwen3_5ForConditionalGeneration(NextN) is no MLA/DSA architecture
+            "attention_arch": startup.arch(modules, "MHA"),
+            "num_attention_layers": layers,
+            "num_attention_heads": int(text.num_attention_heads),
+            "num_key_value_heads": int(text.num_key_value_heads),
+            "head_dim": int(text.head_dim),
+            "model_profile": None,
+            "dtype": Unavailable("model_config.dtype", MATH),
+            "context_len": Unavailable("model_config.context_len", CAPACITY),
+        })
+
+    mc = model_config(config["architectures"], int(text.num_hidden_layers))
+    # The draft worker on the target checkpoint: Qwen3_5ForConditionalGenerationNextN, its
+    # layers the text config's mtp_num_hidden_layers.
+    draft = model_config(nextn_architectures(config), mtp_layers(config.get("text_config", config))) \
+        if point.get("drafts") else None
+    return hybrid_recipe(modules, "qwen_gdn", mc, point, draft_mc=draft)
 
 
-def hybrid_recipe(modules: dict[str, types.ModuleType], family: str, mc: Strict, point: dict[str, Any]) -> Any:
+def hybrid_recipe(modules: dict[str, types.ModuleType], family: str, mc: Strict, point: dict[str, Any], *,
+                  draft_mc: Strict | None = None) -> Any:
     """A QwenGDNRecipe family (qwen_gdn, mamba2): the registry's attention config (MHA plus the
-    linear component it adds for the architecture, where the revision has one), no draft."""
-    sa = server_args(point["tp"], point["dtype"], extra={"speculative_eagle_topk": 1})  # the default: no tree
+    linear component it adds for the architecture, where the revision has one), and with
+    `draft_mc` the checkpoint's own MTP draft under --speculative-algorithm MTP, launched with
+    --disable-replay-ssm (the module's docstring says why)."""
+    extra: dict[str, Any] = {"speculative_eagle_topk": 1}  # the default: no tree
+    if draft_mc is not None:
+        extra["enable_replay_ssm"] = False
+    sa = server_args(point["tp"], point["dtype"], speculative=MTP if draft_mc is not None else None, extra=extra)
     attn = startup.attn_config(modules, sa, mc)
     startup.check_family(modules, family, sa, mc, attn)
+    draft_attn = None
+    if draft_mc is not None:
+        draft_attn = startup.attn_config(modules, sa, draft_mc, is_draft=True)
+        startup.check_draft_family(modules, family, sa, draft_mc, draft_attn)
     return startup.recipe(modules, family, server_args=sa, model_config=mc, attn_config=attn,
-                          draft_model_config=None, draft_attn_config=None)
+                          draft_model_config=draft_mc, draft_attn_config=draft_attn)

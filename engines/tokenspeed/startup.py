@@ -116,6 +116,26 @@ def check_family(modules: dict[str, types.ModuleType], family: str, server_args:
                          f"{chosen!r} at this revision")
 
 
+def check_draft_family(modules: dict[str, types.ModuleType], family: str, server_args: Any,
+                       draft_model_config: Any, draft_config: Any) -> None:
+    """A draft the target's recipe plans as its continuation layers: create_attn_components
+    binds it so when `_resolve_heterogeneous_draft_family` (where the revision has it) answers
+    None for the draft's ordinary family (`_ordinary_cache_family` of its attention config; an
+    in-tree draft declares no profile of its own)."""
+    registry = modules[REGISTRY]
+    if not hasattr(registry, "_resolve_heterogeneous_draft_family"):
+        return
+    _call(_entry(registry, "_resolve_attn_side", "registry"), "registry._resolve_attn_side", draft_model_config,
+          server_args.drafter_attention_backend)
+    draft_family = _call(_entry(registry, "_ordinary_cache_family", "registry"), "registry._ordinary_cache_family",
+                         draft_config)
+    bound = _call(registry._resolve_heterogeneous_draft_family, "registry._resolve_heterogeneous_draft_family",
+                  family, draft_family, draft_family_declared=False)
+    if bound is not None:
+        raise AdapterGap("registry._resolve_heterogeneous_draft_family", f"the draft of recipe {family!r} binds "
+                         f"as a heterogeneous {bound!r} view at this revision, which kvproof does not model")
+
+
 def registered_class(modules: dict[str, types.ModuleType], family: str) -> Any:
     """The class `_RECIPES[family]` builds (a functools.partial's function)."""
     made = _entry(modules["setup"], "_RECIPES", "setup").get(family)
