@@ -122,3 +122,15 @@ def test_tp_and_the_cache_dtype_do_not_reach_the_layout() -> None:
         layouts.setdefault((p.point["assume"], p.point["drafts"]), set()).add(
             (p.parent_bytes, tuple(sorted(p.packing.items()))))
     assert len(layouts) == 4 and all(len(shapes) == 1 for shapes in layouts.values())
+
+
+def test_a_refusal_after_the_platform_only_chose_the_rows_is_the_engines_not_the_gpus() -> None:
+    """The recipe asks the platform for its row format (configs/deepseek_v41.py); a check that
+    fails later, elsewhere, is the engine refusing the point (boots), not the assumed GPU declining."""
+    from kvproof.impl import faults
+
+    with faults.inject("ts_v41_dspark_stages_share_a_field"):
+        result = engine.run(loader.installed_source(), ["deepseek_v41"], {"tp": [8], "dtype": ["fp8"]})
+    refused = [p for p in result.recipes[0].points if p.verdict != "ok"]
+    assert refused and {f.property for p in refused for f in p.findings} == {"boots"}
+    assert "platform" in loader.ASSUMED.consulted

@@ -36,11 +36,12 @@ def _planned(result: pipeline.Planned | pipeline.Refused) -> dict:
     return result.documents[1]
 
 
-def test_the_default_run_verifies_every_tp_and_dtype() -> None:
+def test_the_default_run_verifies_every_tp_the_model_loads_at_and_each_dtype() -> None:
     (result,) = engine.run(loader.installed_source(), ["msa"]).recipes
     assert not result.adapter and result.not_verified is None
+    # tp past the 4 index heads: the model's indexer refuses it at load (models/minimax_m3.py)
     assert {(p.point["tp"], p.point["dtype"]) for p in result.points} == {
-        (tp, dtype) for tp in (1, 2, 4, 8, 16, 32, 64) for dtype in ("fp8", "bfloat16")}
+        (tp, dtype) for tp in (1, 2, 4) for dtype in ("fp8", "bfloat16")}
     assert all(p.verdict == "ok" for p in result.points)
     assert result.as_dict()["coverage"] == "checkpoint"
 

@@ -101,9 +101,11 @@ class Assumed:
 
     values: dict[str, str] = field(default_factory=dict)
     consulted: set[str] = field(default_factory=set)
+    # Where each was asked: (file, function) of the engine's code that read it.
+    asked_in: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
 
     def point(self, values: dict[str, str]) -> None:
-        self.values, self.consulted = dict(values), set()
+        self.values, self.consulted, self.asked_in = dict(values), set(), {}
 
 
 ASSUMED = Assumed()
@@ -114,6 +116,10 @@ def _answer(name: str, what: str) -> str:
         raise StubUsed(f"planning asked {what}, which the point does not assume; "
                        f"make {name} an assumption axis of the recipe")
     ASSUMED.consulted.add(name)
+    frame = sys._getframe(1)
+    while frame.f_back is not None and frame.f_code.co_filename == __file__:
+        frame = frame.f_back
+    ASSUMED.asked_in.setdefault(name, set()).add((frame.f_code.co_filename, frame.f_code.co_name))
     return ASSUMED.values[name]
 
 

@@ -50,8 +50,8 @@ LIMITS = ("not modelled: --prefix-granularity other than the family's default 12
           "bfloat16: the bfloat16 points' plan); the MTP module (text_config.num_mtp_modules 1): tokenspeed 0.1.1 "
           "has no draft model for it (models/minimax_m3.py skips the model.mtp.* weights) and only an \"mha\" draft "
           "family may pair with this target (layers/attention/registry.py), so no draft is planned; "
-          "attention tp above 4 is planned (the cache recipe accepts every divisor of the 64 heads) although "
-          "the model's indexer refuses it at load (models/minimax_m3.py:505-509, tp > 4 index heads)")
+          "attention tp above the 4 index heads (the cache recipe would plan them, but the model's indexer refuses "
+          "them at load, models/minimax_m3.py:505-509)")
 
 
 def _torch_dtype(name: str | None) -> Any:
@@ -101,10 +101,16 @@ def text_config(config: dict) -> HFConfig:
 
 def points(configs: dict[str, dict]) -> list[dict[str, Any]]:
     """tp divides the 64 attention heads (models/utils.py validate_attention_partition, called by
-    models/minimax_m3.py:559-563); the cache recipe asks nothing of the platform or environment."""
-    return [{"model": name.removesuffix(".json"), "tp": tp, "dtype": dtype}
-            for name in configs for dtype in CACHE_DTYPES
-            for tp in divisors(int(configs[name]["text_config"]["num_attention_heads"]))]
+    models/minimax_m3.py:559-563) and is at most the index heads: the model's indexer refuses more
+    at load (models/minimax_m3.py:505-509), so the engine never plans past them, although the cache
+    recipe would. The cache recipe asks nothing of the platform or environment."""
+    out = []
+    for name in configs:
+        text = configs[name]["text_config"]
+        index_heads = int(text["sparse_attention_config"][INDEX_KEYS["index_n_heads"]])
+        out += [{"model": name.removesuffix(".json"), "tp": tp, "dtype": dtype}
+                for dtype in CACHE_DTYPES for tp in divisors(int(text["num_attention_heads"])) if tp <= index_heads]
+    return out
 
 
 def model_config(modules: dict[str, types.ModuleType], config: dict) -> Strict:

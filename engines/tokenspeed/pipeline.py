@@ -112,9 +112,18 @@ def _judged(err: Exception, engine: Path, packing: Any) -> Refused:
         seam = traceback.extract_tb(err.__traceback__)[-1].filename.endswith(SEAMS)
         return Refused(_one_line(err), not seam, _known(packing))
     message = _one_line(err) if isinstance(err, ValueError) else f"{type(err).__name__}: {_one_line(err)}"
-    if isinstance(err, ValueError) and "platform" in ASSUMED.consulted:
+    if isinstance(err, ValueError) and _raised_where_asked(err, "platform"):
         return Refused(f"on {ASSUMED.values['platform']}: {message}", True, _known(packing))
     return Refused(message, False, _known(packing))
+
+
+def _raised_where_asked(err: Exception, name: str) -> bool:
+    """Whether the engine raised `err` in the very function that asked assumption `name`: the
+    assumed GPU declining (configs/dsa.py refuses an fp8 DSA cache off Blackwell right where it
+    asks). A refusal elsewhere, after a function that only chose a layout by the GPU, is the
+    engine's own verdict on the point, not the GPU's."""
+    frames = traceback.extract_tb(err.__traceback__)
+    return bool(frames) and (frames[-1].filename, frames[-1].name) in ASSUMED.asked_in.get(name, set())
 
 
 def stages(function: Callable[..., Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
