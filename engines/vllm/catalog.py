@@ -237,9 +237,12 @@ class Model:
             heads.append(hf["mamba_num_heads"])
         groups = hf.get("n_groups", 1)
         kv = None if "kv_lora_rank" in hf else hf.get("num_key_value_heads")
+        # Mamba-1's inner channels shard with tp (MambaMixer's ColumnParallelLinear, mamba_mixer.py:84;
+        # mamba1_state_shape divides them, mamba_utils.py)
+        inner = hf["mamba_expand"] * hf["hidden_size"] if "mamba_expand" in hf else 1
         return tuple(tp for tp in range(1, min(heads) + 1)
                      if all(h % tp == 0 for h in heads) and (groups % tp == 0 or groups == 1)
-                     and (kv is None or kv % tp == 0 or tp % kv == 0))
+                     and (kv is None or kv % tp == 0 or tp % kv == 0) and inner % (tp if inner > 1 else 1) == 0)
 
 
 def _qwen3_next_layers(hf: Any) -> list[tuple[str, str]]:
@@ -323,6 +326,40 @@ def _nemotron_h_layers(hf: Any) -> list[tuple[str, str]]:
     return [(f"backbone.layers.{i}.mixer", kinds[c]) for i, c in enumerate(hf.hybrid_override_pattern) if c in kinds]
 
 
+def _nemotron_h_mtp_layers(draft: Any) -> list[tuple[str, str]]:
+    """NemotronHMTP's layers: mtp_hybrid_override_pattern repeated num_nextn_predict_layers times
+    (exactly one, nemotron_h_mtp.py:246-249), each `*` an attention decoder layer under
+    `mtp.layers.i` (:270, :287), each `E` a MoE layer with no cache."""
+    pattern = draft.mtp_hybrid_override_pattern * draft.num_nextn_predict_layers
+    return [(f"mtp.layers.{i}.mixer", "attention") for i, c in enumerate(pattern) if c == "*"]
+
+
+def _qwen3_5_layers(hf: Any) -> list[tuple[str, str]]:
+    """Qwen3_5DecoderLayer builds a GDN layer or full attention from the text config's layer_types
+    (qwen3_5.py:149-163, the model reads it at :259), under the multimodal wrapper's
+    `language_model.model` (Qwen3_5ForConditionalGeneration, :523; the MoE class, :746)."""
+    return [(f"language_model.model.layers.{i}.self_attn.attn", "attention") if t == "full_attention"
+            else (f"language_model.model.layers.{i}.linear_attn", "state") for i, t in enumerate(hf.layer_types)]
+
+
+def _qwen3_5_mtp_layers(draft: Any) -> list[tuple[str, str]]:
+    """Qwen3_5MTP's layers: mtp_num_hidden_layers full-attention decoder layers under `mtp.layers.i`
+    (qwen3_5_mtp.py:82, :119-124), read from the draft's text config (:75; SpeculativeConfig takes
+    n_predict from the same key, config/speculative.py:998-1001)."""
+    text = draft.get_text_config()
+    return [(f"mtp.layers.{i}.self_attn.attn", "attention")
+            for i in range(getattr(text, "mtp_num_hidden_layers", 1))]
+
+
+def _jamba_layers(hf: Any) -> list[tuple[str, str]]:
+    """JambaConfig.layers_block_type (every attn_layer_period-th layer from attn_layer_offset is
+    attention; the model class reads it, jamba.py:322): an attention layer's Attention is
+    `model.layers.i.attn` (jamba.py:237, the checkpoint's `.self_attn.` mapped away, :383), a Mamba
+    layer's MambaMixer `model.layers.i.mixer` (:141)."""
+    return [(f"model.layers.{i}.attn", "attention") if t == "attention" else (f"model.layers.{i}.mixer", "state")
+            for i, t in enumerate(hf.layers_block_type)]
+
+
 GQA_BACKENDS = (FLASH_ATTN, TRITON_ATTN, FLASHINFER_SM90, FLASHINFER_SM100)  # sm_90 as before, then FlashInfer
 GQA_LIMITS = ("FLASHINFER plans with guarded stand-ins for the FlashInfer entry points its module binds "
               "(engines/vllm/stand_ins.py), assuming (trtllm axis) whether FlashInfer's TRTLLM kernels are "
@@ -370,4 +407,83 @@ MODELS: dict[str, Model] = {
         "SpeculativeConfig then divides by it, config/speculative.py:1606); its vision tower keeps no page",
         # KimiK3DeltaAttention's conv update and recurrent KDA kernel (kimi_k3/nvidia/kda.py:1029, :1275)
         readers=(CAUSAL_CONV1D, FUSED_RECURRENT_KDA, LMCACHE), state_init=_kimi_k3_kda_state),
+}
+
+QWEN_GDN = "vllm.model_executor.layers.mamba.gdn.qwen_gdn_linear_attn:QwenGatedDeltaNetAttention"
+MAMBA2 = "vllm.model_executor.layers.mamba.mamba_mixer2:MambaMixer2"
+
+
+def _qwen3_5(recipe: str, config: str, limits: str = "") -> Model:
+    """A Qwen3.5 / 3.6 checkpoint: Qwen3_5ForConditionalGeneration or its MoE class (registry.py, the
+    hybrid GDN model of qwen3_5.py), the GDN layer and draft of Qwen3-Next's entry. Its MTP draft
+    (Qwen3_5MTP / Qwen3_5MoeMTP, config/speculative.py:988-1005) from mtp_num_hidden_layers 1."""
+    return Model(
+        recipe, config, GQA_BACKENDS, QWEN_GDN, "GDN_ATTN",  # GatedDeltaNetAttention.mamba_type, gdn/base.py:51
+        _qwen3_5_layers, (False, True), GQA_LIMITS + "; its vision tower keeps no page" + limits,
+        draft="mtp", draft_layers=_qwen3_5_mtp_layers, speculative=(0, 1, 2, 3),
+        readers=(CAUSAL_CONV1D, GATED_DELTA_RULE, LMCACHE), state_init=_qwen_gdn_state,
+        # the GDN prefill backend on sm_100 asks the CUDA runtime (qwen_gdn_linear_attn.py:250-254)
+        cuda_runtime_at=("sm_100",))
+
+
+def _nemotron_3(recipe: str, config: str, mtp: bool, limits: str = "") -> Model:
+    """A Nemotron-3 checkpoint (NemotronHForCausalLM, nemotron_h.py): Nemotron-H's layers and state; with
+    num_nextn_predict_layers 1, its MTP draft (NemotronHMTPModel, config/speculative.py:895-906)."""
+    return Model(
+        recipe, config, GQA_BACKENDS, MAMBA2, "MAMBA2",  # mamba_mixer2.py:1159
+        _nemotron_h_layers, (False, True), GQA_LIMITS + limits,
+        draft="mtp" if mtp else None, draft_layers=_nemotron_h_mtp_layers, speculative=(0, 1, 2, 3) if mtp else (),
+        readers=(CAUSAL_CONV1D, SELECTIVE_STATE_UPDATE, LMCACHE))
+
+
+# The checkpoint's hf_quant_config.json (modelopt: its weights' quantization, kv_cache_quant_algo FP8) is
+# a sibling of config.json that kvproof does not hold: vLLM reads config.json alone, so `auto` is the model
+# dtype and the fp8 points stand for the checkpoint's own FP8 cache.
+QUANTIZED = ("; planned from config.json alone: its hf_quant_config.json ({} weights, kv_cache_quant_algo FP8) "
+             "is not read, so the checkpoint's FP8 cache is the fp8 points and `auto` the bf16 cache")
+QUANTIZED_IN_CONFIG = "; its quantization_config (modelopt MIXED_PRECISION) is read as published"
+
+# The hybrid models vLLM 0.33.0 serves whose published config.json kvproof holds (docs/engines/vllm.md,
+# "Hybrid model classes"), planned in the default run.
+MODELS.update({
+    "jamba-v0.1": Model(
+        "jamba-v0.1", "vllm/models/jamba-v0.1.json", GQA_BACKENDS,
+        "vllm.model_executor.layers.mamba.mamba_mixer:MambaMixer", "MAMBA1",  # mamba_mixer.py:427
+        _jamba_layers, (False, True),
+        GQA_LIMITS + "; no draft: JambaForCausalLM has no MTP layers and no EAGLE interface (jamba.py:376); "
+        "the Mamba-1 prefill scan (selective_scan_fn, mamba_ssm.py:702, a CUDA op whose source kvproof did not "
+        "read) is not recorded as a reader of the state pages",
+        # MambaMixer's conv update and selective state update (mamba_mixer.py:360, :377)
+        readers=(CAUSAL_CONV1D, SELECTIVE_STATE_UPDATE, LMCACHE)),
+    "nemotron-3-nano-30b-a3b-bf16": _nemotron_3(
+        "nemotron-3-nano-30b-a3b-bf16", "vllm/models/nemotron-3-nano-30b-a3b-bf16.json", mtp=False,
+        limits="; no draft: the published config declares no num_nextn_predict_layers (NemotronHConfig: 0)"),
+    "nemotron-3-super-120b-a12b-fp8": _nemotron_3(
+        "nemotron-3-super-120b-a12b-fp8", "tokenspeed/models/nemotron-3-super-120b-a12b-fp8.json", mtp=True,
+        limits=QUANTIZED.format("FP8")),
+    "nemotron-3-ultra-550b-a55b-bf16": _nemotron_3(
+        "nemotron-3-ultra-550b-a55b-bf16", "vllm/models/nemotron-3-ultra-550b-a55b-bf16.json", mtp=True),
+    "nemotron-3.5-lightning-30b-a3b-nvfp4": _nemotron_3(
+        "nemotron-3.5-lightning-30b-a3b-nvfp4", "vllm/models/nemotron-3.5-lightning-30b-a3b-nvfp4.json", mtp=True,
+        limits=QUANTIZED.format("MIXED_PRECISION NVFP4")),
+})
+
+# Published configs kvproof holds for hybrid models vLLM 0.33.0 serves but kvproof cannot plan on a CPU,
+# each with the reason: the model and the reason. Qwen3.5 / 3.6: vLLM inspects and loads
+# Qwen3_5(Moe)ForConditionalGeneration by importing qwen3_5.py, which imports qwen3_vl.py (:38), which
+# imports transformers' Qwen2-VL image processor, which imports torchvision; vllm-requirements.txt has
+# none, and the only torchvision wheels this environment's index offers (0.28.0 for torch 2.13) are built
+# for CUDA torch and fail on torch 2.13.0+cpu ("operator torchvision::nms does not exist"). A torchvision
+# built for the CPU torch (PyTorch's CPU index), or a guarded stand-in for it, would plan them as written.
+TORCHVISION = ("vLLM's qwen3_5.py imports qwen3_vl.py, whose image processor (transformers' Qwen2-VL) needs "
+               "torchvision, which kvproof's CPU environment lacks (no CPU wheel for torch 2.13.0+cpu)")
+BLOCKED: dict[str, tuple[Model, str]] = {
+    "qwen3.5-27b": (_qwen3_5("qwen3.5-27b", "tokenspeed/models/qwen3.5-27b.json"), TORCHVISION),
+    "qwen3.5-35b-a3b": (_qwen3_5("qwen3.5-35b-a3b", "vllm/models/qwen3.5-35b-a3b.json"), TORCHVISION),
+    "qwen3.5-122b-a10b": (_qwen3_5("qwen3.5-122b-a10b", "vllm/models/qwen3.5-122b-a10b.json"), TORCHVISION),
+    "qwen3.5-397b-a17b": (_qwen3_5("qwen3.5-397b-a17b", "vllm/models/qwen3.5-397b-a17b.json"), TORCHVISION),
+    "qwen3.6-27b-nvfp4": (_qwen3_5("qwen3.6-27b-nvfp4", "vllm/models/qwen3.6-27b-nvfp4.json",
+                                   QUANTIZED_IN_CONFIG), TORCHVISION),
+    "qwen3.6-35b-a3b-nvfp4": (_qwen3_5("qwen3.6-35b-a3b-nvfp4", "vllm/models/qwen3.6-35b-a3b-nvfp4.json",
+                                       QUANTIZED_IN_CONFIG), TORCHVISION),
 }

@@ -34,6 +34,8 @@ faults.declare({
     "while the layers' state keeps the speculative conv rows (vllm#57721)",
     "vllm_split_page_padded": "vLLM reserves two pages' bytes per layer-outer block, so a block split into kernel "
     "pages (FlashMLA's 64 tokens) is no longer one dense page",
+    "vllm_mamba1_dtype_unaligned": "vLLM's hybrid alignment sizes a Mamba-1 state page by the model dtype, dropping "
+    "--mamba-cache-dtype, while the layers keep their states at it (Jamba's model class and its MambaMixer disagree)",
     "lmcache_walks_by_payload": "the catalog records LMCache as walking state pages by their payload, not the padded "
     "page (LMCache#5166): one flipped reader entry",
 })
@@ -78,6 +80,27 @@ def _padding_unwidened(original: Any) -> Any:
     return classmethod(broken)
 
 
+def _mamba1_dtype_dropped(original: Any) -> Any:
+    """Platform._align_hybrid_block_size with Mamba-1's state dtypes taken as the model's: the page it
+    pads to is what JambaForCausalLM.get_mamba_state_dtype_from_config would size were it to drop
+    --mamba-cache-dtype, while the MambaMixer layers' own get_state_dtype keeps honouring it (the
+    model class and its layer computing one fact twice, as in vllm#57721). Only a Mamba-1 model asks."""
+    def broken(cls: Any, vllm_config: Any, backend_cls: Any) -> Any:
+        from vllm.model_executor.layers.mamba import mamba_utils
+
+        calculator: Any = mamba_utils.MambaStateDtypeCalculator
+        kept = vars(calculator)["mamba1_state_dtype"]
+
+        def dropped(c: Any, model_dtype: Any, _cache: Any, _ssm: Any) -> Any:
+            return kept.__func__(c, model_dtype, "auto", "auto")
+        calculator.mamba1_state_dtype = classmethod(dropped)
+        try:
+            return original.__func__(cls, vllm_config, backend_cls)
+        finally:
+            calculator.mamba1_state_dtype = kept
+    return classmethod(broken)
+
+
 def _page_doubled(original: Callable[..., Any]) -> Callable[..., Any]:
     """_get_layer_block_stride reserving two aligned pages per block (a double-buffered page): every
     layer-outer page gains a tail as long as itself. A kernel that steps by the tensor's stride
@@ -109,6 +132,8 @@ PATCHES: dict[str, tuple[str, str, Callable[[Callable[..., Any]], Callable[..., 
     "vllm_spec_padding_unwidened": ("vllm.platforms.interface", "Platform._align_hybrid_block_size",
                                     _padding_unwidened),
     "vllm_split_page_padded": (PLANNING, "_get_layer_block_stride", _page_doubled),
+    "vllm_mamba1_dtype_unaligned": ("vllm.platforms.interface", "Platform._align_hybrid_block_size",
+                                    _mamba1_dtype_dropped),
 }
 
 
@@ -152,6 +177,9 @@ MUTANTS: tuple[Mutant, ...] = (
            expect="kernel_page"),
     Mutant("vllm_spec_padding_unwidened", (TP1,), expect="boots"),
     Mutant("vllm_split_page_padded", (TP1,), expect="exact_stride"),
+    # only Jamba (the one Mamba-1 model) asks mamba1_state_dtype: its float32 states, unaligned
+    Mutant("vllm_mamba1_dtype_unaligned", ("verify engine vllm --recipe jamba-v0.1 --tp 1 --assume pp=1 "
+                                           "mamba_dtype=float32 backend=FLASH_ATTN",), expect="boots"),
     # not a replaced vLLM function: the catalog's LMCache reader entry flipped (catalog.Model.state_readers)
     Mutant("lmcache_walks_by_payload", (TP1,), expect="consumer_stride"),
 )
