@@ -237,12 +237,12 @@ class Model:
             heads.append(hf["mamba_num_heads"])
         groups = hf.get("n_groups", 1)
         kv = None if "kv_lora_rank" in hf else hf.get("num_key_value_heads")
-        # Mamba-1's inner channels shard with tp (MambaMixer's ColumnParallelLinear, mamba_mixer.py:84;
-        # mamba1_state_shape divides them, mamba_utils.py)
-        inner = hf["mamba_expand"] * hf["hidden_size"] if "mamba_expand" in hf else 1
+        # Mamba-1's inner channels shard with tp (MambaMixer's ColumnParallelLinear, mamba_mixer.py:91;
+        # mamba1_state_shape divides them, mamba_utils.py:178)
+        inner = hf["mamba_expand"] * hf["hidden_size"] if "mamba_expand" in hf else 0
         return tuple(tp for tp in range(1, min(heads) + 1)
                      if all(h % tp == 0 for h in heads) and (groups % tp == 0 or groups == 1)
-                     and (kv is None or kv % tp == 0 or tp % kv == 0) and inner % (tp if inner > 1 else 1) == 0)
+                     and (kv is None or kv % tp == 0 or tp % kv == 0) and inner % tp == 0)
 
 
 def _qwen3_next_layers(hf: Any) -> list[tuple[str, str]]:
