@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -809,7 +810,9 @@ def test_a_worker_ends_with_the_run_that_started_it() -> None:
 
     try:
         for _ in range(600):
-            workers = [pid for pid in children() if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+            # a forked worker has its run's command line, a spawned one spawn_main's
+            workers = [pid for pid in children() if (command := Path(f"/proc/{pid}/cmdline").read_bytes()) ==
+                       Path(f"/proc/{run.pid}/cmdline").read_bytes() or b"spawn_main" in command]
             if workers:
                 break
             time.sleep(0.1)
@@ -827,3 +830,31 @@ def test_a_worker_ends_with_the_run_that_started_it() -> None:
             return
         time.sleep(0.1)
     raise AssertionError(f"workers {workers} outlived the run")
+
+
+def _die(*_: Any) -> list[engine.Outcome]:
+    os._exit(9)
+
+
+def test_a_worker_killed_mid_run_is_an_error_of_the_run_not_of_the_adapter(monkeypatch) -> None:
+    """A worker that dies (out of memory, a signal) leaves its points unplanned: the run says so and
+    to rerun, not that kvproof's adapter must follow a changed vLLM."""
+    if engine._START != "fork":
+        pytest.skip("a monkeypatch reaches a worker only when it is forked")
+    monkeypatch.setattr(engine, "_plan_chunk", _die)  # in the worker only: this process plans its own chunks
+    only: Only = {"tp": [1, 2], "dtype": ["auto"], "mamba_dtype": ["auto"], "backend": ["FLASHMLA"], "pp": [1]}
+    with pytest.raises(EngineError, match=r"a worker process planning the run ended abruptly .*rerun") as raised:
+        engine.run(["kimi-linear-48b-a3b"], only, workers=2)
+    assert "adapter" not in str(raised.value)
+
+
+def test_dtype_sizes_are_vllms_own_answers_kept() -> None:
+    """The planner asks get_dtype_size for every layer each time it sizes a page; the kept answers are
+    torch's element sizes, and every vLLM module that binds the function by name binds the kept one."""
+    import torch
+
+    v = platform.modules()
+    kept = v.torch_utils.get_dtype_size
+    assert kept.cache_info() is not None and v.kvi.get_dtype_size is kept and v.planning.get_dtype_size is kept
+    for dtype in (torch.bfloat16, torch.float16, torch.float32, torch.float8_e4m3fn, torch.uint8, torch.int64):
+        assert kept(dtype) == kept.__wrapped__(dtype) == torch.tensor([], dtype=dtype).element_size()

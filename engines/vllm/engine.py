@@ -24,6 +24,7 @@ import time
 import traceback
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from importlib import metadata
@@ -307,10 +308,12 @@ def _tp1_references(model: catalog.Model, chosen: list[dict[str, Any]]) -> list[
 def _spread(plannings: dict[str, list[dict[str, Any]]], only: Only | None, padding_bound: Bound,
             workers: int | None) -> dict[str, list[Outcome]]:
     """Each model's outcomes (_plan_all), its points planned in chunks by `workers` processes, this one
-    included; by default one per core once the run has SPREAD_FROM stage plannings. A worker is spawned
-    and starts as this process did (vLLM's modules, then each model's backends in order), with the
-    seeded faults on that are on here; monkeypatches made here do not reach it. This process takes
-    chunks from the end while the workers take them from the start, so it plans while they import."""
+    included; by default one per core once the run has SPREAD_FROM stage plannings. A worker is forked
+    where the platform forks (it starts with this process's vLLM modules and backends, imported before
+    any point planned: importing them again cost each worker seconds of CPU), else spawned to start as
+    this process did (vLLM's modules, then each model's backends in order); either way with the seeded
+    faults on that are on here. This process takes chunks from the end while the workers take them from
+    the start."""
     stages = sum(p["pp"] for points in plannings.values() for p in points)
     if workers is None:
         workers = _cores() if stages >= SPREAD_FROM else 1
@@ -322,7 +325,7 @@ def _spread(plannings: dict[str, list[dict[str, Any]]], only: Only | None, paddi
     chunks = [(name, [plannings[name][i] for i in part], part) for name, points in plannings.items()
               for part in _parts(points, size)]
     done: dict[int, list[Outcome]] = {}
-    with ProcessPoolExecutor(workers - 1, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker,
+    with ProcessPoolExecutor(workers - 1, mp_context=multiprocessing.get_context(_START), initializer=_start_worker,
                              initargs=(list(plannings), only, faults.switched_on())) as pool:
         futures = [pool.submit(_plan_chunk, name, points, padding_bound) for name, points, _ in chunks]
         try:
@@ -331,6 +334,10 @@ def _spread(plannings: dict[str, list[dict[str, Any]]], only: Only | None, paddi
                     break
                 done[i] = _plan_all(catalog.MODELS[chunks[i][0]], chunks[i][1], padding_bound, seen)
             done.update((i, f.result()) for i, f in enumerate(futures) if i not in done)
+        except BrokenProcessPool as err:  # a worker was killed (out of memory, a signal): no point of vLLM's failed
+            pool.shutdown(cancel_futures=True)
+            raise EngineError(f"a worker process planning the run ended abruptly ({_one_line(err)}); "
+                              "nothing is known of the points it held: rerun") from None
         except BaseException:
             pool.shutdown(cancel_futures=True)  # not the rest of the run first
             raise
@@ -338,6 +345,11 @@ def _spread(plannings: dict[str, list[dict[str, Any]]], only: Only | None, paddi
     for i, (name, _, part) in enumerate(chunks):
         at[name].update(zip(part, done[i], strict=True))
     return {name: [outcomes[i] for i in range(len(outcomes))] for name, outcomes in at.items()}
+
+
+# How a worker starts: forked, where it can be, before this process has planned anything or started a thread
+# of its own (the executor forks every worker at its first submit, before its own thread starts).
+_START = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
 
 
 def _cores() -> int:

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import importlib
 import importlib.util
 import logging
 import os
+import sys
 import types
 import warnings
 from collections.abc import Callable, Iterator
@@ -160,7 +162,9 @@ def modules() -> Vllm:
     # requests (a vLLM dependency) warns at import that it has no charset detector: it would need
     # one only to decode a response body, and planning makes no request
     warnings.filterwarnings("ignore", message="Unable to find acceptable character detection dependency")
-    logging.getLogger("vllm").setLevel(os.environ["VLLM_LOGGING_LEVEL"].upper())  # vLLM's own reading
+    level, logger = os.environ["VLLM_LOGGING_LEVEL"].upper(), logging.getLogger("vllm")  # vLLM's own reading
+    if logger.level != logging.getLevelName(level):  # setLevel empties every logger's cache: once per point
+        logger.setLevel(level)
     load = importlib.import_module
     package = Path(load("vllm").__file__ or "").parent
     if str(package) in _LOADED:
@@ -178,8 +182,23 @@ def modules() -> Vllm:
         registry=load("vllm.v1.attention.backends.registry"), models=load("vllm.model_executor.models"),
         torch_utils=load("vllm.utils.torch_utils"), dist_utils=load("vllm.distributed.utils"),
     )
+    _remember_dtype_sizes(v.torch_utils)
     _LOADED[str(package)] = v
     return v
+
+
+def _remember_dtype_sizes(torch_utils: types.ModuleType) -> None:
+    """vLLM's get_dtype_size, each dtype's answer kept: it builds an empty tensor to read the dtype's
+    element size, a pure function of the dtype, and the planner asks it for every layer each time it
+    sizes a page (about a quarter of a point's planning went to building those tensors). It is the same
+    function for each module that bound it by name, and modules imported later bind the kept one."""
+    original = torch_utils.get_dtype_size
+    if hasattr(original, "cache_info"):  # kept already
+        return
+    kept = functools.cache(original)
+    for module in list(sys.modules.values()):
+        if getattr(module, "__name__", "").startswith("vllm") and getattr(module, "get_dtype_size", None) is original:
+            module.get_dtype_size = kept  # type: ignore[attr-defined]
 
 
 _ASSUMED: dict[Any, Any] = {}  # vllm's Platform class -> the one CudaAssumed instance of this process
