@@ -153,8 +153,10 @@ def test_cli_baseline_json_and_exit_codes(tmp_path) -> None:
     assert doc["new_findings"] == [] and doc["stale"] == []
     k3 = next(r for r in doc["recipes"] if r["recipe"] == "kimi_k3")
     assert {"tp", "dtype", "verdict", "property", "message", "packing", "parent_bytes"} <= set(k3["points"][0])
-    verified = {r["recipe"] for r in doc["recipes"] if r["verified"]}
-    assert verified == {"kimi_k3", "mla", "dsa", "mha", "qwen_gdn", "mamba2", "deepseek_v4"}
+    verified = {r["recipe"]: r["coverage"] for r in doc["recipes"] if r["verified"]}
+    assert verified == {**dict.fromkeys(("kimi_k3", "mla", "dsa", "mha", "qwen_gdn", "mamba2", "deepseek_v4", "msa"),
+                                        "checkpoint"),
+                        **dict.fromkeys(("qwen4_exp", "inkling", "glm53_flash", "deepseek_v41"), "family")}
 
     assert verify("engine", "tokenspeed", "--recipe", "kimi_k3", "--dtype", "bfloat16").returncode == 1
 
@@ -762,8 +764,7 @@ def test_recipes_that_do_not_import_are_each_not_verified_adapter(installed, tmp
     k3, msa = doc["recipes"]
     assert code == 1 and k3["reason"].startswith(
         "adapter: import tokenspeed.runtime.layers.attention.kv_cache.recipes.setup: ")
-    assert "configs.linear_attn" in k3["reason"]
-    assert msa["reason"] == "no published config and domain for this family in kvproof yet"
+    assert "configs.linear_attn" in k3["reason"] and msa["reason"] == k3["reason"]
 
 
 def test_a_release_without_the_recipes_package_is_unsupported_exit_2(installed, tmp_path) -> None:
@@ -809,7 +810,7 @@ def test_a_baseline_matches_whatever_the_version(installed, tmp_path) -> None:
 
 def test_baseline_files_old_and_new_and_what_is_never_baselined(tmp_path) -> None:
     old = baseline.load(BASELINE)  # kvproof's own file: a version on every entry
-    assert {k[1] for k in old} == {"0.1.1"} and len(old) == 14
+    assert {k[1] for k in old} == {"0.1.1"} and len(old) == 43
     bare = tmp_path / "bare.json"
     bare.write_text(json.dumps({"findings": [{"engine": "tokenspeed", "recipe": "msa", "point": "",
                                               "property": "not_verified"}]}))
@@ -879,3 +880,11 @@ def test_at_1117_kimi_k3_reports_the_pinned_12_attention_dp_bug() -> None:
     fp8 = {p["tp"] for p in bad if (p["dtype"], p["drafts"]) == ("fp8", 0)}
     assert {1, 2, 3, 4, 6} <= fp8 and 8 not in fp8
     assert any("needs page stride 73728 but plane 'slot.0' gives" in p["message"] for p in bad)
+
+
+def test_a_registered_recipe_kvproof_has_no_profile_for_is_not_verified_not_skipped(
+        installed: loader.Source, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A recipe a revision adds upstream before kvproof plans it: NOT VERIFIED, counted, never dropped."""
+    monkeypatch.delitem(engine.PROFILES, "msa")
+    (msa,) = engine.run(installed, ["msa"]).recipes
+    assert (msa.not_verified, msa.adapter, msa.points) == (engine.NO_CONFIG, False, ())
