@@ -121,7 +121,11 @@ def test_the_tp_domain_is_every_divisor_vllm_accepts() -> None:
     tps = {name: m.tps(json.loads(m.config_text())) for name, m in catalog.MODELS.items()}
     assert tps == {"qwen3-next-80b-a3b": (1, 2, 4, 8, 16), "kimi-linear-48b-a3b": (1, 2, 4, 8, 16, 32),
                    "nemotron-h-56b-base-8k": (1, 2, 4, 8),  # Mamba2's 8 groups (mamba_mixer2.py:320)
-                   "kimi-k3": (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 96)}
+                   "kimi-k3": (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 96),
+                   "jamba-v0.1": (1, 2, 4, 8, 16, 32),  # 32 heads; Mamba-1's 8,192 inner channels
+                   **dict.fromkeys(("nemotron-3-nano-30b-a3b-bf16", "nemotron-3-super-120b-a12b-fp8",
+                                    "nemotron-3-ultra-550b-a55b-bf16", "nemotron-3.5-lightning-30b-a3b-nvfp4"),
+                                   (1, 2, 4, 8))}  # Mamba2's 8 groups
     # (backend, kv dtype): FLASHMLA, TRITON_MLA, FLASHINFER_MLA at both, FLASH_ATTN_MLA at auto; x prefix, state
     # dtype; times tp at pp 1 and 2 (12 each) and pp 4 and 8 at tp 1
     assert len(engine.points(K3)) == 7 * 2 * 2 * (12 + 12 + 1 + 1)
