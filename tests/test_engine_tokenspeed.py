@@ -888,3 +888,17 @@ def test_a_registered_recipe_kvproof_has_no_profile_for_is_not_verified_not_skip
     monkeypatch.delitem(engine.PROFILES, "msa")
     (msa,) = engine.run(installed, ["msa"]).recipes
     assert (msa.not_verified, msa.adapter, msa.points) == (engine.NO_CONFIG, False, ())
+
+
+def test_a_draft_is_bound_through_the_two_argument_resolver_of_the_revisions_before_0_1_1(
+        installed: loader.Source, tmp_path: Path) -> None:
+    """The revisions since the recipes arrived take (target_family, draft_family); 0.1.1 adds the
+    keyword draft_family_declared. The draft points plan the same through either."""
+    edited_copy(installed, tmp_path, "runtime/layers/attention/registry.py",
+                "    *,\n    draft_family_declared: bool,\n) -> CacheModelFamily | None:",
+                ") -> CacheModelFamily | None:\n    draft_family_declared = False")
+    older = engine.run(loader.path_source(tmp_path), ["mla"], {"drafts": [1], "tp": [8]})
+    released = engine.run(installed, ["mla"], {"drafts": [1], "tp": [8]})
+    assert older.recipes[0].not_verified is None and older.recipes[0].points
+    assert [p.as_dict() | {"replay": ""} for p in older.recipes[0].points] == \
+        [p.as_dict() | {"replay": ""} for p in released.recipes[0].points]

@@ -125,12 +125,16 @@ def check_draft_family(modules: dict[str, types.ModuleType], family: str, server
     registry = modules[REGISTRY]
     if not hasattr(registry, "_resolve_heterogeneous_draft_family"):
         return
-    _call(_entry(registry, "_resolve_attn_side", "registry"), "registry._resolve_attn_side", draft_model_config,
-          server_args.drafter_attention_backend)
+    if hasattr(registry, "_resolve_attn_side"):  # the draft's side checks (0.1.1); decided inline before it
+        _call(registry._resolve_attn_side, "registry._resolve_attn_side", draft_model_config,
+              server_args.drafter_attention_backend)
     draft_family = _call(_entry(registry, "_ordinary_cache_family", "registry"), "registry._ordinary_cache_family",
                          draft_config)
-    bound = _call(registry._resolve_heterogeneous_draft_family, "registry._resolve_heterogeneous_draft_family",
-                  family, draft_family, draft_family_declared=False)
+    resolve = registry._resolve_heterogeneous_draft_family
+    # 0.1.1 adds the keyword (an in-tree draft declares no profile: False); the revisions before it take two.
+    declared = {"draft_family_declared": False} if "draft_family_declared" in inspect.signature(resolve).parameters \
+        else {}
+    bound = _call(resolve, "registry._resolve_heterogeneous_draft_family", family, draft_family, **declared)
     if bound is not None:
         raise AdapterGap("registry._resolve_heterogeneous_draft_family", f"the draft of recipe {family!r} binds "
                          f"as a heterogeneous {bound!r} view at this revision, which kvproof does not model")
