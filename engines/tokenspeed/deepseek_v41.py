@@ -20,7 +20,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-from kvproof.engines.families import Cited, Family
+from kvproof.engines.families import Axis, Cited, Family
 from kvproof.engines.interface import Mutant
 from kvproof.engines.stubs import Unavailable
 from kvproof.engines.tokenspeed import startup
@@ -39,8 +39,8 @@ BLOCK = 256
 
 _NEMO = ("NVIDIA-NeMo/Automodel @f9091117a447409ca7bd38b58ac83e3742ec05de "
          "tests/unit_tests/models/deepseek_v41/test_config.py")
-_NEMO_DEFAULTS = f"{_NEMO} test_released_defaults_preserve_precision_and_architecture"
-_NEMO_CHECKPOINT = f"{_NEMO} test_checkpoint_nested_configs_and_unknown_metadata_roundtrip (the checkpoint payload)"
+_NEMO_DEFAULTS = f"{_NEMO} test_released_defaults_preserve_precision_and_architecture (DeepseekV41Config() defaults)"
+_NEMO_FIXTURE = f"{_NEMO} test_checkpoint_nested_configs_and_unknown_metadata_roundtrip's hand-written fixture"
 _WARP = "sqliteai/warp docs/DS41.md (read from the release's config.json)"
 _SGLANG_INDEXER = ("sgl-project/sglang PR #38944: the candidate-source layer (layer 20) publishes "
                    "candidate_topk_blocks blocks; the index-source layers after it are 24/28/32/36")
@@ -50,36 +50,45 @@ FAMILY = Family(
     name="deepseek-v4.1-flash",
     not_a_verdict_on="deepseek-ai/DeepSeek-V4.1-Flash",
     cited=(
-        Cited("architectures", ["DeepseekV41ForCausalLM"], _NEMO_CHECKPOINT),
-        Cited("model_type", "deepseek_v41", f"{_NEMO_CHECKPOINT}; ztxz16/fastllm PR #727 (model_type = deepseek_v41)"),
-        Cited("text_config.model_type", "deepseek_v41_text", _NEMO_CHECKPOINT),
+        Cited("architectures", ["DeepseekV41ForCausalLM"],
+              "the architecture tokenspeed dispatches the deepseek_v41 family by (layers/attention/registry.py:447); "
+              f"also in {_NEMO_FIXTURE}"),
+        Cited("model_type", "deepseek_v41", "ztxz16/fastllm PR #727 (model_type = deepseek_v41)"),
+        Cited("text_config.model_type", "deepseek_v41_text",
+              "the text config class tokenspeed parses the nested config with (DeepseekV41TextConfig); "
+              f"{_NEMO_FIXTURE}"),
         Cited("text_config.num_hidden_layers", 40,
-              f"{_NEMO_CHECKPOINT}; {_WARP} (40 layers); NeMo AutoModel deepseek-v41-flash page (40 layers); "
-              f"{_PINNED}"),
-        Cited("text_config.num_attention_heads", 64, f"{_NEMO_DEFAULTS}; {_WARP} (64 heads x 512)"),
-        Cited("text_config.head_dim", 512, f"{_NEMO_DEFAULTS}; {_WARP} (64 heads x 512); {_PINNED}"),
-        Cited("text_config.qk_rope_head_dim", 64, f"{_NEMO_DEFAULTS}; {_WARP} (rope on 64 of 512 dims)"),
-        Cited("text_config.index_head_dim", 128, f"{_NEMO_DEFAULTS}; {_PINNED}"),
-        Cited("text_config.sliding_window", 128, f"{_NEMO_DEFAULTS}; {_PINNED}"),
+              f"{_WARP} (40 layers); NeMo AutoModel deepseek-v41-flash page (40 layers); {_PINNED}"),
+        Cited("text_config.num_attention_heads", 64, f"{_WARP} (64 heads x 512)"),
+        Cited("text_config.head_dim", 512, f"{_WARP} (64 heads x 512); {_PINNED}"),
+        Cited("text_config.qk_rope_head_dim", 64, f"{_WARP} (rope on 64 of 512 dims)"),
         Cited("text_config.index_topk", 512,
-              f"{_NEMO_DEFAULTS}; local-inference-lab/vllm PR #776 (512 is V4.1-Flash's qualified index_topk)"),
-        Cited("text_config.candidate_source_layer_id", 20, f"{_NEMO_DEFAULTS}; {_SGLANG_INDEXER}"),
+              "local-inference-lab/vllm PR #776 (512 is V4.1-Flash's qualified index_topk)"),
+        Cited("text_config.candidate_source_layer_id", 20, _SGLANG_INDEXER),
         Cited("text_config.candidate_topk_blocks", 2048,
-              f"{_NEMO_DEFAULTS}; sgl-project/sglang PR #39057 (layer 20 publishes up to 16,384 candidate "
-              "positions: 2048 blocks of 8)"),
+              "sgl-project/sglang PR #39057 (layer 20 publishes up to 16,384 candidate positions: 2048 blocks of 8)"),
         Cited("text_config.candidate_block_size", 8,
-              f"{_NEMO_DEFAULTS}; sgl-project/sglang PR #39671 (its candidate_topk_blocks best blocks of 8)"),
+              "sgl-project/sglang PR #39671 (its candidate_topk_blocks best blocks of 8)"),
+        Cited("text_config.index_source_layer_ids", [2, 8, 14, 20, 24, 28, 32, 36],
+              f"{_SGLANG_INDEXER}; the first four are the KV-source layers below"),
+    ),
+    # What no published source states: each a one-value axis, with what the value rests on. The
+    # recipe's own pins make three of them the only values it accepts.
+    axes=(
+        Axis("text_config.index_head_dim", (128,), f"{_PINNED}: it refuses any other; no published source states it"),
+        Axis("text_config.sliding_window", (128,), f"{_PINNED}: it refuses any other; no published source states it"),
+        Axis("text_config.kv_source_layer_ids", ([2, 8, 14, 20],),
+             f"{_PINNED}: exactly these KV-source layers; ztxz16/fastllm PR #727 names the key"),
         # 43 entries: the 40 backbone layers, then three zeros past them (the recipe reads the
         # first num_attention_layers, configs/deepseek_v41.py:92-94).
-        Cited("text_config.compress_ratios", [0, 0] + [2] * 18 + [1] * 20 + [0] * 3,
-              f"{_NEMO_CHECKPOINT}; ztxz16/fastllm PR #727 (compress_ratios take 0/1/2)"),
-        Cited("text_config.kv_source_layer_ids", [2, 8, 14, 20],
-              f"{_NEMO_CHECKPOINT}; ztxz16/fastllm PR #727 (the key's name); {_PINNED}"),
-        Cited("text_config.index_source_layer_ids", [2, 8, 14, 20, 24, 28, 32, 36],
-              f"{_NEMO_CHECKPOINT}; {_SGLANG_INDEXER}"),
-        Cited("text_config.dspark_block_size", 5, _NEMO_DEFAULTS),
+        Axis("text_config.compress_ratios", ([0, 0] + [2] * 18 + [1] * 20 + [0] * 3,),
+             f"the list of {_NEMO_FIXTURE}, not a published config; {_PINNED} fixes the KV-source layers' ratios "
+             "(2, 2, 2, 1), and the other layers' ratios do not change the layout "
+             "(tests/test_recipe_deepseek_v41.py); values 0/1/2 as ztxz16/fastllm PR #727 says"),
+        Axis("text_config.dspark_block_size", (5,),
+             f"{_NEMO_DEFAULTS}, a library's constructor default, not a checkpoint fact: the one value planned; "
+             "it sets the DSpark launch widths (draft tokens), which a published config may change"),
     ),
-    axes=(),
     cap=1,
     absent={
         # registry._resolve_attn_side and configs/deepseek_v41.py:40 probe the nested text config

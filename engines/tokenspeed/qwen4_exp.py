@@ -47,6 +47,7 @@ CITED = (
     Cited("text_config.hidden_size", 2560, MLX),
     Cited("text_config.head_dim", 256, f"{MLX}; the GGUF's attention.key_length 256 agrees ({GGUF})"),
     Cited("text_config.hc_count", 4, MLX),
+    Cited("text_config.heads_per_ngram", 8, MLX),  # planning reads it not; the ngram_size axis's bound does
     Cited("text_config.full_attention_interval", 4, MLX),
     Cited("text_config.indexer_n_heads", 4, MLX),
     Cited("text_config.indexer_head_dim", 128, MLX),
