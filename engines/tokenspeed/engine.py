@@ -285,10 +285,14 @@ def _points(source: loader.Source, family: str, profile: Profile, ask: Ask) -> l
     # Points whose plans are identical (DeepSeek-V4's layout reads neither tp nor the cache
     # dtype) share one check: it is a function of the documents alone, within this run.
     checked: dict[str, PointResult] = {}
+    # The domain is read from the members under the same strictness as their planning.
+    STRICT.family, STRICT.absent = strict, frozenset(profile.family.absent if strict and profile.family else ())
     try:
         domain = profile.points_at(published, modules) if profile.points_at else profile.points(published)
     except (AdapterGap, StubUsed, AttributeError, OSError, TypeError) as err:
         return [(None, verdict.gap(err, verdict.blame(err, (source.package_dir,), stand_ins=pipeline.STAND_INS)))]
+    finally:
+        STRICT.family, STRICT.absent = None, frozenset()
     for point in domain:
         if any(wanted and axis in point and not _wanted(axis, point[axis], wanted) for axis, wanted in only.items()):
             continue
