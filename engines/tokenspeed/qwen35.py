@@ -103,6 +103,23 @@ def points(configs: dict[str, dict]) -> list[dict[str, Any]]:
     return out
 
 
+def gdn_model_config(modules: dict[str, types.ModuleType], top: HFConfig, text: HFConfig, layers: int) -> Strict:
+    """The model_config of a Qwen GDN checkpoint (Qwen3.5, Qwen4-Exp, their NextN drafts): no
+    MLA/DSA architecture, so MHA (configs/model_config.py:755); heads and head_dim the text
+    config's; the dtype and context length only capacity sizing reads."""
+    return Strict("model_config", {
+        "hf_config": top, "hf_text_config": text,
+        "attention_arch": startup.arch(modules, "MHA"),
+        "num_attention_layers": layers,
+        "num_attention_heads": int(text.num_attention_heads),
+        "num_key_value_heads": int(text.num_key_value_heads),
+        "head_dim": int(text.head_dim),
+        "model_profile": None,
+        "dtype": Unavailable("model_config.dtype", MATH),
+        "context_len": Unavailable("model_config.context_len", CAPACITY),
+    })
+
+
 def build(modules: dict[str, types.ModuleType], configs: dict[str, dict], point: dict[str, Any]) -> Any:
     config = configs[point["model"] + ".json"]
     text = text_config(config, point["tp"])
@@ -112,18 +129,7 @@ def build(modules: dict[str, types.ModuleType], configs: dict[str, dict], point:
         top = HFConfig({k: v for k, v in config.items() if k != "text_config"},
                        {"text_config": text, "layer_types": text.layer_types,
                         "linear_layer_ids": text.linear_layer_ids, "architectures": architectures})
-        return Strict("model_config", {
-            "hf_config": top, "hf_text_config": text,
-            # Qwen3_5ForConditionalGeneration(NextN) is no MLA/DSA architecture
-            "attention_arch": startup.arch(modules, "MHA"),
-            "num_attention_layers": layers,
-            "num_attention_heads": int(text.num_attention_heads),
-            "num_key_value_heads": int(text.num_key_value_heads),
-            "head_dim": int(text.head_dim),
-            "model_profile": None,
-            "dtype": Unavailable("model_config.dtype", MATH),
-            "context_len": Unavailable("model_config.context_len", CAPACITY),
-        })
+        return gdn_model_config(modules, top, text, layers)
 
     mc = model_config(config["architectures"], int(text.num_hidden_layers))
     # The draft worker on the target checkpoint: Qwen3_5ForConditionalGenerationNextN, its

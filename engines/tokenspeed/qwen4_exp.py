@@ -20,10 +20,9 @@ from typing import Any
 
 from kvproof.engines.families import Axis, Cited, Family
 from kvproof.engines.interface import Mutant
-from kvproof.engines.stubs import Unavailable
-from kvproof.engines.tokenspeed import startup
-from kvproof.engines.tokenspeed.configs import HFConfig, Strict
-from kvproof.engines.tokenspeed.inputs import CAPACITY, MATH, divisors, server_args
+from kvproof.engines.tokenspeed import qwen35, startup
+from kvproof.engines.tokenspeed.configs import HFConfig
+from kvproof.engines.tokenspeed.inputs import divisors, server_args
 from kvproof.engines.tokenspeed.loader import ASSUMPTIONS
 from kvproof.engines.tokenspeed.profile import Profile
 from kvproof.impl import faults
@@ -166,24 +165,10 @@ def points(configs: dict[str, dict]) -> list[dict[str, Any]]:
     return out
 
 
-def _model_config(modules: dict[str, types.ModuleType], top: HFConfig, text: HFConfig, layers: int) -> Strict:
-    return Strict("model_config", {
-        "hf_config": top, "hf_text_config": text,
-        "attention_arch": startup.arch(modules, "MHA"),  # Qwen4-Exp is no MLA/DSA architecture (model_config.py:755)
-        "num_attention_layers": layers,
-        "num_attention_heads": int(text.num_attention_heads),
-        "num_key_value_heads": int(text.num_key_value_heads),
-        "head_dim": int(text.head_dim),
-        "model_profile": None,
-        "dtype": Unavailable("model_config.dtype", MATH),
-        "context_len": Unavailable("model_config.context_len", CAPACITY),
-    })
-
-
 def build(modules: dict[str, types.ModuleType], configs: dict[str, dict], point: dict[str, Any]) -> Any:
     config = configs[point["model"] + ".json"]
     text = text_config(config)
-    mc = _model_config(modules, top_config(config, text, list(config["architectures"])), text,
+    mc = qwen35.gdn_model_config(modules, top_config(config, text, list(config["architectures"])), text,
                        int(text.num_hidden_layers))
     # --speculative-eagle-topk 1 (the default: no tree); ReplaySSM off (see LIMITS).
     sa = server_args(point["tp"], point["dtype"], speculative="MTP" if point["drafts"] else None,
@@ -194,7 +179,7 @@ def build(modules: dict[str, types.ModuleType], configs: dict[str, dict], point:
     if point["drafts"]:
         draft = draft_text_config(config)
         # configs/model_config.py:779-790: a draft worker's attention layers are mtp_num_hidden_layers.
-        draft_mc = _model_config(modules, top_config(config, draft, ["Qwen4ExpForCausalLMNextN"]), draft,
+        draft_mc = qwen35.gdn_model_config(modules, top_config(config, draft, ["Qwen4ExpForCausalLMNextN"]), draft,
                                  int(text.mtp_num_hidden_layers))
         draft_attn = startup.attn_config(modules, sa, draft_mc, is_draft=True)
     return startup.recipe(modules, FAMILY, server_args=sa, model_config=mc, attn_config=attn,
