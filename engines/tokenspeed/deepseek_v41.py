@@ -194,7 +194,7 @@ def build(modules: dict[str, types.ModuleType], configs: dict[str, dict], point:
                           draft_model_config=draft_mc, draft_attn_config=None)
 
 
-PROFILE: Profile | None = Profile((), MODULES, points, build, LIMITS, family=FAMILY)
+PROFILE: Profile = Profile((), MODULES, points, build, LIMITS, family=FAMILY)
 
 faults.declare({
     "ts_v41_dspark_stages_share_a_field": "tokenspeed's deepseek_v41 recipe names every DSpark stage's window rows "

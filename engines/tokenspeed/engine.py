@@ -59,8 +59,8 @@ PROFILES: dict[str, Profile] = {
     "deepseek_v4": Profile(deepseek_v4.MODELS, deepseek_v4.MODULES, deepseek_v4.points, deepseek_v4.build,
                            deepseek_v4.LIMITS, deepseek_v4.points, deepseek_v4.ALSO_ASSUMES),
 }
-# The recipes whose adapters export their own PROFILE (None until kvproof plans them).
-PROFILES |= {name: m.PROFILE for name, m in NEWER.items() if m.PROFILE is not None}
+# The recipes whose adapter modules export their own PROFILE (and seeded bugs: mutants.NEWER).
+PROFILES |= {name: m.PROFILE for name, m in NEWER.items()}
 
 
 NO_CONFIG = "no published config and domain for this family in kvproof yet"

@@ -184,7 +184,7 @@ LIMITS = ("a family, not the checkpoint: no verbatim config.json of zai-org/GLM-
           "--prefix-granularity (the recipe fixes 64), prefill/decode disaggregation (the recipe refuses it), "
           "EAGLE-3 and draft trees (speculative_eagle_topk > 1), a linear-attention tp other than the attention tp")
 
-PROFILE: Profile | None = Profile((), MODULES, points, build, LIMITS, family=FAMILY)
+PROFILE: Profile = Profile((), MODULES, points, build, LIMITS, family=FAMILY)
 
 faults.declare({
     "ts_glm53_packing_tp8": "tokenspeed's glm53_flash recipe packs 10 bf16 full-attention pages per parent at "

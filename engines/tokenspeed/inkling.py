@@ -203,7 +203,7 @@ def build(modules: dict[str, types.ModuleType], configs: dict[str, dict], point:
                           draft_model_config=draft_mc, draft_attn_config=draft_attn)
 
 
-PROFILE: Profile | None = Profile(
+PROFILE: Profile = Profile(
     models=(), modules=startup.MODULES, points=points, build=build, family=FAMILY,
     limits="not modelled: every member at every tp and draft count (member i is planned at tp TPS[i % 5] "
     "and i % 9 MTP depths; the whole family meets every pair once, as a --config FILE is planned at all of "

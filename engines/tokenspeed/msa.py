@@ -148,7 +148,7 @@ def build(modules: dict[str, types.ModuleType], configs: dict[str, dict], point:
                           draft_model_config=None, draft_attn_config=None)
 
 
-PROFILE: Profile | None = Profile(MODELS, MODULES, points, build, LIMITS)
+PROFILE: Profile = Profile(MODELS, MODULES, points, build, LIMITS)
 
 faults.declare({
     "ts_msa_index_k_on_k_plane": "tokenspeed's msa recipe writes a sparse layer's index_k field on that layer's K "

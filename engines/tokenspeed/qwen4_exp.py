@@ -193,7 +193,7 @@ LIMITS = ("not modelled: ReplaySSM, the launch default, which asks the GPU kerne
           "(recipes/qwen4_exp.py:300-305); a checkpoint layer_types list or sliding window; other GDN splits of "
           "the 6144 value width, key head dims, PLE layer sets, n-gram orders and PLE kernels than the axes'")
 
-PROFILE: Profile | None = Profile((), startup.MODULES, points, build, LIMITS, family=QWEN4)
+PROFILE: Profile = Profile((), startup.MODULES, points, build, LIMITS, family=QWEN4)
 
 faults.declare({
     "ts_qwen4_qsa_shared_plane": "tokenspeed's qwen4_exp recipe puts every QSA layer's compressed index rows on "
