@@ -224,8 +224,9 @@ def use_checkout(path: str) -> tuple[str, str, str | None]:
     if loaded is not None and not Path(loaded.__file__ or "").resolve().is_relative_to(root):
         raise EngineError(f"--engine-path {path}: vllm is already imported from {loaded.__file__}")
     sys.path.insert(0, str(root))
-    # vLLM inspects a model class in a subprocess (model_executor/models/registry.py, _run_in_subprocess),
-    # which must import the checkout too, not the installed wheel
+    # a vLLM that inspects a model class in a subprocess (model_executor/models/registry.py,
+    # _run_in_subprocess, where platform._inspect_here finds no such function) must import the checkout
+    # there too, not the installed wheel
     os.environ["PYTHONPATH"] = os.pathsep.join([str(root), *filter(None, [os.environ.get("PYTHONPATH")])])
     stamp = root / "vllm" / "_version.py"
     found = re.search(r"""__version__ = version = ['"]([^'"]+)""", stamp.read_text()) if stamp.is_file() else None
