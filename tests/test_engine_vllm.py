@@ -125,7 +125,11 @@ def test_the_tp_domain_is_every_divisor_vllm_accepts() -> None:
                    "jamba-v0.1": (1, 2, 4, 8, 16, 32),  # 32 heads; Mamba-1's 8,192 inner channels
                    **dict.fromkeys(("nemotron-3-nano-30b-a3b-bf16", "nemotron-3-super-120b-a12b-fp8",
                                     "nemotron-3-ultra-550b-a55b-bf16", "nemotron-3.5-lightning-30b-a3b-nvfp4"),
-                                   (1, 2, 4, 8))}  # Mamba2's 8 groups
+                                   (1, 2, 4, 8)),  # Mamba2's 8 groups
+                   # 16 GDN key heads; the 27B's 24 attention heads stop it at 8
+                   **dict.fromkeys(("qwen3.5-27b", "qwen3.6-27b-nvfp4"), (1, 2, 4, 8)),
+                   **dict.fromkeys(("qwen3.5-35b-a3b", "qwen3.5-122b-a10b", "qwen3.5-397b-a17b",
+                                    "qwen3.6-35b-a3b-nvfp4"), (1, 2, 4, 8, 16))}
     # (backend, kv dtype): FLASHMLA, TRITON_MLA, FLASHINFER_MLA at both, FLASH_ATTN_MLA at auto; x prefix, state
     # dtype; times tp at pp 1 and 2 (12 each) and pp 4 and 8 at tp 1
     assert len(engine.points(K3)) == 7 * 2 * 2 * (12 + 12 + 1 + 1)

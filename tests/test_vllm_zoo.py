@@ -1,29 +1,40 @@
 """`verify engine vllm` over the hybrid zoo: the models vLLM 0.33.0 serves that have a published
-config (engines/vllm/models/SOURCES.md), planned as the first four are, and the ones it holds a
-config for but cannot plan on a CPU, each with its reason still true."""
+config (engines/vllm/models/SOURCES.md), planned as the first four are; the Qwen3.5 / 3.6 ones with
+kvproof's guarded torchvision stand-in, which planning them never uses."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import importlib.util
 import json
+import subprocess
+import sys
 from collections.abc import Sequence
 from importlib import resources
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from transformers import AutoConfig
+from transformers.utils.import_utils import is_torchvision_available
 
-from kvproof.engines.vllm import catalog, engine, planner
+from kvproof.engines.stubs import StubUsed
+from kvproof.engines.vllm import catalog, engine, planner, stand_ins
 from kvproof.impl import faults
 
 Only = dict[str, Sequence[Any] | None]
+QWEN3_5 = ("qwen3.5-27b", "qwen3.5-35b-a3b", "qwen3.5-122b-a10b", "qwen3.5-397b-a17b", "qwen3.6-27b-nvfp4",
+           "qwen3.6-35b-a3b-nvfp4")
 ZOO = ("jamba-v0.1", "nemotron-3-nano-30b-a3b-bf16", "nemotron-3-super-120b-a12b-fp8",
-       "nemotron-3-ultra-550b-a55b-bf16", "nemotron-3.5-lightning-30b-a3b-nvfp4")
-MTP = ("nemotron-3-super-120b-a12b-fp8", "nemotron-3-ultra-550b-a55b-bf16", "nemotron-3.5-lightning-30b-a3b-nvfp4")
+       "nemotron-3-ultra-550b-a55b-bf16", "nemotron-3.5-lightning-30b-a3b-nvfp4", *QWEN3_5)
+MTP = ("nemotron-3-super-120b-a12b-fp8", "nemotron-3-ultra-550b-a55b-bf16", "nemotron-3.5-lightning-30b-a3b-nvfp4",
+       *QWEN3_5)
 JAMBA = catalog.MODELS["jamba-v0.1"]
 TP1: Only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "backend": ["FLASH_ATTN"], "pp": [1],
              "prefix": ["off"]}
+IMAGE_PROCESSOR = "transformers.models.qwen2_vl.image_processing_qwen2_vl"  # what binds torchvision (:26)
 
 
 def _hf(model: catalog.Model, tmp_path: Any) -> Any:
@@ -53,26 +64,66 @@ def test_each_zoo_model_plans_at_tp_1_and_every_plan_holds(recipe: str) -> None:
 
 def test_every_zoo_model_is_in_the_default_run_and_every_held_config_is_accounted_for() -> None:
     assert set(ZOO) <= set(catalog.MODELS)
-    assert not set(catalog.BLOCKED) & set(catalog.MODELS)
-    held = {m.config for m in catalog.MODELS.values()} | {m.config for m, _ in catalog.BLOCKED.values()}
+    held = {m.config for m in catalog.MODELS.values()}
     sources = (resources.files("kvproof.engines") / "vllm/models/SOURCES.md").read_text()
     for name in resources.files("kvproof.engines").joinpath("vllm/models").iterdir():
         if name.name.endswith(".json"):
             assert f"vllm/models/{name.name}" in held, name.name
             assert name.name in sources, name.name
+    for recipe in QWEN3_5:
+        assert json.loads(catalog.MODELS[recipe].config_text())["architectures"][0].startswith("Qwen3_5")
 
 
-def test_the_qwen3_5_family_is_blocked_by_the_reason_it_states() -> None:
-    """Held, not planned: vLLM's Qwen3.5 module imports torchvision through the Qwen2-VL image
-    processor. When this fails, the environment can import it: move catalog.BLOCKED into MODELS."""
-    assert set(catalog.BLOCKED) == {"qwen3.5-27b", "qwen3.5-35b-a3b", "qwen3.5-122b-a10b", "qwen3.5-397b-a17b",
-                                    "qwen3.6-27b-nvfp4", "qwen3.6-35b-a3b-nvfp4"}
-    with pytest.raises((ImportError, RuntimeError)) as raised:
+def test_the_torchvision_stand_in_raises_by_name_even_where_the_use_was_swallowed() -> None:
+    """vLLM's Qwen3.5 module imports while a point plans, through transformers' Qwen2-VL image
+    processor, which binds torchvision's functional module; reading it raises StubUsed naming it, a
+    use vLLM's registry would swallow is raised once the point is done, and afterwards torchvision is
+    as absent as before (transformers' own answer included)."""
+    with pytest.raises(StubUsed) as raised, stand_ins.planning():
         importlib.import_module("vllm.model_executor.models.qwen3_5")
-    assert "torchvision" in str(raised.value) or "torchvision" in repr(raised.traceback[-1])
-    for model, reason in catalog.BLOCKED.values():
-        assert json.loads(model.config_text())["architectures"][0].startswith("Qwen3_5")
-        assert "torchvision" in reason
+        functional = sys.modules[IMAGE_PROCESSOR].tvF
+        with pytest.raises(StubUsed, match=r"planning read torchvision\.transforms\.v2\.functional\.resize"):
+            functional.resize  # noqa: B018
+        with pytest.raises(StubUsed, match=r"planning called torchvision\.transforms\.v2\.functional,"):
+            functional()
+    assert str(raised.value).startswith("planning read torchvision.transforms.v2.functional.resize, ")
+    assert str(raised.value).endswith(" (and 1 more)")
+    pad = r"functional\.pad, kvproof's stand-in .*\(in process \d+\)$"
+    with pytest.raises(StubUsed, match=pad), stand_ins.planning(), contextlib.suppress(StubUsed):
+        functional.pad  # swallowed, as vLLM's registry swallows a failed import  # noqa: B018
+    assert not [name for name in sys.modules if name.startswith("torchvision")]
+    assert importlib.util.find_spec("torchvision") is None and not is_torchvision_available()
+
+
+def test_a_subprocess_started_while_a_point_plans_gets_the_stand_in_and_its_use_is_raised() -> None:
+    """vLLM inspects a model class in a subprocess (registry.py:1123): one started while a point plans
+    imports torchvision's stand-in, its use there is raised here, and one started after finds none."""
+    use = "import torchvision.transforms.v2 as v2; v2.functional.resize"
+    with pytest.raises(StubUsed, match=r"functional\.resize, .*\(in process \d+\)"), stand_ins.planning():
+        imported = subprocess.run([sys.executable, "-c", "import torchvision.transforms.v2"], capture_output=True)
+        used = subprocess.run([sys.executable, "-c", use], capture_output=True)
+    assert imported.returncode == 0, imported.stderr.decode()
+    assert used.returncode == 1 and b"StubUsed" in used.stderr
+    after = subprocess.run([sys.executable, "-c", "import torchvision"], capture_output=True)
+    assert after.returncode == 1 and b"No module named 'torchvision'" in after.stderr
+
+
+def test_vllms_inspection_subprocess_reads_the_qwen3_5_class_with_the_stand_in(tmp_path: Path,
+                                                                               monkeypatch: Any) -> None:
+    """On a miss of vLLM's model-info cache (a fresh one here) the registry imports the class in its
+    subprocess: it does so with the stand-in, never using it, and finds the hybrid multimodal model
+    this process finds in the class."""
+    from vllm.model_executor.models.registry import _LazyRegisteredModel, _ModelInfo
+
+    monkeypatch.setenv("VLLM_CACHE_ROOT", str(tmp_path))
+    with stand_ins.planning():
+        info = _LazyRegisteredModel("vllm.model_executor.models.qwen3_5",
+                                    "Qwen3_5ForConditionalGeneration").inspect_model_cls()
+        here = _ModelInfo.from_model_cls(
+            importlib.import_module("vllm.model_executor.models.qwen3_5").Qwen3_5ForConditionalGeneration)
+    assert info == here and info.is_hybrid and info.supports_multimodal
+    assert [f.name for f in (tmp_path / "modelinfos").iterdir()] == [
+        "vllm-model_executor-models-qwen3_5-Qwen3_5ForConditionalGeneration.json"]
 
 
 def test_jambas_state_is_vllms_own_mamba1_shape_at_every_tp(tmp_path: Any) -> None:

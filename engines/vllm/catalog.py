@@ -416,7 +416,8 @@ MAMBA2 = "vllm.model_executor.layers.mamba.mamba_mixer2:MambaMixer2"
 def _qwen3_5(recipe: str, config: str, limits: str = "") -> Model:
     """A Qwen3.5 / 3.6 checkpoint: Qwen3_5ForConditionalGeneration or its MoE class (registry.py, the
     hybrid GDN model of qwen3_5.py), the GDN layer and draft of Qwen3-Next's entry. Its MTP draft
-    (Qwen3_5MTP / Qwen3_5MoeMTP, config/speculative.py:988-1005) from mtp_num_hidden_layers 1."""
+    (Qwen3_5MTP / Qwen3_5MoeMTP, config/speculative.py:988-1005) from mtp_num_hidden_layers 1. Its module
+    imports torchvision, planned with kvproof's stand-in for it (stand_ins.py)."""
     return Model(
         recipe, config, GQA_BACKENDS, QWEN_GDN, "GDN_ATTN",  # GatedDeltaNetAttention.mamba_type, gdn/base.py:51
         _qwen3_5_layers, (False, True), GQA_LIMITS + "; its vision tower keeps no page" + limits,
@@ -468,22 +469,15 @@ MODELS.update({
         limits=QUANTIZED.format("MIXED_PRECISION NVFP4")),
 })
 
-# Published configs kvproof holds for hybrid models vLLM 0.33.0 serves but kvproof cannot plan on a CPU,
-# each with the reason: the model and the reason. Qwen3.5 / 3.6: vLLM inspects and loads
-# Qwen3_5(Moe)ForConditionalGeneration by importing qwen3_5.py, which imports qwen3_vl.py (:38), which
-# imports transformers' Qwen2-VL image processor, which imports torchvision; vllm-requirements.txt has
-# none, and the only torchvision wheels this environment's index offers (0.28.0 for torch 2.13) are built
-# for CUDA torch and fail on torch 2.13.0+cpu ("operator torchvision::nms does not exist"). A torchvision
-# built for the CPU torch (PyTorch's CPU index), or a guarded stand-in for it, would plan them as written.
-TORCHVISION = ("vLLM's qwen3_5.py imports qwen3_vl.py, whose image processor (transformers' Qwen2-VL) needs "
-               "torchvision, which kvproof's CPU environment lacks (no CPU wheel for torch 2.13.0+cpu)")
-BLOCKED: dict[str, tuple[Model, str]] = {
-    "qwen3.5-27b": (_qwen3_5("qwen3.5-27b", "tokenspeed/models/qwen3.5-27b.json"), TORCHVISION),
-    "qwen3.5-35b-a3b": (_qwen3_5("qwen3.5-35b-a3b", "vllm/models/qwen3.5-35b-a3b.json"), TORCHVISION),
-    "qwen3.5-122b-a10b": (_qwen3_5("qwen3.5-122b-a10b", "vllm/models/qwen3.5-122b-a10b.json"), TORCHVISION),
-    "qwen3.5-397b-a17b": (_qwen3_5("qwen3.5-397b-a17b", "vllm/models/qwen3.5-397b-a17b.json"), TORCHVISION),
-    "qwen3.6-27b-nvfp4": (_qwen3_5("qwen3.6-27b-nvfp4", "vllm/models/qwen3.6-27b-nvfp4.json",
-                                   QUANTIZED_IN_CONFIG), TORCHVISION),
-    "qwen3.6-35b-a3b-nvfp4": (_qwen3_5("qwen3.6-35b-a3b-nvfp4", "vllm/models/qwen3.6-35b-a3b-nvfp4.json",
-                                       QUANTIZED_IN_CONFIG), TORCHVISION),
-}
+# Qwen3.5 / 3.6: vLLM imports Qwen3_5(Moe)ForConditionalGeneration's module, qwen3_5.py, which imports
+# qwen3_vl.py and through it torchvision, which has no CPU wheel for torch 2.13.0+cpu: planned with kvproof's
+# guarded torchvision stand-in (stand_ins.planning), which planning never uses.
+MODELS.update({
+    "qwen3.5-27b": _qwen3_5("qwen3.5-27b", "tokenspeed/models/qwen3.5-27b.json"),
+    "qwen3.5-35b-a3b": _qwen3_5("qwen3.5-35b-a3b", "vllm/models/qwen3.5-35b-a3b.json"),
+    "qwen3.5-122b-a10b": _qwen3_5("qwen3.5-122b-a10b", "vllm/models/qwen3.5-122b-a10b.json"),
+    "qwen3.5-397b-a17b": _qwen3_5("qwen3.5-397b-a17b", "vllm/models/qwen3.5-397b-a17b.json"),
+    "qwen3.6-27b-nvfp4": _qwen3_5("qwen3.6-27b-nvfp4", "vllm/models/qwen3.6-27b-nvfp4.json", QUANTIZED_IN_CONFIG),
+    "qwen3.6-35b-a3b-nvfp4": _qwen3_5("qwen3.6-35b-a3b-nvfp4", "vllm/models/qwen3.6-35b-a3b-nvfp4.json",
+                                      QUANTIZED_IN_CONFIG),
+})

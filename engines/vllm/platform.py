@@ -298,7 +298,8 @@ def point_answers(platform: Any, capability: tuple[int, int], backends: list[typ
     and one deployment never change; kvproof plans many points in one process, so the cache is
     emptied on entering and leaving each point. vllm.utils.flashinfer binds current_platform when
     first imported (:24), which happens before any point, under this machine's CPU platform, so its
-    platform is the point's for the point too."""
+    platform is the point's for the point too. The stand-ins a model class's module needs to import
+    (stand_ins.planning: torchvision, for Qwen3.5) are in place for the point and gone after it."""
     platforms: Any = importlib.import_module("vllm.platforms")
     flashinfer: Any = importlib.import_module("vllm.utils.flashinfer")
     envs: Any = importlib.import_module("vllm.envs")
@@ -322,7 +323,8 @@ def point_answers(platform: Any, capability: tuple[int, int], backends: list[typ
     flashinfer.has_nvidia_artifactory, flashinfer.current_platform = has_nvidia_artifactory, platform
     flashinfer.supports_trtllm_attention.cache_clear()
     try:
-        yield answers
+        with stand_ins.planning():
+            yield answers
     finally:
         type(platform)._point = None
         platforms._current_platform = previous
