@@ -27,17 +27,23 @@ $(VENV)/.vllm: engines/vllm-requirements.txt | $(VENV)/.test
 	$(BIN)/python -m pip install -q --no-deps -r engines/vllm-requirements.txt
 	touch $@
 
+# SGLang's pool modules without its CUDA stack (the wheel is 39 MB; engines/sglang-requirements.txt):
+# `verify engine sglang` and its tests need it, so `make test` installs it.
+$(VENV)/.sglang: engines/sglang-requirements.txt | $(VENV)/.test
+	$(BIN)/python -m pip install -q --no-deps -r engines/sglang-requirements.txt
+	touch $@
+
 prove: $(VENV)/.core
 	$(BIN)/verify prove --model kimi-k3
 
-test: $(VENV)/.test $(VENV)/.vllm
+test: $(VENV)/.test $(VENV)/.vllm $(VENV)/.sglang
 	$(BIN)/pytest -n auto -p no:cacheprovider $(PYTEST_ARGS)
 
-lint: $(VENV)/.test $(VENV)/.vllm
+lint: $(VENV)/.test $(VENV)/.vllm $(VENV)/.sglang
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-gate: $(VENV)/.test $(VENV)/.vllm
+gate: $(VENV)/.test $(VENV)/.vllm $(VENV)/.sglang
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m kvproof.ci.gate
 
 # The compatibility matrix (docs/engines/compatibility.md, generated): every vLLM and tokenspeed release
