@@ -1,0 +1,203 @@
+"""Build SGLang's hybrid KV pools for one point on torch's meta device, and read their views as plans.
+
+What runs is SGLang's: the model's config class reads the published config.json
+(`Qwen3NextConfig`), its `mamba2_cache_params` gives the state shapes and dtypes
+(`configs/qwen3_next.py`, `Mamba2StateShape.create` in `configs/mamba_utils.py`) under
+`get_parallel().override(...)` (`runtime_context.py`), `ModelConfig.get_num_kv_heads` splits the
+KV heads, `configure_kv_cache_dtype` resolves --kv-cache-dtype, and the pools are SGLang's own
+classes constructed with the arguments `KVCacheConfigurator._build_hybrid_req_pool` and
+`_build_hybrid_linear_kv_pool` pass them (`mem_cache/kv_cache_configurator.py`), on the meta
+device: every tensor has its real sizes, strides and storage offsets and no memory. The adapter
+only reads those views into plan documents, one per allocation (`document`).
+
+The non-unified path allocates each pool's tensors separately: one conv tensor and one temporal
+tensor for all Mamba layers (`MambaPool.__init__`, `memory_pool.py`), and per full-attention layer
+one buffer holding K and V as two halves (`MHATokenToKVPool._create_buffers_normal`). A plan
+document has one arena and one parent count for all its groups, and the Mamba pool's slots and the
+KV pool's pages are counted separately (their numbers come from a memory split, not from a packing
+ratio), so each allocation is its own plan: its arena is the tensor's storage, its planes are the
+views into it (one per layer, or the K and V halves), its parent 0 is the pool's dummy (Mamba slot 0,
+`allocator/mamba.py:84-88`; KV page 0, the padding rows the pool adds: `size + page_size` rows).
+"""
+
+from __future__ import annotations
+
+import math
+import types
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+from kvproof.engines.stubs import StubUsed
+
+BIND_AT = (1, 2, 3, 1000)  # parent counts: the plan must be affine in N (checked, not assumed)
+# Replaces SGLang functions for one planning call (the seeded bugs): a context manager over the modules.
+Patches = Callable[[dict[str, types.ModuleType]], AbstractContextManager[None]]
+
+
+@dataclass(frozen=True)
+class Point:
+    tp: int  # attention tp (get_parallel().attn_tp_size)
+    dtype: str  # --kv-cache-dtype
+    page_size: int  # --page-size, as the server resolves it
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """One tensor allocation of a pool and the views SGLang reads it through."""
+
+    name: str
+    group: str
+    parents: int  # what the pool's allocator hands out: ids 1..parents (0 is the dummy)
+    tokens: int | None  # tokens per page for a KV allocation; None for per-request state
+    views: tuple[tuple[str, Any], ...]  # (field id, tensor view)
+
+
+class _MetaDevice(types.ModuleType):
+    """What torch.get_device_module('meta') stands for: the pools ask it for their device module
+    (memory_pool.py: MHATokenToKVPool.__init__, `self.device_module = torch.get_device_module(self.device)`),
+    which torch has none of for meta; any use of it raises StubUsed."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise StubUsed(f"planning used torch.get_device_module('meta').{name}: the pools are built on the meta "
+                       "device, which has no streams or device calls (engines/sglang/planner.py)")
+
+
+@contextmanager
+def _meta_device_module(torch: Any) -> Iterator[None]:
+    real = torch.get_device_module
+    meta = _MetaDevice("kvproof.meta_device")
+
+    def device_module(device: Any = None) -> Any:
+        return meta if str(device) == "meta" else real(device)
+
+    torch.get_device_module = device_module
+    try:
+        yield
+    finally:
+        torch.get_device_module = real
+
+
+def hf_config(mods: dict[str, types.ModuleType], text: dict[str, Any]) -> Any:
+    """The published config.json read by SGLang's own config class for its model_type (Qwen3-Next:
+    configs/qwen3_next.py's Qwen3NextConfig, registered for model_type qwen3_next)."""
+    if text.get("model_type") != "qwen3_next":
+        raise StubUsed(f"kvproof reads only model_type qwen3_next with SGLang yet, not {text.get('model_type')!r}")
+    return mods["sglang.srt.configs.qwen3_next"].Qwen3NextConfig.from_dict(dict(text))
+
+
+def allocations(mods: dict[str, types.ModuleType], text: dict[str, Any], point: Point, parents: int,
+                patches: Patches | None = None) -> list[Allocation]:
+    """Every allocation of the point's pools, built for `parents` Mamba slots and KV pages."""
+    import torch
+
+    memory_pool = mods["sglang.srt.mem_cache.memory_pool"]
+    model_config = mods["sglang.srt.configs.model_config"]
+    config = hf_config(mods, text)
+    # ModelConfig's own head split, on an instance whose constructor never ran (it would read the
+    # checkpoint folder and the launch flags): get_num_kv_heads reads hf_config, hf_text_config and
+    # is_draft_model (model_config.py:1700-1711, get_total_num_kv_heads 1626).
+    shell = object.__new__(model_config.ModelConfig)
+    shell.hf_config = shell.hf_text_config = config
+    shell.is_draft_model = False
+    # ModelConfig.head_dim is hf_text_config.head_dim where the config states one (model_config.py:1341)
+    head_dim = getattr(config, "head_dim", None)
+    if head_dim is None:
+        raise StubUsed("the config states no head_dim; ModelConfig derives one from the checkpoint folder")
+    _, kv_dtype = mods["sglang.srt.mem_cache.kv_cache_dtype"].configure_kv_cache_dtype(
+        server_args_kv_cache_dtype=point.dtype, model=None, model_dtype=_model_dtype(torch, config),
+        is_draft_worker=False, is_dflash=False, speculative_draft_attention_backend=None)
+    parallel = mods["sglang.srt.runtime_context"].get_parallel()
+    # attn_dcp_size 1 and enable_cp_tp_group_sharing False: decode-context and context parallelism off,
+    # the launch defaults (arg_groups/fields/parallel.py)
+    with parallel.override(attn_tp_size=point.tp, attn_dcp_size=1, enable_cp_tp_group_sharing=False), \
+            _meta_device_module(torch), (patches(mods) if patches else nullcontext()):
+        params = config.mamba2_cache_params
+        context_len = mods["sglang.srt.configs.model_config"].get_context_length(config)
+        # as _build_hybrid_req_pool passes them at the launch defaults: no speculative decoding, no
+        # memory saver, the no_buffer Mamba radix-cache strategy (extra buffers change the sizing's
+        # slot count, not the pool's layout), no ReplaySSM, no page-major envelope
+        req = memory_pool.HybridReqToTokenPool(
+            size=parents, mamba_size=parents, mamba_spec_state_size=parents, max_context_len=context_len,
+            device="meta", enable_memory_saver=False, cache_params=params, mamba_layer_ids=params.layers,
+            enable_mamba_extra_buffer=False)
+        # as _build_hybrid_linear_kv_pool passes them: the MHA pool for the full-attention layers
+        kv = memory_pool.HybridLinearKVPool(
+            page_size=point.page_size, size=parents * point.page_size, dtype=kv_dtype,
+            head_num=model_config.ModelConfig.get_num_kv_heads(shell, parallel.attn_tp_size, parallel.attn_dcp_size),
+            head_dim=head_dim, full_attention_layer_ids=config.full_attention_layer_ids, device="meta",
+            mamba_pool=req.mamba_pool, enable_memory_saver=False, enable_kv_cache_copy=False, start_layer=0,
+            full_kv_pool_class=memory_pool.MHATokenToKVPool, quant_method=None, use_mla=False)
+    mamba, full = req.mamba_pool, kv.full_kv_pool
+    state = mamba.mamba_cache
+    out = [Allocation(f"mamba.conv{i}", "mamba", mamba.size, None,
+                      tuple((f"mamba.conv{i}.layer{layer}", conv[j]) for j, layer in enumerate(mamba.mamba_layer_ids)))
+           for i, conv in enumerate(state.conv)]
+    out.append(Allocation("mamba.temporal", "mamba", mamba.size, None,
+                          tuple((f"mamba.temporal.layer{layer}", state.temporal[j])
+                                for j, layer in enumerate(mamba.mamba_layer_ids))))
+    for j, layer in enumerate(config.full_attention_layer_ids):
+        out.append(Allocation(f"kv.layer{layer}", "full_attention", full.size // full.page_size, full.page_size,
+                              ((f"kv.layer{layer}.k", full.k_buffer[j]), (f"kv.layer{layer}.v", full.v_buffer[j]))))
+    return out
+
+
+def _model_dtype(torch: Any, config: Any) -> Any:
+    """The model's dtype as the checkpoint states it (ModelConfig's dtype "auto": the config's)."""
+    stated = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)
+    if stated is None:
+        raise StubUsed("the config states no dtype; kvproof takes none in its place")
+    return stated if isinstance(stated, torch.dtype) else getattr(torch, str(stated))
+
+
+def _dtype(t: Any) -> str:
+    return str(t.dtype).removeprefix("torch.")
+
+
+def document(allocation: Allocation) -> dict:
+    """One allocation as kvproof's plan document: its arena is the tensor's storage (arena_bytes),
+    each view a plane whose slab starts at the view's storage offset, one page of it per slot (a
+    state view's first axis) or per `tokens` rows (a KV view), the page stride the view's own
+    stride. Every group has packing 1: a page per parent on each plane. The alignment is the
+    element size every typed view's offsets are multiples of."""
+    planes, fields = [], []
+    alignment = 1
+    arena = None
+    for fid, view in allocation.views:
+        if not view.is_contiguous():
+            raise StubUsed(f"{fid}: a view with strides {view.stride()} is not translated by kvproof yet")
+        item = view.element_size()
+        alignment = math.lcm(alignment, item)
+        base = view._base if view._base is not None else view
+        size = base.untyped_storage().nbytes()
+        if arena is not None and size != arena:
+            raise StubUsed(f"{allocation.name}: its views lie in storages of {arena} and {size} bytes")
+        arena = size
+        rows = allocation.tokens or 1
+        stride = view.stride(0) * item * rows
+        shape = [rows, *view.shape[1:]] if allocation.tokens else list(view.shape[1:])
+        planes.append({"id": fid, "bytes": stride, "arena_offset": view.storage_offset() * item})
+        field: dict[str, Any] = {"id": fid, "group": allocation.group, "plane": fid, "shape": [int(d) for d in shape],
+                                 "dtype": _dtype(view), "offset": 0, "stride": stride, "exact_stride": False}
+        if allocation.tokens:
+            field["tokens"] = allocation.tokens
+        fields.append(field)
+    return {
+        "num_parents": allocation.parents, "parent_bytes": sum(p["bytes"] for p in planes), "alignment": alignment,
+        "max_padding": None, "arena_bytes": arena, "planes": planes,
+        "groups": [{"id": allocation.group, "packing": 1, "page_count": 1 + allocation.parents}],
+        "fields": fields,
+    }
+
+
+def plan(mods: dict[str, types.ModuleType], text: dict[str, Any], point: Point,
+         patches: Patches | None = None) -> dict[str, dict[int, dict]]:
+    """Each allocation's documents at every parent count of BIND_AT."""
+    out: dict[str, dict[int, dict]] = {}
+    for n in BIND_AT:
+        for allocation in allocations(mods, text, point, n, patches):
+            out.setdefault(allocation.name, {})[n] = document(allocation)
+    return out

@@ -1,0 +1,87 @@
+"""SGLang's non-unified hybrid pools for Qwen3-Next, built by SGLang's own classes on the meta device
+(engines/sglang/planner.py), checked allocation by allocation with the shared encoding; a pool that
+drops its dummy slot (a seeded bug replacing MambaPool.__init__ for the call) is caught."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+try:  # sglang's own __init__ imports its whole frontend: the adapter never runs it, so neither does this check
+    metadata.version("sglang")
+except metadata.PackageNotFoundError:
+    pytest.skip("make .venv/.sglang installs SGLang's pools (engines/sglang-requirements.txt)", allow_module_level=True)
+
+from kvproof.engines import verdict
+from kvproof.engines.sglang import loader, planner
+
+CONFIG = json.loads((Path(__file__).resolve().parents[1] / "engines/vllm/models/qwen3-next-80b-a3b.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def mods() -> Iterator[dict[str, Any]]:
+    with loader.session(loader.source_of(None)) as loaded:
+        yield loaded
+
+
+def _check(mods: dict[str, Any], point: planner.Point,
+           patches: planner.Patches | None = None) -> list[verdict.PointResult]:
+    return [verdict.planned("qwen3-next", {"allocation": name}, docs, "")
+            for name, docs in planner.plan(mods, CONFIG, point, patches).items()]
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4, 8])
+@pytest.mark.parametrize("dtype", ["bf16", "fp8_e4m3"])
+def test_every_allocation_holds(mods: dict[str, Any], tp: int, dtype: str) -> None:
+    results = _check(mods, planner.Point(tp, dtype, 64))
+    assert len(results) == 2 + 12  # one conv and one temporal tensor; one K/V buffer per full-attention layer
+    assert all(r.verdict == "ok" for r in results), [f.message for r in results for f in r.findings]
+
+
+def test_state_shapes_are_sglangs(mods: dict[str, Any]) -> None:
+    """The state pages follow Mamba2StateShape.create at each tp: Qwen3-Next's conv dim 8192 over tp, kernel 4
+    (3 kept columns) in bf16; 32 value heads of 128 x 128 over tp in float32."""
+    for tp in (1, 2, 4, 8):
+        docs = planner.plan(mods, CONFIG, planner.Point(tp, "bf16", 1))
+        assert docs["mamba.conv0"][1]["planes"][0]["bytes"] == 8192 // tp * 3 * 2
+        assert docs["mamba.temporal"][1]["planes"][0]["bytes"] == 32 // tp * 128 * 128 * 4
+        kv_heads = max(1, 2 // tp)  # ModelConfig.get_num_kv_heads: 2 KV heads, replicated past tp 2
+        assert docs["kv.layer3"][1]["planes"][0]["bytes"] == kv_heads * 256 * 2
+
+
+@contextmanager
+def _no_dummy_slot(mods: dict[str, Any]) -> Iterator[None]:
+    """MambaPool allocating its conv states for `size` slots, not size + 1: slot 0, the dummy the
+    allocator never hands out (allocator/mamba.py), is forgotten while the allocator still hands
+    out slots 1..size."""
+    import torch
+
+    pool = mods["sglang.srt.mem_cache.memory_pool"].MambaPool
+    original = pool.__init__
+
+    def broken(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        conv = [torch.zeros((c.shape[0], c.shape[1] - 1, *c.shape[2:]), dtype=c.dtype, device=c.device)
+                for c in self.mamba_cache.conv]
+        self.mamba_cache = dataclasses.replace(self.mamba_cache, conv=conv)
+
+    pool.__init__ = broken
+    try:
+        yield
+    finally:
+        pool.__init__ = original
+
+
+def test_a_pool_without_its_dummy_slot_is_caught(mods: dict[str, Any]) -> None:
+    results = {r.point["allocation"]: r for r in _check(mods, planner.Point(2, "bf16", 1), _no_dummy_slot)}
+    assert results["mamba.conv0"].verdict == "counterexample"
+    assert "in_bounds" in {f.property for f in results["mamba.conv0"].findings}
+    assert results["mamba.temporal"].verdict == "ok"
+
