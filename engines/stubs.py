@@ -10,6 +10,7 @@ adapter as incomplete (exit 2), never a verdict.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 
@@ -98,3 +99,8 @@ class Unavailable:
 
     def __repr__(self) -> str:
         return f"<unavailable {self._where}>"
+
+
+def root_of(name: str, roots: Iterable[str]) -> str | None:
+    """The root in `roots` that the dotted module name `name` is or lies under, if any."""
+    return next((root for root in roots if name == root or name.startswith(root + ".")), None)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from kvproof.engines.checkout import commit_at
-from kvproof.engines.stubs import StubUsed, Unavailable
+from kvproof.engines.stubs import StubUsed, Unavailable, root_of
 from kvproof.engines.verdict import EngineError
 
 CONFIGS = "sglang.srt.configs"
@@ -48,12 +48,9 @@ REPLACED: dict[str, str] = {
 ABSENT = ("vllm",)
 
 
-def _under(name: str, roots: Sequence[str]) -> bool:
-    return any(name == root or name.startswith(root + ".") for root in roots)
-
-
-def _replaced_root(name: str) -> str:
-    return next(root for root in REPLACED if _under(name, (root,)))
+def _why(name: str) -> str:
+    """Why the replaced module that `name` lies under is replaced."""
+    return REPLACED[root_of(name, REPLACED) or name]
 
 
 class _Guard(type):
@@ -62,14 +59,14 @@ class _Guard(type):
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
         raise StubUsed(f"planning called {cls.__qualname__}, which kvproof replaced "
-                       f"({REPLACED[_replaced_root(cls.__qualname__)]}); the plan may not depend on it")
+                       f"({_why(cls.__qualname__)}); the plan may not depend on it")
 
     def __getattr__(cls, name: str) -> Any:
         """An attribute is an Unavailable: naming it is allowed (SGLang's config registry keys classes
         by their model_type at import, hf_transformers/common.py:117), deciding anything with it raises."""
         if name.startswith("__"):
             raise AttributeError(name)
-        return Unavailable(f"{cls.__qualname__}.{name}", REPLACED[_replaced_root(cls.__qualname__)])
+        return Unavailable(f"{cls.__qualname__}.{name}", _why(cls.__qualname__))
 
 
 class _ReplacedModule(types.ModuleType):
@@ -108,9 +105,9 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self.package_dir = package_dir
 
     def find_spec(self, fullname: str, path: Sequence[str] | None, target: object = None) -> Any:
-        if _under(fullname, ABSENT):
+        if root_of(fullname, ABSENT):
             raise ModuleNotFoundError(f"No module named {fullname!r} (absent while SGLang imports)", name=fullname)
-        if _under(fullname, tuple(REPLACED)) or fullname in ("sglang", CONFIGS):
+        if root_of(fullname, REPLACED) or fullname in ("sglang", CONFIGS):
             return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
         return None
 
@@ -170,7 +167,7 @@ def session(source: Source) -> Iterator[dict[str, types.ModuleType]]:
     loaded = sys.modules.get("sglang")
     if loaded is not None and Path(getattr(loaded, "__path__", [""])[0]).resolve() != source.package_dir.resolve():
         raise EngineError(f"sglang is already imported from {list(loaded.__path__)}, not {source.package_dir}")
-    saved = {name: module for name, module in sys.modules.items() if _under(name, tuple(REPLACED))}
+    saved = {name: module for name, module in sys.modules.items() if root_of(name, REPLACED)}
     for name in saved:
         del sys.modules[name]
     finder = _Finder(source.package_dir)
@@ -179,6 +176,6 @@ def session(source: Source) -> Iterator[dict[str, types.ModuleType]]:
         yield {name: importlib.import_module(name) for name in MODULES}
     finally:
         sys.meta_path.remove(finder)
-        for name in [n for n in sys.modules if _under(n, tuple(REPLACED))]:
+        for name in [n for n in sys.modules if root_of(n, REPLACED)]:
             del sys.modules[name]
         sys.modules.update(saved)

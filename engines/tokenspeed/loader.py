@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from kvproof.engines.checkout import commit_at
-from kvproof.engines.stubs import StubUsed, Unavailable
+from kvproof.engines.stubs import StubUsed, Unavailable, root_of
 from kvproof.engines.tokenspeed import partial
 
 ATTENTION = "tokenspeed.runtime.layers.attention"
@@ -56,10 +56,6 @@ REPLACED: dict[str, str] = {
     "tokenspeed.runtime.utils.env": "environment switches; a recipe that reads one needs it as an "
     "explicit assumption",
 }
-
-
-def _replaced_root(name: str) -> str:
-    return next(root for root in REPLACED if name == root or name.startswith(root + "."))
 
 
 # GPU- or environment-dependent answers a recipe's path asks, each an assumption axis whose
@@ -270,7 +266,7 @@ class _ReplacedModule(types.ModuleType):
         answer = _ANSWERED.get((self.__name__, attr))
         if answer is not None:
             return answer()
-        return Unavailable(f"{self.__name__}.{attr}", REPLACED[_replaced_root(self.__name__)])
+        return Unavailable(f"{self.__name__}.{attr}", REPLACED[root_of(self.__name__, REPLACED) or self.__name__])
 
 
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -280,7 +276,7 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self.package_dir = package_dir
 
     def find_spec(self, fullname: str, path: Sequence[str] | None, target: object = None) -> Any:
-        if any(fullname == r or fullname.startswith(r + ".") for r in REPLACED):
+        if root_of(fullname, REPLACED):
             return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
         if fullname in _SKIPPED_INITS:
             folder = self.package_dir.parent.joinpath(*fullname.split("."))
