@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="narrow assumption axes (a GPU or environment answer) to these values")
     parser.add_argument("--max-padding", metavar="X|inf", type=float,
                         help="hold plans whose engine sets no padding bound (drafts) to this bound (default: the "
-                        "adapter's, vllm 0.25 (engine.PADDING_BOUND), tokenspeed none; inf: none)")
+                        "adapter's, vllm 0.25 (engine.PADDING_BOUND), tokenspeed and sglang none; inf: none)")
     known = parser.add_mutually_exclusive_group()
     known.add_argument("--baseline", metavar="FILE", help="known findings: fail only on new ones, list stale ones")
     known.add_argument("--write-baseline", metavar="FILE",

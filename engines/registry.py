@@ -16,6 +16,7 @@ from kvproof.engines.interface import EngineAdapter
 ENGINES: dict[str, str] = {
     "tokenspeed": "kvproof.engines.tokenspeed.engine",
     "vllm": "kvproof.engines.vllm.engine",
+    "sglang": "kvproof.engines.sglang.engine",
 }
 
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-HEAVY = ("torch", "triton", "tokenspeed", "vllm")
+HEAVY = ("torch", "triton", "tokenspeed", "vllm", "sglang")
 
 
 def test_python_m_kvproof_is_verify() -> None:
@@ -33,5 +33,5 @@ def test_reading_every_adapter_imports_no_engine_and_no_torch() -> None:
                           check=False)
     assert proc.returncode == 0, proc.stderr
     names, count, loaded = json.loads(proc.stdout)
-    assert names == ["tokenspeed", "vllm"] and count > 0
+    assert names == ["tokenspeed", "vllm", "sglang"] and count > 0
     assert loaded == [], f"reading the registry imported {loaded}"

@@ -1,13 +1,13 @@
 """SGLang's non-unified hybrid pools for Qwen3-Next, built by SGLang's own classes on the meta device
 (engines/sglang/planner.py), checked allocation by allocation with the shared encoding; a pool that
-drops its dummy slot (a seeded bug replacing MambaPool.__init__ for the call) is caught."""
+drops its dummy slot (the seeded bug of engines/sglang/mutants.py, replacing MambaPool.__init__ for
+the call) is caught."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ except metadata.PackageNotFoundError:
     pytest.skip("make .venv/.sglang installs SGLang's pools (engines/sglang-requirements.txt)", allow_module_level=True)
 
 from kvproof.engines import verdict
-from kvproof.engines.sglang import loader, planner
+from kvproof.engines.sglang import loader, mutants, planner
 
 CONFIG = json.loads((Path(__file__).resolve().parents[1] / "engines/vllm/models/qwen3-next-80b-a3b.json").read_text())
 
@@ -56,27 +56,9 @@ def test_state_shapes_are_sglangs(mods: dict[str, Any]) -> None:
         assert docs["kv.layer3"][1]["planes"][0]["bytes"] == kv_heads * 256 * 2
 
 
-@contextmanager
-def _no_dummy_slot(mods: dict[str, Any]) -> Iterator[None]:
-    """MambaPool allocating its conv states for `size` slots, not size + 1: slot 0, the dummy the
-    allocator never hands out (allocator/mamba.py), is forgotten while the allocator still hands
-    out slots 1..size."""
-    import torch
-
-    pool = mods["sglang.srt.mem_cache.memory_pool"].MambaPool
-    original = pool.__init__
-
-    def broken(self: Any, *args: Any, **kwargs: Any) -> None:
-        original(self, *args, **kwargs)
-        conv = [torch.zeros((c.shape[0], c.shape[1] - 1, *c.shape[2:]), dtype=c.dtype, device=c.device)
-                for c in self.mamba_cache.conv]
-        self.mamba_cache = dataclasses.replace(self.mamba_cache, conv=conv)
-
-    pool.__init__ = broken
-    try:
-        yield
-    finally:
-        pool.__init__ = original
+def _no_dummy_slot(mods: dict[str, Any]) -> AbstractContextManager[None]:
+    """MambaPool without its dummy slot (engines/sglang/mutants.py), the seeded bug `verify mutants` runs."""
+    return mutants.applied(mods, ["sglang_mamba_no_dummy_slot"])
 
 
 def test_a_pool_without_its_dummy_slot_is_caught(mods: dict[str, Any]) -> None:

@@ -118,12 +118,15 @@ def allocations(mods: dict[str, types.ModuleType], text: dict[str, Any], point: 
         params = config.mamba2_cache_params
         context_len = mods["sglang.srt.configs.model_config"].get_context_length(config)
         # as _build_hybrid_req_pool passes them at the launch defaults: no speculative decoding, no
-        # memory saver, the no_buffer Mamba radix-cache strategy (extra buffers change the sizing's
-        # slot count, not the pool's layout), no ReplaySSM, no page-major envelope
+        # memory saver, no ReplaySSM, no page-major envelope, and the extra_buffer Mamba radix-cache
+        # strategy, which --mamba-radix-cache-strategy auto resolves to for Qwen3-Next with the overlap
+        # schedule on (the default) or a page over 1 token (arg_groups/overrides.py:477-483; no_buffer
+        # refuses a page over 1, arg_groups/mamba_hook.py:157); its ping-pong slots are tracking
+        # indices, not state tensors (memory_pool.py:1523-1531)
         req = memory_pool.HybridReqToTokenPool(
             size=parents, mamba_size=parents, mamba_spec_state_size=parents, max_context_len=context_len,
             device="meta", enable_memory_saver=False, cache_params=params, mamba_layer_ids=params.layers,
-            enable_mamba_extra_buffer=False)
+            enable_mamba_extra_buffer=True)
         # as _build_hybrid_linear_kv_pool passes them: the MHA pool for the full-attention layers
         kv = memory_pool.HybridLinearKVPool(
             page_size=point.page_size, size=parents * point.page_size, dtype=kv_dtype,

@@ -1,0 +1,181 @@
+"""`verify engine sglang`: SGLang's non-unified hybrid pools at every point of each model's domain.
+
+A point is (attention tp, --kv-cache-dtype, page size). At each, SGLang's own classes build the
+pools on the meta device (planner.py), every allocation (a Mamba state tensor, a full-attention
+layer's K/V buffer) is read into a plan document and checked with the shared encoding, and the
+allocations' verdicts merge into the point's: a finding names its allocation, the point is a
+counterexample when any allocation has one. SGLang's own code refusing a point (an assertion in
+its state shapes, a ValueError resolving the dtype) is that point's `boots` counterexample.
+
+Where SGLang's launch reads the point's values from:
+- tp: the model's attention layer asserts its head split (Qwen3HybridAttentionDecoderLayer,
+  models/qwen3_next.py:623-634): the heads divide by tp, and the KV heads divide by tp or are
+  replicated to it. Every tp up to the head count that passes those asserts is in the domain; what
+  SGLang's pool code then refuses at one of them is a finding.
+- --kv-cache-dtype: the choices of arg_groups/fields/model.py:209-218 that the non-unified hybrid
+  path stores in its plain MHA pool (DTYPES); SGLang has no fp16 choice.
+- page size: PAGE_SIZES, each with the line that sets it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from kvproof.engines import verdict
+from kvproof.engines.interface import Adapter, EngineAdapter
+from kvproof.engines.sglang import loader, mutants
+from kvproof.engines.stubs import StubUsed
+from kvproof.engines.verdict import AdapterGap, EngineError, EngineRun, Finding, PointResult, RecipeResult
+
+ENGINE = "sglang"
+BASELINE = Path(__file__).with_name("baseline.json")  # the known findings of the released version
+# "auto" resolves to the checkpoint's dtype and "bf16" to bfloat16 (mem_cache/kv_cache_dtype.py:58-77);
+# both fp8 formats are stored as uint8 in MHATokenToKVPool.
+DTYPES = ("auto", "bf16", "fp8_e4m3", "fp8_e5m2")
+PAGE_SIZES = (
+    1,  # the default where no backend sets one, on every platform but MUSA (arg_groups/overrides.py:1361-1362)
+    64,  # what the TensorRT-LLM MHA backend changes an unsupported page to (arg_groups/overrides.py:1183-1187);
+    # the sm_100 default for Qwen3-Next with trtllm_mha (arg_groups/model_overrides/qwen3_5.py:48)
+    128,  # the page FA4 forces on sm_100 for a model that is not MLA (arg_groups/overrides.py:1294-1296)
+)
+PAGE = "page_size"  # the --assume axis: page size has no flag of its own in `verify engine`
+NOT_MODELLED = (
+    "not modelled yet: --kv-cache-dtype mxfp8 (its MHATokenToKVPoolMXFP8 data and scale buffers, "
+    "mem_cache/kv_cache_configurator.py:2738-2739) and nvfp4 / fp4_mx_block16 (a quant method's packed data "
+    "and scales, kv_cache_configurator.py:436-455); the unified memory pool (--enable-unified-memory); "
+    "speculative decoding; the memory split; pipeline stages; transfers"
+)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A model SGLang serves, from its published config.json."""
+
+    name: str
+    config: str  # under kvproof.engines: the published config file (its sources: vllm/models/SOURCES.md)
+    limits: str
+
+    def hf(self) -> dict[str, Any]:
+        text: dict[str, Any] = json.loads(resources.files("kvproof.engines").joinpath(self.config)
+                                          .read_text(encoding="utf-8"))
+        return text
+
+    def tps(self, hf: dict[str, Any]) -> tuple[int, ...]:
+        """The attention tp the model's attention layer accepts (models/qwen3_next.py:623-634)."""
+        heads, kv = hf["num_attention_heads"], hf["num_key_value_heads"]
+        return tuple(tp for tp in range(1, heads + 1)
+                     if heads % tp == 0 and (kv % tp == 0 if kv >= tp else tp % kv == 0))
+
+    def points(self) -> list[dict[str, Any]]:
+        return [{"tp": tp, "dtype": dtype, PAGE: page}
+                for tp in self.tps(self.hf()) for dtype in DTYPES for page in PAGE_SIZES]
+
+
+RECIPES: dict[str, Recipe] = {
+    "qwen3-next-80b-a3b": Recipe("qwen3-next-80b-a3b", "vllm/models/qwen3-next-80b-a3b.json", NOT_MODELLED),
+}
+
+
+def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Sequence[str] | None,
+           engine_path: str | None, drafts: Sequence[int] | None = None, models: Sequence[str] | None = None,
+           assume: Sequence[str] | None = None, padding_bound: Fraction | None = None,
+           config: str | None = None) -> EngineRun:
+    """The installed SGLang, or the checkout at --engine-path; SGLang states no padding bound, and
+    none is held by default (`padding_bound`: --max-padding)."""
+    if drafts or models or config:
+        raise EngineError("--drafts, --model and --config do not apply to sglang: --recipe names the model, "
+                          "and no recipe plans draft layers yet")
+    unknown = sorted(set(recipes or ()) - set(RECIPES))
+    if unknown:
+        raise EngineError(f"sglang has no recipe {unknown[0]!r}; kvproof plans: {', '.join(RECIPES)}")
+    chosen = [RECIPES[name] for name in recipes or RECIPES]
+    only: dict[str, list[Any]] = {"tp": list(tps or ()), "dtype": list(dtypes or ()), PAGE: _assumed(assume)}
+    domains = {r.name: r.points() for r in chosen}
+    _check_narrowing(domains, only)
+    source = loader.source_of(engine_path)
+    start = time.perf_counter()
+    results: list[RecipeResult] = []
+    try:
+        with loader.session(source) as mods:
+            for recipe in chosen:
+                wanted = [p for p in domains[recipe.name] if all(not v or p[a] in v for a, v in only.items())]
+                results.append(_recipe(mods, source, recipe, wanted, engine_path, padding_bound))
+    except (StubUsed, AdapterGap, ImportError) as err:  # importing SGLang's modules, before any point
+        raise EngineError(f"loading sglang {source.version} ({source.where}): {type(err).__name__}: "
+                          f"{verdict.one_line(err)}; the adapter must follow it first") from None
+    where = f"sglang {source.version} ({source.where}, pools built on the meta device)"
+    if mutants.active():
+        where += f", mutated: {', '.join(mutants.active())}"
+    return EngineRun(ENGINE, source.version, where, source.commit, tuple(results), time.perf_counter() - start)
+
+
+def _assumed(assume: Sequence[str] | None) -> list[int]:
+    """--assume page_size=N ...: page sizes of PAGE_SIZES."""
+    out = []
+    for pair in assume or ():
+        key, _, value = pair.partition("=")
+        if key != PAGE or value not in {str(p) for p in PAGE_SIZES}:
+            raise EngineError(f"--assume {pair}: sglang takes {PAGE}={'|'.join(map(str, PAGE_SIZES))}")
+        out.append(int(value))
+    return out
+
+
+def _check_narrowing(domains: dict[str, list[dict[str, Any]]], only: dict[str, list[Any]]) -> None:
+    """A narrowed value no chosen recipe's point has is refused, never ignored."""
+    for axis, want in only.items():
+        have = sorted({p[axis] for points in domains.values() for p in points}, key=str)
+        missing = [str(w) for w in want if w not in have]
+        if missing:
+            flag = "--assume page_size" if axis == PAGE else f"--{axis}"
+            raise EngineError(f"{flag} {', '.join(missing)}: no point of {', '.join(domains)} has it; "
+                              f"{axis} takes {', '.join(map(str, have))}")
+
+
+def _recipe(mods: dict[str, Any], source: loader.Source, recipe: Recipe, points: list[dict[str, Any]],
+            engine_path: str | None, padding_bound: Fraction | None) -> RecipeResult:
+    from kvproof.engines.sglang import planner  # imports torch: only when SGLang plans
+
+    hf = recipe.hf()
+    patches = mutants.applied if mutants.active() else None
+    outcomes: list[PointResult | tuple[dict[str, Any] | None, AdapterGap]] = []
+    for p in points:
+        replay = (f"verify engine sglang --recipe {recipe.name} --tp {p['tp']} --dtype {p['dtype']} "
+                  f"--assume {PAGE}={p[PAGE]}" + (f" --engine-path {engine_path}" if engine_path else "")
+                  + (f" --max-padding {float(padding_bound)}" if padding_bound is not None else ""))
+        try:
+            documents = planner.plan(mods, hf, planner.Point(p["tp"], p["dtype"], p[PAGE]), patches)
+        except Exception as err:  # SGLang refusing the point, or the adapter failing to drive it
+            judged = verdict.judge(recipe.name, p, err, replay, [source.package_dir])
+            outcomes.append(judged if isinstance(judged, PointResult) else (p, judged))
+            continue
+        outcomes.append(merged(recipe.name, p, {name: verdict.planned(recipe.name, p, docs, replay, padding_bound)
+                                                for name, docs in documents.items()}, replay))
+    return verdict.adapter_result(recipe.name, outcomes, recipe.limits)
+
+
+def merged(recipe: str, point: dict[str, Any], allocations: dict[str, PointResult], replay: str) -> PointResult:
+    """One point's result from its allocations': every finding prefixed by its allocation, the
+    groups' packings together, the largest allocation's parent bytes, the worst padding, and the N
+    range every allocation was checked over."""
+    findings = tuple(Finding(f.property, f"{name}: {f.message}") for name, r in allocations.items()
+                     for f in r.findings)
+    results = list(allocations.values())
+    ranges = [r.parents for r in results if r.parents]
+    parents = (max(lo for lo, _ in ranges), min(hi for _, hi in ranges)) if len(ranges) == len(results) else None
+    return PointResult(recipe, point, "counterexample" if findings else "ok", findings,
+                       {g: k for r in results for g, k in r.packing.items()},
+                       max((r.parent_bytes for r in results if r.parent_bytes is not None), default=None),
+                       max((r.worst_padding for r in results if r.worst_padding is not None), default=None),
+                       parents, replay)
+
+
+# No finding of SGLang's spans points yet: each point's pools are the whole answer.
+ADAPTER: EngineAdapter = Adapter(name=ENGINE, verify=verify, cross_point=frozenset(), mutants=mutants.MUTANTS,
+                                 baseline=BASELINE)
