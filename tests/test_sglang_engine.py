@@ -1,0 +1,86 @@
+"""`verify engine sglang` through the one engine interface: a narrowed slice of Qwen3-Next's domain
+is planned by SGLang's pools and holds, bad input exits 2 with one line, the seeded MambaPool
+without its dummy slot is caught at the point `verify mutants` runs, and the JSON has the keys
+every engine's `verify engine --json` has."""
+
+from __future__ import annotations
+
+import json
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+try:  # the adapter imports SGLang's pools from the installed wheel (make .venv/.sglang)
+    metadata.version("sglang")
+except metadata.PackageNotFoundError:
+    pytest.skip("make .venv/.sglang installs SGLang's pools (engines/sglang-requirements.txt)", allow_module_level=True)
+
+from kvproof.cli.main import main
+from kvproof.engines import registry
+from kvproof.engines.sglang import engine
+from kvproof.impl import faults
+
+RECIPE = "qwen3-next-80b-a3b"
+GOLDEN = Path(__file__).resolve().parent / "golden" / "cli" / "engine_tokenspeed_kimi_k3.json"  # a recorded run
+
+
+def test_the_domain_is_the_models_own_and_a_slice_holds() -> None:
+    # 16 attention heads and 2 KV heads: every tp their asserts take (models/qwen3_next.py:623-634); 3 is none
+    recipe = engine.RECIPES[RECIPE]
+    assert recipe.tps(recipe.hf()) == (1, 2, 4, 8, 16)
+    assert len(recipe.points()) == 5 * len(engine.DTYPES) * len(engine.PAGE_SIZES)
+
+    run = engine.verify([RECIPE], [2, 16], ["bf16", "fp8_e5m2"], None, assume=["page_size=64"])
+    assert (run.engine, run.version, run.commit) == ("sglang", metadata.version("sglang"), None)
+    assert "installed" in run.source
+    (result,) = run.recipes
+    assert result.not_verified is None and "mxfp8" in result.limits
+    assert [(p.point["tp"], p.point["dtype"]) for p in result.points] == [
+        (2, "bf16"), (2, "fp8_e5m2"), (16, "bf16"), (16, "fp8_e5m2")]
+    assert all(p.verdict == "ok" and p.point["page_size"] == 64 for p in result.points), result.points
+    assert result.points[0].packing == {"mamba": 1, "full_attention": 1}
+    assert result.points[0].replay == (f"verify engine sglang --recipe {RECIPE} --tp 2 --dtype bf16 "
+                                       "--assume page_size=64")
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["--tp", "3"], "--tp 3: no point"),
+    (["--dtype", "fp16"], "--dtype fp16: no point"),
+    (["--assume", "page_size=7"], "sglang takes page_size=1|64|128"),
+    (["--drafts", "1"], "do not apply to sglang"),
+    (["--recipe", "kimi-linear"], "no recipe 'kimi-linear'"),
+])
+def test_bad_input_exits_2_with_one_line(argv: list[str], says: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["engine", "sglang", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and says in err, err
+
+
+def test_the_mutant_is_killed_where_verify_mutants_runs_it(capsys: pytest.CaptureFixture[str]) -> None:
+    (mutant,) = registry.adapter("sglang").mutants
+    (check,) = mutant.checks
+    argv = check.split()[1:]
+    assert main([*argv, "--json"]) == 0  # the check passes without the fault
+    capsys.readouterr()
+    with faults.inject(mutant.name):
+        assert main([*argv, "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert mutant.expect in {key[4] for key in report["new_findings"]}
+    assert "mutated: sglang_mamba_no_dummy_slot" in report["source"]
+    (point,) = report["recipes"][0]["points"]
+    bounds = [f["message"] for f in point["findings"] if f["property"] == "in_bounds"]
+    assert bounds and all(m.startswith("mamba.conv0: ") for m in bounds)  # the allocation that lost its slot
+
+
+def test_json_has_every_engines_keys(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["engine", "sglang", "--tp", "1", "--dtype", "auto", "--assume", "page_size=1", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    golden = json.loads(GOLDEN.read_text())
+    assert list(doc) == list(golden)
+    assert list(doc["recipes"][0]) == list(golden["recipes"][0])
+    axes = {"tp", "dtype", "page_size"}
+    (point,) = doc["recipes"][0]["points"]
+    assert [k for k in point if k not in axes] == [k for k in golden["recipes"][0]["points"][0]
+                                                   if k not in {"tp", "dtype", "drafts"}]
+    assert point["verdict"] == "ok" and doc["new_findings"] == [] and doc["cross_point"] == []
