@@ -36,8 +36,8 @@ from kvproof.engines.verdict import AdapterGap, EngineError, EngineRun, Finding,
 
 ENGINE = "sglang"
 BASELINE = Path(__file__).with_name("baseline.json")  # the known findings of the released version
-# "auto" resolves to the checkpoint's dtype and "bf16" to bfloat16 (mem_cache/kv_cache_dtype.py:58-77);
-# both fp8 formats are stored as uint8 in MHATokenToKVPool.
+# "auto" resolves to the checkpoint's dtype and "bf16" to bfloat16 (mem_cache/kv_cache_dtype.py:49-75);
+# both fp8 formats are stored as uint8 by MHATokenToKVPool (memory_pool.py:2030-2031).
 DTYPES = ("auto", "bf16", "fp8_e4m3", "fp8_e5m2")
 PAGE_SIZES = (
     1,  # the default where no backend sets one, on every platform but MUSA (arg_groups/overrides.py:1361-1362)
