@@ -26,10 +26,15 @@ GOLDEN = Path(__file__).resolve().parent / "golden" / "cli" / "engine_tokenspeed
 
 
 def test_the_domain_is_the_models_own_and_a_slice_holds() -> None:
-    # 16 attention heads and 2 KV heads: every tp their asserts take (models/qwen3_next.py:623-634); 3 is none
+    # Qwen3-Next: 16 attention heads and 2 KV heads (models/qwen3_next.py:623-634); Kimi-Linear: 32 MLA heads
+    # (models/kimi_linear.py:693-696); Nemotron-3 Nano: 32 heads, 2 KV heads, 64 Mamba heads in 8 groups, so
+    # 16 is refused by its Mamba mixer (layers/attention/mamba/mamba.py:249)
+    domains = {name: r.tps(r.hf()) for name, r in engine.RECIPES.items()}
+    assert domains == {RECIPE: (1, 2, 4, 8, 16), "kimi-linear-48b-a3b": (1, 2, 4, 8, 16, 32),
+                       "nemotron-3-nano-30b-a3b-bf16": (1, 2, 4, 8), "nemotron-3-ultra-550b-a55b-bf16": (1, 2, 4, 8)}
+    assert engine.RECIPES["kimi-linear-48b-a3b"].pages == engine.MLA_PAGES  # FA4's 128 is for a model not MLA
     recipe = engine.RECIPES[RECIPE]
-    assert recipe.tps(recipe.hf()) == (1, 2, 4, 8, 16)
-    assert len(recipe.points()) == 5 * len(engine.DTYPES) * len(engine.PAGE_SIZES)
+    assert len(recipe.points()) == 5 * len(engine.DTYPES) * len(engine.MHA_PAGES)
 
     run = engine.verify([RECIPE], [2, 16], ["bf16", "fp8_e5m2"], None, assume=["page_size=64"])
     assert (run.engine, run.version, run.commit) == ("sglang", metadata.version("sglang"), None)

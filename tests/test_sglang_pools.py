@@ -1,7 +1,7 @@
-"""SGLang's non-unified hybrid pools for Qwen3-Next, built by SGLang's own classes on the meta device
-(engines/sglang/planner.py), checked allocation by allocation with the shared encoding; a pool that
-drops its dummy slot (the seeded bug of engines/sglang/mutants.py, replacing MambaPool.__init__ for
-the call) is caught."""
+"""SGLang's non-unified hybrid pools for Qwen3-Next, Kimi-Linear and Nemotron-H, built by SGLang's own
+classes on the meta device (engines/sglang/planner.py), checked allocation by allocation with the
+shared encoding; a pool that drops its dummy slot (the seeded bug of engines/sglang/mutants.py,
+replacing MambaPool.__init__ for the call) is caught."""
 
 from __future__ import annotations
 
@@ -67,3 +67,32 @@ def test_a_pool_without_its_dummy_slot_is_caught(mods: dict[str, Any]) -> None:
     assert "in_bounds" in {f.property for f in results["mamba.conv0"].findings}
     assert results["mamba.temporal"].verdict == "ok"
 
+
+
+def _published(name: str) -> dict[str, Any]:
+    return json.loads((Path(__file__).resolve().parents[1] / f"engines/vllm/models/{name}.json").read_text())
+
+
+def test_kimi_linear_plans_an_mla_latent_and_kda_states(mods: dict[str, Any]) -> None:
+    """Kimi-Linear's full-attention layers are MLA (ModelConfig._derive_model_shapes): one latent buffer per
+    layer of kv_lora_rank 512 + qk_rope_head_dim 64 per token; its KDA layers' q/k/v convs in one tensor of
+    3 x 4096 channels over tp, 3 kept columns (KimiLinearStateShape.create); 20 KDA and 7 MLA layers."""
+    docs = planner.plan(mods, _published("kimi-linear-48b-a3b"), planner.Point(2, "bf16", 1))
+    assert sorted(docs) == sorted(["mamba.conv0", "mamba.temporal",
+                                   *(f"kv.layer{i}" for i in (3, 7, 11, 15, 19, 23, 26))])
+    (latent,) = docs["kv.layer3"][1]["fields"]
+    assert latent["id"] == "kv.layer3.latent" and latent["shape"] == [1, 1, 512 + 64]
+    assert docs["kv.layer3"][1]["planes"][0]["bytes"] == (512 + 64) * 2
+    assert docs["mamba.conv0"][1]["planes"][0]["bytes"] == 3 * (3 * 4096 // 2) * 2
+    assert len(docs["mamba.conv0"][1]["planes"]) == 20
+
+
+def test_nemotron_h_plans_its_mamba2_and_attention_layers(mods: dict[str, Any]) -> None:
+    """Nemotron-3 Nano at tp 2: conv dim 64 x 64 + 2 x 8 x 128 = 6144 over tp, 3 kept columns, in bf16; 64 Mamba
+    heads of 64 x 128 over tp in float32 (Mamba2StateShape.create); 2 KV heads of 128 split over tp; 23 Mamba and
+    6 attention layers."""
+    docs = planner.plan(mods, _published("nemotron-3-nano-30b-a3b-bf16"), planner.Point(2, "bf16", 1))
+    assert len([n for n in docs if n.startswith("kv.")]) == 6 and len(docs["mamba.temporal"][1]["planes"]) == 23
+    assert docs["mamba.conv0"][1]["planes"][0]["bytes"] == (64 * 64 + 2 * 8 * 128) // 2 * 3 * 2
+    assert docs["mamba.temporal"][1]["planes"][0]["bytes"] == 64 // 2 * 64 * 128 * 4
+    assert docs["kv.layer5"][1]["planes"][0]["bytes"] == 2 // 2 * 128 * 2

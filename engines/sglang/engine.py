@@ -8,13 +8,12 @@ counterexample when any allocation has one. SGLang's own code refusing a point (
 its state shapes, a ValueError resolving the dtype) is that point's `boots` counterexample.
 
 Where SGLang's launch reads the point's values from:
-- tp: the model's attention layer asserts its head split (Qwen3HybridAttentionDecoderLayer,
-  models/qwen3_next.py:623-634): the heads divide by tp, and the KV heads divide by tp or are
-  replicated to it. Every tp up to the head count that passes those asserts is in the domain; what
-  SGLang's pool code then refuses at one of them is a finding.
+- tp: the model's layers assert their head split (Recipe.tps, each recipe's lines cited). Every tp
+  up to the head count that passes those asserts is in the domain; what SGLang's pool code then
+  refuses at one of them is a finding.
 - --kv-cache-dtype: the choices of arg_groups/fields/model.py:209-218 that the non-unified hybrid
-  path stores in its plain MHA pool (DTYPES); SGLang has no fp16 choice.
-- page size: PAGE_SIZES, each with the line that sets it.
+  path stores in its plain MHA or MLA pool (DTYPES); SGLang has no fp16 choice.
+- page size: MHA_PAGES or MLA_PAGES, each with the line that sets it.
 """
 
 from __future__ import annotations
@@ -39,28 +38,44 @@ BASELINE = Path(__file__).with_name("baseline.json")  # the known findings of th
 # "auto" resolves to the checkpoint's dtype and "bf16" to bfloat16 (mem_cache/kv_cache_dtype.py:49-75);
 # both fp8 formats are stored as uint8 by MHATokenToKVPool (memory_pool.py:2030-2031).
 DTYPES = ("auto", "bf16", "fp8_e4m3", "fp8_e5m2")
-PAGE_SIZES = (
-    1,  # the default where no backend sets one, on every platform but MUSA (arg_groups/overrides.py:1361-1362)
+DEFAULT_PAGE = 1  # where no backend sets one, on every platform but MUSA (arg_groups/overrides.py:1361-1362)
+MHA_PAGES = (
+    DEFAULT_PAGE,
     64,  # what the TensorRT-LLM MHA backend changes an unsupported page to (arg_groups/overrides.py:1183-1187);
-    # the sm_100 default for Qwen3-Next with trtllm_mha (arg_groups/model_overrides/qwen3_5.py:48)
+    # the sm_100 default with trtllm_mha for Qwen3-Next (model_overrides/qwen3_5.py:48) and Nemotron-H
+    # with speculative decoding (model_overrides/nemotron_h.py:130-132)
     128,  # the page FA4 forces on sm_100 for a model that is not MLA (arg_groups/overrides.py:1294-1296)
 )
+MLA_PAGES = (
+    DEFAULT_PAGE,
+    64,  # FlashMLA's, and what TensorRT-LLM MLA changes an unsupported page to (arg_groups/overrides.py:1147-1163)
+)
 PAGE = "page_size"  # the --assume axis: page size has no flag of its own in `verify engine`
+ALSO_NOT_MODELLED = ("the unified memory pool (--enable-unified-memory); speculative decoding; the memory split; "
+                     "pipeline stages; transfers")
 NOT_MODELLED = (
     "not modelled yet: --kv-cache-dtype mxfp8 (its MHATokenToKVPoolMXFP8 data and scale buffers, "
     "mem_cache/kv_cache_configurator.py:2738-2739) and nvfp4 / fp4_mx_block16 (a quant method's packed data "
-    "and scales, kv_cache_configurator.py:436-455); the unified memory pool (--enable-unified-memory); "
-    "speculative decoding; the memory split; pipeline stages; transfers"
+    f"and scales, kv_cache_configurator.py:436-455); {ALSO_NOT_MODELLED}"
+)
+MLA_NOT_MODELLED = (
+    "not modelled yet: --kv-cache-dtype mxfp8, nvfp4 and fp4_mx_block16 for an MLA pool (which backends take "
+    f"them for an MLA model); {ALSO_NOT_MODELLED}"
 )
 
 
 @dataclass(frozen=True)
 class Recipe:
-    """A model SGLang serves, from its published config.json."""
+    """A model SGLang serves, from its published config.json, and the head counts its layers
+    assert tp divides."""
 
     name: str
     config: str  # under kvproof.engines: the published config file (its sources: vllm/models/SOURCES.md)
-    limits: str
+    pages: tuple[int, ...]
+    divides: tuple[str, ...]  # config keys: counts tp must divide
+    kv: str | None = None  # config key: KV heads, which tp divides or which are replicated to tp
+    groups: str | None = None  # config key: groups, which tp divides or which are one
+    limits: str = NOT_MODELLED
 
     def hf(self) -> dict[str, Any]:
         text: dict[str, Any] = json.loads(resources.files("kvproof.engines").joinpath(self.config)
@@ -68,19 +83,33 @@ class Recipe:
         return text
 
     def tps(self, hf: dict[str, Any]) -> tuple[int, ...]:
-        """The attention tp the model's attention layer accepts (models/qwen3_next.py:623-634)."""
-        heads, kv = hf["num_attention_heads"], hf["num_key_value_heads"]
-        return tuple(tp for tp in range(1, heads + 1)
-                     if heads % tp == 0 and (kv % tp == 0 if kv >= tp else tp % kv == 0))
+        """Every tp the model's layers accept, up to its smallest divided count."""
+        counts = [hf[key] for key in self.divides]
+        kv = hf[self.kv] if self.kv else None
+        groups = hf[self.groups] if self.groups else 1
+        return tuple(tp for tp in range(1, min(counts) + 1)
+                     if all(c % tp == 0 for c in counts) and (kv is None or (kv % tp if kv >= tp else tp % kv) == 0)
+                     and (groups % tp == 0 or groups == 1))
 
     def points(self) -> list[dict[str, Any]]:
         return [{"tp": tp, "dtype": dtype, PAGE: page}
-                for tp in self.tps(self.hf()) for dtype in DTYPES for page in PAGE_SIZES]
+                for tp in self.tps(self.hf()) for dtype in DTYPES for page in self.pages]
 
 
-RECIPES: dict[str, Recipe] = {
-    "qwen3-next-80b-a3b": Recipe("qwen3-next-80b-a3b", "vllm/models/qwen3-next-80b-a3b.json", NOT_MODELLED),
-}
+RECIPES: dict[str, Recipe] = {r.name: r for r in (
+    # Qwen3HybridAttentionDecoderLayer: heads divide by tp, KV heads divide or are replicated
+    # (models/qwen3_next.py:623-634)
+    Recipe("qwen3-next-80b-a3b", "vllm/models/qwen3-next-80b-a3b.json", MHA_PAGES, ("num_attention_heads",),
+           kv="num_key_value_heads"),
+    # KimiLinearModel: heads divide by tp (models/kimi_linear.py:693-696); MLA keeps one latent head
+    Recipe("kimi-linear-48b-a3b", "vllm/models/kimi-linear-48b-a3b.json", MLA_PAGES, ("num_attention_heads",),
+           limits=MLA_NOT_MODELLED),
+    # NemotronHAttention: heads divide, KV heads divide or are replicated (models/nemotron_h.py:696-706);
+    # MambaMixer2: Mamba heads divide, groups divide or are one (layers/attention/mamba/mamba.py:245-252)
+    *(Recipe(name, f"vllm/models/{name}.json", MHA_PAGES, ("num_attention_heads", "mamba_num_heads"),
+             kv="num_key_value_heads", groups="n_groups")
+      for name in ("nemotron-3-nano-30b-a3b-bf16", "nemotron-3-ultra-550b-a55b-bf16")),
+)}
 
 
 def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Sequence[str] | None,
@@ -117,12 +146,13 @@ def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Seq
 
 
 def _assumed(assume: Sequence[str] | None) -> list[int]:
-    """--assume page_size=N ...: page sizes of PAGE_SIZES."""
+    """--assume page_size=N ...: page sizes some recipe plans."""
+    pages = sorted({page for r in RECIPES.values() for page in r.pages})
     out = []
     for pair in assume or ():
         key, _, value = pair.partition("=")
-        if key != PAGE or value not in {str(p) for p in PAGE_SIZES}:
-            raise EngineError(f"--assume {pair}: sglang takes {PAGE}={'|'.join(map(str, PAGE_SIZES))}")
+        if key != PAGE or value not in {str(p) for p in pages}:
+            raise EngineError(f"--assume {pair}: sglang takes {PAGE}={'|'.join(map(str, pages))}")
         out.append(int(value))
     return out
 

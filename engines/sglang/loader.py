@@ -156,7 +156,8 @@ def source_of(engine_path: str | None) -> Source:
 
 
 MODULES = ("sglang.srt.mem_cache.memory_pool", "sglang.srt.configs.model_config", "sglang.srt.configs.qwen3_next",
-           "sglang.srt.runtime_context", "sglang.srt.mem_cache.kv_cache_dtype")
+           "sglang.srt.configs.kimi_linear", "sglang.srt.configs.nemotron_h", "sglang.srt.runtime_context",
+           "sglang.srt.mem_cache.kv_cache_dtype")
 
 
 @contextmanager

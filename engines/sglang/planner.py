@@ -1,9 +1,10 @@
 """Build SGLang's hybrid KV pools for one point on torch's meta device, and read their views as plans.
 
 What runs is SGLang's: the model's config class reads the published config.json
-(`Qwen3NextConfig`), its `mamba2_cache_params` gives the state shapes and dtypes
-(`configs/qwen3_next.py`, `Mamba2StateShape.create` in `configs/mamba_utils.py`) under
-`get_parallel().override(...)` (`runtime_context.py`), `ModelConfig.get_num_kv_heads` splits the
+(`Qwen3NextConfig`, `KimiLinearConfig`, `NemotronHConfig`: CONFIGS), its `mamba2_cache_params`
+gives the state shapes and dtypes (`Mamba2StateShape.create`, `KimiLinearStateShape.create` in
+`configs/mamba_utils.py`) under `get_parallel().override(...)` (`runtime_context.py`),
+`ModelConfig._derive_model_shapes` gives the attention shapes and `get_num_kv_heads` splits the
 KV heads, `configure_kv_cache_dtype` resolves --kv-cache-dtype, and the pools are SGLang's own
 classes constructed with the arguments `KVCacheConfigurator._build_hybrid_req_pool` and
 `_build_hybrid_linear_kv_pool` pass them (`mem_cache/kv_cache_configurator.py`), on the meta
@@ -12,11 +13,12 @@ only reads those views into plan documents, one per allocation (`document`).
 
 The non-unified path allocates each pool's tensors separately: one conv tensor and one temporal
 tensor for all Mamba layers (`MambaPool.__init__`, `memory_pool.py`), and per full-attention layer
-one buffer holding K and V as two halves (`MHATokenToKVPool._create_buffers_normal`). A plan
+one buffer holding K and V as two halves (`MHATokenToKVPool._create_buffers_normal`), or one
+latent buffer for an MLA layer (`MLATokenToKVPool`: the latent and rope parts of a token). A plan
 document has one arena and one parent count for all its groups, and the Mamba pool's slots and the
 KV pool's pages are counted separately (their numbers come from a memory split, not from a packing
 ratio), so each allocation is its own plan: its arena is the tensor's storage, its planes are the
-views into it (one per layer, or the K and V halves), its parent 0 is the pool's dummy (Mamba slot 0,
+views into it (one per layer, the K and V halves, or the latent buffer), its parent 0 is the pool's dummy (Mamba slot 0,
 `allocator/mamba.py:84-88`; KV page 0, the padding rows the pool adds: `size + page_size` rows).
 """
 
@@ -81,12 +83,21 @@ def _meta_device_module(torch: Any) -> Iterator[None]:
         torch.get_device_module = real
 
 
+# model_type -> SGLang's config class for it (each class's own `model_type`), the ones kvproof plans
+CONFIGS = {
+    "qwen3_next": ("sglang.srt.configs.qwen3_next", "Qwen3NextConfig"),
+    "kimi_linear": ("sglang.srt.configs.kimi_linear", "KimiLinearConfig"),
+    "nemotron_h": ("sglang.srt.configs.nemotron_h", "NemotronHConfig"),
+}
+
+
 def hf_config(mods: dict[str, types.ModuleType], text: dict[str, Any]) -> Any:
-    """The published config.json read by SGLang's own config class for its model_type (Qwen3-Next:
-    configs/qwen3_next.py's Qwen3NextConfig, registered for model_type qwen3_next)."""
-    if text.get("model_type") != "qwen3_next":
-        raise StubUsed(f"kvproof reads only model_type qwen3_next with SGLang yet, not {text.get('model_type')!r}")
-    return mods["sglang.srt.configs.qwen3_next"].Qwen3NextConfig.from_dict(dict(text))
+    """The published config.json read by SGLang's own config class for its model_type."""
+    found = CONFIGS.get(text.get("model_type", ""))
+    if found is None:
+        raise StubUsed(f"kvproof reads model_type {', '.join(CONFIGS)} with SGLang, not {text.get('model_type')!r}")
+    module, cls = found
+    return getattr(mods[module], cls).from_dict(dict(text))
 
 
 def allocations(mods: dict[str, types.ModuleType], text: dict[str, Any], point: Point, parents: int,
@@ -97,16 +108,18 @@ def allocations(mods: dict[str, types.ModuleType], text: dict[str, Any], point: 
     memory_pool = mods["sglang.srt.mem_cache.memory_pool"]
     model_config = mods["sglang.srt.configs.model_config"]
     config = hf_config(mods, text)
-    # ModelConfig's own head split, on an instance whose constructor never ran (it would read the
-    # checkpoint folder and the launch flags): get_num_kv_heads reads hf_config, hf_text_config and
-    # is_draft_model (model_config.py:1700-1711, get_total_num_kv_heads 1626).
+    # ModelConfig's own shapes and head split, on an instance whose constructor never ran (it would
+    # read the checkpoint folder and the launch flags): _derive_model_shapes (model_config.py:1331)
+    # sets head_dim, attention_arch and, for MLA, kv_lora_rank and qk_rope_head_dim from hf_config and
+    # hf_text_config; get_num_kv_heads reads those and is_draft_model (model_config.py:1700-1711).
     shell = object.__new__(model_config.ModelConfig)
     shell.hf_config = shell.hf_text_config = config
     shell.is_draft_model = False
-    # ModelConfig.head_dim is hf_text_config.head_dim where the config states one (model_config.py:1341)
-    head_dim = getattr(config, "head_dim", None)
-    if head_dim is None:
-        raise StubUsed("the config states no head_dim; ModelConfig derives one from the checkpoint folder")
+    shell._derive_model_shapes()
+    # the configurator's use_mla_backend (model_runner.py:406) picks the MLA pool and its latent sizes
+    # (kv_cache_configurator.py:2624-2628)
+    use_mla = shell.attention_arch == model_config.AttentionArch.MLA
+    latent = {"kv_lora_rank": shell.kv_lora_rank, "qk_rope_head_dim": shell.qk_rope_head_dim} if use_mla else {}
     _, kv_dtype = mods["sglang.srt.mem_cache.kv_cache_dtype"].configure_kv_cache_dtype(
         server_args_kv_cache_dtype=point.dtype, model=None, model_dtype=_model_dtype(torch, config),
         is_draft_worker=False, is_dflash=False, speculative_draft_attention_backend=None)
@@ -119,21 +132,23 @@ def allocations(mods: dict[str, types.ModuleType], text: dict[str, Any], point: 
         context_len = mods["sglang.srt.configs.model_config"].get_context_length(config)
         # as _build_hybrid_req_pool passes them at the launch defaults: no speculative decoding, no
         # memory saver, no ReplaySSM, no page-major envelope, and the extra_buffer Mamba radix-cache
-        # strategy, which --mamba-radix-cache-strategy auto resolves to for Qwen3-Next with the overlap
-        # schedule on (the default) or a page over 1 token (arg_groups/overrides.py:477-483; no_buffer
+        # strategy, which --mamba-radix-cache-strategy auto resolves to for each model of CONFIGS (all in
+        # _MAMBA_EXTRA_BUFFER_ARCHS) with the overlap schedule on (the default) or a page over 1 token
+        # (arg_groups/overrides.py:477-483; no_buffer
         # refuses a page over 1, arg_groups/mamba_hook.py:157); its ping-pong slots are tracking
         # indices, not state tensors (memory_pool.py:1523-1531)
         req = memory_pool.HybridReqToTokenPool(
             size=parents, mamba_size=parents, mamba_spec_state_size=parents, max_context_len=context_len,
             device="meta", enable_memory_saver=False, cache_params=params, mamba_layer_ids=params.layers,
             enable_mamba_extra_buffer=True)
-        # as _build_hybrid_linear_kv_pool passes them: the MHA pool for the full-attention layers
+        # as _build_hybrid_linear_kv_pool passes them: the MHA or MLA pool for the full-attention layers
         kv = memory_pool.HybridLinearKVPool(
             page_size=point.page_size, size=parents * point.page_size, dtype=kv_dtype,
             head_num=model_config.ModelConfig.get_num_kv_heads(shell, parallel.attn_tp_size, parallel.attn_dcp_size),
-            head_dim=head_dim, full_attention_layer_ids=config.full_attention_layer_ids, device="meta",
+            head_dim=shell.head_dim, full_attention_layer_ids=config.full_attention_layer_ids, device="meta",
             mamba_pool=req.mamba_pool, enable_memory_saver=False, enable_kv_cache_copy=False, start_layer=0,
-            full_kv_pool_class=memory_pool.MHATokenToKVPool, quant_method=None, use_mla=False)
+            full_kv_pool_class=memory_pool.MLATokenToKVPool if use_mla else memory_pool.MHATokenToKVPool,
+            quant_method=None, use_mla=use_mla, **latent)
     mamba, full = req.mamba_pool, kv.full_kv_pool
     state = mamba.mamba_cache
     out = [Allocation(f"mamba.conv{i}", "mamba", mamba.size, None,
@@ -143,8 +158,11 @@ def allocations(mods: dict[str, types.ModuleType], text: dict[str, Any], point: 
                           tuple((f"mamba.temporal.layer{layer}", state.temporal[j])
                                 for j, layer in enumerate(mamba.mamba_layer_ids))))
     for j, layer in enumerate(config.full_attention_layer_ids):
+        # an MLA layer's one latent buffer (MLATokenToKVPool.kv_buffer), an MHA layer's K and V buffers
+        views = (((f"kv.layer{layer}.latent", full.kv_buffer[j]),) if use_mla else
+                 ((f"kv.layer{layer}.k", full.k_buffer[j]), (f"kv.layer{layer}.v", full.v_buffer[j])))
         out.append(Allocation(f"kv.layer{layer}", "full_attention", full.size // full.page_size, full.page_size,
-                              ((f"kv.layer{layer}.k", full.k_buffer[j]), (f"kv.layer{layer}.v", full.v_buffer[j]))))
+                              views))
     return out
 
 
