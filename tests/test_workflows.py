@@ -373,7 +373,8 @@ def test_gate_workflow_runs(tmp_path: Path) -> None:
         assert gate.returncode == 1, f"the gate without seeded bugs exited {gate.returncode}:\n{gate.stdout[-4000:]}"
         failed = [p["model"] for p in summary["prove"] if not p["proved"]]
         assert not failed, f"not proved: {failed}"
-        assert [(e["engine"], e["passed"]) for e in summary["engines"]] == [("tokenspeed", True), ("vllm", True)], \
+        assert [(e["engine"], e["passed"]) for e in summary["engines"]] == [("tokenspeed", True), ("vllm", True),
+                                                                           ("sglang", True)], \
             [(e["engine"], e["exit"], e["error"][-500:]) for e in summary["engines"]]
         assert summary["tests"]["passed"] and summary["tests"]["tests"] > 0, summary["tests"]
         assert summary["mutants"]["error"] == "skipped with --skip-mutants", summary["mutants"]
