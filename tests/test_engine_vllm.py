@@ -792,10 +792,13 @@ def test_a_plan_with_the_json_of_one_checked_before_is_not_checked_again(monkeyp
 def test_plans_give_what_planning_each_point_alone_gives() -> None:
     """planner.Plans builds a model's ModelConfig once per backend and assumptions and hands each point
     its own copy, which the point's VllmConfig changes: the plans are those of each point planned
-    alone (two tps, a draft's tokens, a pipeline's two stages)."""
+    alone (two tps, a draft's tokens, a pipeline's two stages); a drafted point's three configs are built
+    once per tp and tokens and copied to each point that differs in its cache only (the kv dtype)."""
     backend = QWEN.backends[0]
-    points = [planner.Point(QWEN, tp, "auto", "auto", False, backend, spec, pp, rank)
-              for tp, spec, pp, rank in ((1, 0, 1, 0), (2, 0, 1, 0), (1, 2, 1, 0), (1, 0, 2, 0), (1, 0, 2, 1))]
+    points = [planner.Point(QWEN, tp, dtype, "auto", False, backend, spec, pp, rank)
+              for tp, dtype, spec, pp, rank in ((1, "auto", 0, 1, 0), (2, "auto", 0, 1, 0), (1, "auto", 2, 1, 0),
+                                                (1, "fp8", 2, 1, 0), (2, "fp8", 2, 1, 0), (1, "auto", 0, 2, 0),
+                                                (1, "auto", 0, 2, 1))]
     plans = planner.Plans()
     shared = [plans.plan(p) for p in points]
     alone = [planner.plan(p) for p in points]

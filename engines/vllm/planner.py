@@ -129,7 +129,7 @@ def _plan(v: Vllm, point: Point, folder: str, patches: Patches | None, made: Mod
     found = [backend]
     platform = cuda_assumed(v)
     with point_answers(platform, point.backend.capability, found, point.trtllm, point.cuda_runtime) as answers:
-        model_config = _model_config(config, folder, point, answers, made)
+        model_config, parallel, speculative = _configs(config, folder, point, answers, made)
         span, layers = _rank_layers(v, point.model.layers(model_config.hf_text_config), model_config.hf_text_config,
                                     point)
         attends = any(kind == "attention" for _, kind in layers)
@@ -137,10 +137,6 @@ def _plan(v: Vllm, point: Point, folder: str, patches: Patches | None, made: Mod
             found.clear()
         cache_config = config.CacheConfig(cache_dtype=point.dtype, mamba_cache_dtype=point.mamba_dtype,
                                           enable_prefix_caching=point.prefix)
-        parallel = config.ParallelConfig(tensor_parallel_size=point.tp, pipeline_parallel_size=point.pp)
-        speculative = config.SpeculativeConfig(
-            method=point.model.draft, num_speculative_tokens=point.spec, target_model_config=model_config,
-            target_parallel_config=parallel) if point.spec else None
         vllm_config = config.VllmConfig(
             model_config=model_config, cache_config=cache_config, parallel_config=parallel,
             speculative_config=speculative, device_config=config.DeviceConfig(device="cuda"))
@@ -179,22 +175,50 @@ def _plan(v: Vllm, point: Point, folder: str, patches: Patches | None, made: Mod
                        span, attends, dict(answers.asked), configs, layout)
 
 
-# (folder, backend, trtllm, cuda_runtime) -> a ModelConfig built there, and the assumptions building it asked
-ModelConfigs = dict[tuple[str, Backend, bool | None, int | None], tuple[Any, dict[str, bool | int | None]]]
+# (folder, backend, trtllm, cuda_runtime) -> a ModelConfig built there, and the assumptions building it asked;
+# with (tp, pp, spec) added -> the ModelConfig, ParallelConfig and SpeculativeConfig of a point with a draft
+ModelConfigs = dict[tuple[Any, ...], tuple[Any, dict[str, bool | int | None]]]
 
 
-def _model_config(config: Any, folder: str, point: Point, answers: Answers, made: ModelConfigs | None) -> Any:
-    """vLLM's ModelConfig of the checkpoint. With `made`, built once per backend and assumptions and a
-    copy handed to each point: its inputs are the same there (its arguments, the folder, every answer
-    the platform gives while it is built), and each point's VllmConfig changes its own copy."""
-    if made is None:
+def _configs(config: Any, folder: str, point: Point, answers: Answers, made: ModelConfigs | None) -> tuple[Any, ...]:
+    """vLLM's ModelConfig of the checkpoint, the point's ParallelConfig and, with a draft, its
+    SpeculativeConfig (which builds the draft's own ModelConfig: most of a drafted point's planning).
+    With `made`, each is built once per set of inputs and a copy handed to each point: the inputs are
+    the same there (the arguments, the folder, every answer the platform gives while they are built),
+    and each point's VllmConfig changes its own copy. The three of a drafted point are copied together,
+    so that its SpeculativeConfig holds the very ModelConfig and ParallelConfig its VllmConfig does."""
+    def model() -> Any:
         return config.ModelConfig(model=folder, skip_tokenizer_init=True, dtype="auto")
+
+    def parallel() -> Any:
+        return config.ParallelConfig(tensor_parallel_size=point.tp, pipeline_parallel_size=point.pp)
+
+    def drafted(model_config: Any) -> tuple[Any, ...]:
+        par = parallel()
+        return model_config, par, config.SpeculativeConfig(
+            method=point.model.draft, num_speculative_tokens=point.spec, target_model_config=model_config,
+            target_parallel_config=par)
+
+    if made is None:
+        return drafted(model()) if point.spec else (model(), parallel(), None)
     key = (folder, point.backend, point.trtllm, point.cuda_runtime)
+    built = _made(made, key, answers, model)
+    if not point.spec:
+        return copy.deepcopy(built), parallel(), None
+    return copy.deepcopy(_made(made, (*key, point.tp, point.pp, point.spec), answers,
+                               lambda: drafted(copy.deepcopy(built))))
+
+
+def _made(made: ModelConfigs, key: tuple[Any, ...], answers: Answers, build: Callable[[], Any]) -> Any:
+    """made[key]'s object, built first where it is not there; the answers building it asked are the point's too."""
     if key not in made:
-        made[key] = config.ModelConfig(model=folder, skip_tokenizer_init=True, dtype="auto"), dict(answers.asked)
+        before = dict(answers.asked)
+        answers.asked.clear()
+        made[key] = build(), dict(answers.asked)
+        answers.asked.update(before)
     built, asked = made[key]
     answers.asked.update(asked)
-    return copy.deepcopy(built)
+    return built
 
 
 def _documents(point: Point, configs: dict[int, Any], layout: Any, kernel_tokens: int | None) -> dict[int, dict]:
