@@ -55,11 +55,21 @@ def test_the_domain_is_the_models_own_and_a_slice_holds() -> None:
     (["--assume", "page_size=7"], "sglang takes page_size=1|64|128"),
     (["--drafts", "1"], "do not apply to sglang"),
     (["--recipe", "kimi-linear"], "no recipe 'kimi-linear'"),
+    (["--recipe", "kimi-linear-48b-a3b", "--assume", "page_size=128"], "--assume page_size 128: no point"),
+    (["--recipe", "qwen3-next-80b-a3b", "kimi-linear-48b-a3b", "--tp", "32"], "leaves qwen3-next-80b-a3b no point"),
+    (["--tp", "32", "--assume", "page_size=128"], "no point"),
 ])
 def test_bad_input_exits_2_with_one_line(argv: list[str], says: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["engine", "sglang", *argv]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and says in err, err
+
+
+def test_a_recipe_the_narrowing_empties_is_named_not_verified_with_no_point() -> None:
+    run = engine.verify(None, [32], ["bf16"], None, assume=["page_size=1"])
+    assert [r.recipe for r in run.recipes] == ["kimi-linear-48b-a3b"]
+    assert "narrowed out: qwen3-next-80b-a3b, nemotron-3-nano-30b-a3b-bf16, nemotron-3-ultra-550b-a55b-bf16" \
+        in run.source
 
 
 def test_the_mutant_is_killed_where_verify_mutants_runs_it(capsys: pytest.CaptureFixture[str]) -> None:

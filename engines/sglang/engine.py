@@ -128,18 +128,28 @@ def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Seq
     only: dict[str, list[Any]] = {"tp": list(tps or ()), "dtype": list(dtypes or ()), PAGE: _assumed(assume)}
     domains = {r.name: r.points() for r in chosen}
     _check_narrowing(domains, only)
+    wanted = {name: [p for p in points if all(not v or p[a] in v for a, v in only.items())]
+              for name, points in domains.items()}
+    # a recipe asked for by name must be planned, or the run says less than asked; one the narrowing
+    # leaves no point of otherwise is named in the source, not reported as verified with no point
+    empty = [name for name, points in wanted.items() if not points]
+    if empty and (recipes or len(empty) == len(wanted)):
+        raise EngineError(f"the narrowing leaves {', '.join(empty)} no point (each value is some recipe's, not "
+                          "every combination)")
     source = loader.source_of(engine_path)
     start = time.perf_counter()
     results: list[RecipeResult] = []
     try:
         with loader.session(source) as mods:
             for recipe in chosen:
-                wanted = [p for p in domains[recipe.name] if all(not v or p[a] in v for a, v in only.items())]
-                results.append(_recipe(mods, source, recipe, wanted, engine_path, padding_bound))
+                if wanted[recipe.name]:
+                    results.append(_recipe(mods, source, recipe, wanted[recipe.name], engine_path, padding_bound))
     except (StubUsed, AdapterGap, ImportError) as err:  # importing SGLang's modules, before any point
         raise EngineError(f"loading sglang {source.version} ({source.where}): {type(err).__name__}: "
                           f"{verdict.one_line(err)}; the adapter must follow it first") from None
     where = f"sglang {source.version} ({source.where}, pools built on the meta device)"
+    if empty:
+        where += f", narrowed out: {', '.join(empty)} (no point of theirs matches)"
     if mutants.active():
         where += f", mutated: {', '.join(mutants.active())}"
     return EngineRun(ENGINE, source.version, where, source.commit, tuple(results), time.perf_counter() - start)
