@@ -18,7 +18,7 @@ except metadata.PackageNotFoundError:
 
 from kvproof.cli.main import main
 from kvproof.engines import registry
-from kvproof.engines.sglang import engine
+from kvproof.engines.sglang import engine, loader
 from kvproof.impl import faults
 
 RECIPE = "qwen3-next-80b-a3b"
@@ -99,3 +99,21 @@ def test_json_has_every_engines_keys(capsys: pytest.CaptureFixture[str]) -> None
     assert [k for k in point if k not in axes] == [k for k in golden["recipes"][0]["points"][0]
                                                    if k not in {"tp", "dtype", "drafts"}]
     assert point["verdict"] == "ok" and doc["new_findings"] == [] and doc["cross_point"] == []
+
+
+
+def test_a_checkout_is_read_at_the_version_its_build_wrote(tmp_path: Path) -> None:
+    """--engine-path DIR with SGLang's repository layout (DIR/python/sglang): the installed package linked
+    in, whose _version.py its build wrote; without that file the version is unknown, not version.py's
+    fallback literal."""
+    package = tmp_path / "built" / "python" / "sglang"
+    package.parent.mkdir(parents=True)
+    package.symlink_to(loader.source_of(None).package_dir, target_is_directory=True)
+    built = loader.source_of(str(tmp_path / "built"))
+    assert (built.version, built.where, built.commit) == (metadata.version("sglang"),
+                                                          f"checkout {(tmp_path / 'built').resolve()}", None)
+    bare = tmp_path / "bare" / "sglang"
+    (bare / "srt" / "mem_cache").mkdir(parents=True)
+    (bare / "srt" / "mem_cache" / "memory_pool.py").write_text("")
+    (bare / "version.py").write_text('__version__ = "0.0.0.dev0"\n')
+    assert loader.source_of(str(tmp_path / "bare")).version == "unknown"
