@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from math import prod
 from typing import Any
@@ -140,13 +140,14 @@ def _kernels(field: dict, at: str) -> tuple[KernelFact, ...]:
                  for k in kernels)
 
 
-def concrete_facts(plan: dict, validated: bool = False) -> Facts:
+def concrete_facts(plan: dict, validated: bool = False, static: StaticKeys | None = None) -> Facts:
     """A bound plan as `verify check` reads it: N is the plan's num_parents. Its structure is
     the published schema's (`validated`: the caller already checked that); what relates keys to
-    each other is checked here."""
+    each other is checked here (`static`: already read from a plan equal to this one but for N,
+    _same_but_n)."""
     if not validated:
         validate(plan)
-    static = _static(plan)
+    static = _static(plan) if static is None else replace(static, planes=plan["planes"], groups=plan["groups"])
     n = _positive(plan, "num_parents", "")
     arena = [PlaneFact(p["id"], p["bytes"], Affine(0, _get(p, "arena_offset", int, f"planes[{i}].")),
                        p.get("alignment"))
@@ -166,6 +167,25 @@ def _bound_group(group: dict, i: int, num_parents: int) -> GroupFact:
         raise ConfigError(f"plan key 'groups[{i}].page_count' of group {group['id']!r} is {given}; "
                           f"expected 1 + num_parents x packing = {expected}")
     return GroupFact(group["id"], group["packing"], Affine(0, given))
+
+
+# What a binding of a plan may change with N: the parent count, the arena, each plane's offset in it and each
+# group's page count (the line fit of affine_facts checks how they change).
+BOUND_BY_N = {"": ("num_parents", "arena_bytes"), "planes": ("arena_offset",), "groups": ("page_count",)}
+
+
+def _same_but_n(plan: dict, other: dict) -> bool:
+    """Whether two bindings are equal in every key but those BOUND_BY_N, so that what _static reads of one
+    it reads of the other."""
+    def rest(d: Any, keys: tuple[str, ...]) -> Any:
+        return {k: v for k, v in d.items() if k not in keys} if isinstance(d, dict) else d
+
+    def items(d: dict, key: str) -> Any:
+        listed = d.get(key)
+        return [rest(item, BOUND_BY_N[key]) for item in listed] if isinstance(listed, list) else listed
+
+    return (rest(plan, (*BOUND_BY_N[""], "planes", "groups")) == rest(other, (*BOUND_BY_N[""], "planes", "groups"))
+            and all(items(plan, key) == items(other, key) for key in ("planes", "groups")))
 
 
 def symbolic_facts(plan: dict) -> Facts:
@@ -195,7 +215,10 @@ def affine_facts(documents: dict[int, dict]) -> Facts:
     # The bindings differ only in N-dependent integers, which the line fit below checks, so the
     # schema is checked on the first one.
     ordered = sorted(documents.items())
-    facts = {n: concrete_facts(doc, validated=i > 0) for i, (n, doc) in enumerate(ordered)}
+    validate(ordered[0][1])
+    static = _static(ordered[0][1])
+    facts = {n: concrete_facts(doc, validated=True, static=static if _same_but_n(doc, ordered[0][1]) else None)
+             for n, doc in ordered}
     (n1, first), (n2, second) = list(facts.items())[:2]
 
     def line(where: str, at: Callable[..., int]) -> Affine:

@@ -515,6 +515,30 @@ def test_an_engine_plan_at_three_parent_counts_is_one_affine_plan(monkeypatch):
         affine_facts(mixed)
 
 
+def test_bindings_that_differ_beyond_n_are_each_read_whole(monkeypatch) -> None:
+    """A binding equal to the first but for N reuses what was read of the first; one that differs in any
+    other key (a field's stride, a plane's bytes, a group's packing) is read whole and named."""
+    import kvproof.spec.plan_reader as R
+
+    read: list[int] = []
+    static_once = R._static
+
+    def static_counted(doc: dict) -> R.StaticKeys:
+        read.append(doc["num_parents"])
+        return static_once(doc)
+
+    monkeypatch.setattr(R, "_static", static_counted)
+    affine_facts(_bindings(1, 2, 3))
+    assert read == [1]
+    for key, change in (("fields", {"stride": 64}), ("planes", {"bytes": 64}), ("groups", {"packing": 2})):
+        read.clear()
+        docs = _bindings(1, 2, 3)
+        docs[3] = docs[3] | {key: [docs[3][key][0] | change, *docs[3][key][1:]]}
+        with pytest.raises(ConfigError, match=r"^engine plan: |^plan key "):
+            affine_facts(docs)
+        assert read[:2] == [1, 3], (key, read)
+
+
 def test_an_engine_plan_needs_room_for_two_parents_below_2_63_bytes():
     # 2 x (2^62 - 16) = 2^63 - 32 fits: one parent usable (two would need 3 x parent bytes of arena).
     fits = {n: _parent_of(d, 2**62 - 16) for n, d in _bindings(1, 2, 3).items()}
