@@ -32,7 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     known = parser.add_mutually_exclusive_group()
     known.add_argument("--baseline", metavar="FILE", help="known findings: fail only on new ones, list stale ones")
     known.add_argument("--write-baseline", metavar="FILE",
-                       help="write this run's findings (only the points it ran) as a baseline and exit 0")
+                       help="write this run's findings (only the points it ran) as a baseline and exit 0; "
+                       "refused (exit 2) where a recipe is NOT VERIFIED (adapter), which is never baselined")
     parser.add_argument("--all", action="store_true", help="show every counterexample, not only the first per recipe")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 

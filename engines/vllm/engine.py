@@ -148,7 +148,9 @@ def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Seq
     """The installed vLLM, or the checkout at --engine-path (its Python files plan; the installed
     wheel's dependencies serve it, and no compiled extension is needed)."""
     if drafts or models:
-        raise EngineError("--drafts and --model do not apply to vllm: --recipe names the model")
+        given = " and ".join(flag for flag, value in (("--drafts", drafts), ("--model", models)) if value)
+        raise EngineError(f"{given} {'do' if drafts and models else 'does'} not apply to vllm: --recipe names the "
+                          "model, and its drafts are --assume spec=")
     if config:
         raise EngineError("--config does not apply to vllm yet: its models are the published configs it ships")
     checkout = use_checkout(engine_path) if engine_path else None
