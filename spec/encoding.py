@@ -256,14 +256,20 @@ def kernel_page(facts: Facts) -> list[Violation]:
 def consumer_stride(facts: Facts) -> list[Violation]:
     out = []
     for (group, plane), stack in facts.stacks.items():
+        stride = stack[0].page_stride_bytes
         payload_bytes = sum(f.payload_bytes for f in stack)  # what a reader walking by payload steps by
-        walkers = sorted({name for f in stack for name, walks in f.readers if walks == "payload"})
+        walkers = sorted({name for f in stack for name, walks, _ in f.readers if walks == "payload"})
         for name in walkers:
-            if not P.exact_stride(stack[0].page_stride_bytes, payload_bytes):
+            if not P.exact_stride(stride, payload_bytes):
                 out.append(Violation("consumer_stride", f"{name} walks the pages of {group} on plane {plane} by their "
-                                     f"payload {payload_bytes:,} B, but the plan's stride is "
-                                     f"{stack[0].page_stride_bytes:,} B: page p is read at the wrong bytes for every "
-                                     "p >= 1"))
+                                     f"payload {payload_bytes:,} B, but the plan's stride is {stride:,} B: page p is "
+                                     "read at the wrong bytes for every p >= 1"))
+        for f in stack:
+            for name, walks, item in f.readers:
+                if walks == "item" and item is not None and not P.exact_stride(stride, item):
+                    out.append(Violation("consumer_stride", f"{name} walks the pages of field {f.id} by the item "
+                                         f"length it is given, {item:,} B, but the plan's stride is {stride:,} B: "
+                                         "page p is read at the wrong bytes for every p >= 1"))
     return out
 
 

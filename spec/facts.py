@@ -80,7 +80,8 @@ class FieldFact:
     exact_stride: bool
     tokens: int | None = None  # tokens per page, where the plan says
     kernels: tuple[KernelFact, ...] = ()
-    readers: tuple[tuple[str, str], ...] = ()  # (name, walks: page | payload)
+    # (name, walks: page | payload | item, the item bytes it steps by for `item`, else None)
+    readers: tuple[tuple[str, str, int | None], ...] = ()
 
     @property
     def itemsize(self) -> int:

@@ -117,7 +117,7 @@ def _static(plan: dict) -> StaticKeys:
             field_ids[i], group, plane, dtype, prod(shape) * DTYPE_BYTES[dtype],
             _get(f, "offset", int, at), _get(f, "stride", int, at), _get(f, "exact_stride", bool, at),
             tokens=f.get("tokens"), kernels=_kernels(f, at),
-            readers=tuple((r["name"], r["walks"]) for r in f.get("readers", [])),
+            readers=_readers(f, at),
         ))
     stacks: dict[tuple[str, str], int] = {}
     for i, f in enumerate(fields):
@@ -138,6 +138,16 @@ def _kernels(field: dict, at: str) -> tuple[KernelFact, ...]:
         raise ConfigError(f"plan key '{at}kernels' needs '{at}tokens', the tokens per page the kernels split")
     return tuple(KernelFact(k["name"], k["tokens"], k["block"], k["max_tokens"], k.get("power_of_two", False))
                  for k in kernels)
+
+
+def _readers(field: dict, at: str) -> tuple[tuple[str, str, int | None], ...]:
+    """(name, walks, item bytes): a reader walks by item_bytes exactly when it says it walks by item."""
+    out = []
+    for i, r in enumerate(field.get("readers", [])):
+        if (r["walks"] == "item") != ("item_bytes" in r):
+            raise ConfigError(f"plan key '{at}readers[{i}].item_bytes' is given exactly when walks is 'item'")
+        out.append((r["name"], r["walks"], r.get("item_bytes")))
+    return tuple(out)
 
 
 def concrete_facts(plan: dict, validated: bool = False, static: StaticKeys | None = None) -> Facts:

@@ -32,8 +32,9 @@ PROPERTIES: dict[str, str] = {
     "kernel_page": "every kernel that reads a field's pages is handed pages of a multiple of its token block, "
     "within its tokens-per-page limit (and a power of two where its source requires one), that tile the field's "
     "page exactly (limits from the kernels' own sources)",
-    "consumer_stride": "every recorded reader of a field's pages that walks them by payload finds page p where the "
-    "plan puts it: the page's payload (its fields on the plane) equals the stride",
+    "consumer_stride": "every recorded reader of a field's pages that walks them by payload, or by an item length it "
+    "is given, finds page p where the plan puts it: the page's payload (its fields on the plane), or that item "
+    "length, equals the stride",
 }
 
 # Properties over what a plan declares of its fields' readers (an engine's export names them);

@@ -13,11 +13,11 @@ import z3
 from kvproof.cli.main import main
 from kvproof.impl.recipe import pack_k, plan_model, recipe_groups
 from kvproof.spec import properties as P
-from kvproof.spec.catalog import load_model
+from kvproof.spec.catalog import ConfigError, load_model
 from kvproof.spec.check import check_plan
 from kvproof.spec.contract import bound, plan_for, recipe_layout
 from kvproof.spec.encoding import violations
-from kvproof.spec.plan_reader import symbolic_facts
+from kvproof.spec.plan_reader import concrete_facts, symbolic_facts
 from kvproof.spec.policy import POLICIES, Policy
 from kvproof.spec.prover import prove
 
@@ -148,6 +148,21 @@ def test_each_property_check_bites(mutant) -> None:
     plan = json.loads(json.dumps(bound(_good_plan(), 5)))
     mutant(plan)
     assert mutant.__name__ in {v["property"] for v in check_plan(plan)}
+
+
+def test_a_reader_walking_by_its_item_length_holds_at_the_stride_only() -> None:
+    """A transfer told a page's item length steps by it: at the stride it finds every page, one
+    element short it does not, and an item reader must state its length (and only it may)."""
+    plan = bound(_good_plan(), 5)
+    state = _field(plan, "recurrent_state")
+    state["readers"] = [{"name": "transfer", "walks": "item", "item_bytes": state["stride"]}]
+    assert check_plan(plan) == []
+    state["readers"][0]["item_bytes"] -= 4
+    assert {v["property"] for v in check_plan(plan)} == {"consumer_stride"}
+    for reader in ({"name": "transfer", "walks": "item"}, {"name": "transfer", "walks": "page", "item_bytes": 4}):
+        state["readers"] = [reader]
+        with pytest.raises(ConfigError, match="item_bytes"):
+            concrete_facts(plan)
 
 
 def test_symbolic_parent_count_finds_what_one_parent_hides() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -72,8 +73,13 @@ def test_a_recipe_the_narrowing_empties_is_named_not_verified_with_no_point() ->
         in run.source
 
 
-def test_the_mutant_is_killed_where_verify_mutants_runs_it(capsys: pytest.CaptureFixture[str]) -> None:
-    (mutant,) = registry.adapter("sglang").mutants
+# the allocation each seeded bug breaks: the conv tensor that lost its dummy slot, the conv entries whose
+# transfer item spans every rank's segments
+BROKEN = {"sglang_mamba_no_dummy_slot": "mamba.conv0: ", "sglang_conv_item_merged_segments": "mamba.conv0: "}
+
+
+@pytest.mark.parametrize("mutant", registry.adapter("sglang").mutants, ids=lambda m: m.name)
+def test_each_mutant_is_killed_where_verify_mutants_runs_it(mutant: Any, capsys: pytest.CaptureFixture[str]) -> None:
     (check,) = mutant.checks
     argv = check.split()[1:]
     assert main([*argv, "--json"]) == 0  # the check passes without the fault
@@ -82,10 +88,26 @@ def test_the_mutant_is_killed_where_verify_mutants_runs_it(capsys: pytest.Captur
         assert main([*argv, "--json"]) == 1
     report = json.loads(capsys.readouterr().out)
     assert mutant.expect in {key[4] for key in report["new_findings"]}
-    assert "mutated: sglang_mamba_no_dummy_slot" in report["source"]
+    assert f"mutated: {mutant.name}" in report["source"]
     (point,) = report["recipes"][0]["points"]
-    bounds = [f["message"] for f in point["findings"] if f["property"] == "in_bounds"]
-    assert bounds and all(m.startswith("mamba.conv0: ") for m in bounds)  # the allocation that lost its slot
+    found = [f["message"] for f in point["findings"] if f["property"] == mutant.expect]
+    assert found and all(m.startswith(BROKEN[mutant.name]) for m in found)
+
+
+def test_every_buffer_is_walked_by_the_item_length_sglang_gives_its_transfer() -> None:
+    """Each field's reader is the disaggregation transfer, stepping by the item length SGLang's
+    get_state_buf_infos / get_contiguous_buf_infos give: at tp 2 and 64-token pages, a Qwen3-Next conv
+    slot of 4096 x 3 bf16, a temporal slot of 16 x 128 x 128 fp32, a K or V page of 64 x 256 bf16."""
+    from kvproof.engines.sglang import planner
+
+    with loader.session(loader.source_of(None)) as mods:
+        allocations = planner.allocations(mods, engine.RECIPES[RECIPE].hf(), planner.Point(2, "bf16", 64), 3)
+    items = {a.name.rstrip("0123456789"): set(a.items) for a in allocations}
+    assert items == {"mamba.conv": {4096 * 3 * 2}, "mamba.temporal": {16 * 128 * 128 * 4}, "kv.layer": {64 * 256 * 2}}
+    for a in allocations:
+        doc = planner.document(a)
+        assert [f["readers"] for f in doc["fields"]] == [
+            [{"name": planner.TRANSFER, "walks": "item", "item_bytes": f["stride"]}] for f in doc["fields"]]
 
 
 def test_json_has_every_engines_keys(capsys: pytest.CaptureFixture[str]) -> None:

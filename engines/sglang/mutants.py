@@ -22,6 +22,9 @@ faults.declare({
     "sglang_mamba_no_dummy_slot": "SGLang's MambaPool allocates its conv states for `size` slots, not size + 1, "
     "forgetting slot 0, the dummy its allocator never hands out (allocator/mamba.py), while the allocator still "
     "hands out slots 1..size",
+    "sglang_conv_item_merged_segments": "SGLang's MambaPool tells the disaggregation transfer a conv state entry's "
+    "item length for the whole conv row of every attention-tp rank (the full q, k, v sub-block dims of "
+    "get_state_conv_shard_groups) instead of its own rank's segments, as when the conv state's TP segments are merged",
 })
 
 
@@ -38,9 +41,25 @@ def _no_dummy_slot(original: Callable[..., None]) -> Callable[..., None]:
     return broken
 
 
+def _merged_conv_items(original: Callable[..., tuple[list[int], list[int], list[int]]]
+                       ) -> Callable[..., tuple[list[int], list[int], list[int]]]:
+    """MambaPool.get_contiguous_buf_infos whose conv entries' item lengths scale this rank's
+    sliceable dim up to the sum of the full sub-block dims (memory_pool.py's returns
+    `state_tensor[0].nbytes`)."""
+    def broken(self: Any) -> tuple[list[int], list[int], list[int]]:
+        ptrs, lens, items = original(self)
+        dims, groups = self.get_state_dim_per_tensor(), self.get_state_conv_shard_groups()
+        merged = [item if not subdims else item // dim * sum(subdims)
+                  for item, dim, subdims in zip(items, dims, groups, strict=True)]
+        return ptrs, lens, merged
+    return broken
+
+
 # fault name -> (module, Class.attribute, replacement factory)
 PATCHES: dict[str, tuple[str, str, Callable[[Callable[..., Any]], Callable[..., Any]]]] = {
     "sglang_mamba_no_dummy_slot": ("sglang.srt.mem_cache.memory_pool", "MambaPool.__init__", _no_dummy_slot),
+    "sglang_conv_item_merged_segments": ("sglang.srt.mem_cache.memory_pool", "MambaPool.get_contiguous_buf_infos",
+                                         _merged_conv_items),
 }
 
 
@@ -75,4 +94,8 @@ MUTANTS: tuple[Mutant, ...] = (
     # the dummy slot is the conv tensor's: every slot the allocator hands out lies past the shortened end
     Mutant("sglang_mamba_no_dummy_slot", ("verify engine sglang --tp 2 --dtype bf16 --assume page_size=1",),
            expect="in_bounds"),
+    # at tp 2 a Qwen3-Next conv slot holds half of each sub-block: the transfer steps twice its stride
+    Mutant("sglang_conv_item_merged_segments",
+           ("verify engine sglang --recipe qwen3-next-80b-a3b --tp 2 --dtype bf16 --assume page_size=1",),
+           expect="consumer_stride"),
 )

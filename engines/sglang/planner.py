@@ -20,6 +20,11 @@ KV pool's pages are counted separately (their numbers come from a memory split, 
 ratio), so each allocation is its own plan: its arena is the tensor's storage, its planes are the
 views into it (one per layer, the K and V halves, or the latent buffer), its parent 0 is the pool's dummy (Mamba slot 0,
 `allocator/mamba.py:84-88`; KV page 0, the padding rows the pool adds: `size + page_size` rows).
+
+Each view also has a reader: the disaggregation transfer, which SGLang tells each buffer's item
+length (`HybridLinearKVPool.get_state_buf_infos` and `get_contiguous_buf_infos`, called on the
+built pools as the prefill and decode workers call them) and which addresses entry p at the
+buffer's pointer + p x item length; `consumer_stride` holds when that length is the view's stride.
 """
 
 from __future__ import annotations
@@ -32,8 +37,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvproof.engines.stubs import StubUsed
+from kvproof.engines.verdict import AdapterGap
 
 BIND_AT = (1, 2, 3, 1000)  # parent counts: the plan must be affine in N (checked, not assumed)
+TRANSFER = "disaggregation transfer"  # the reader every buffer's item length is given to
 # Replaces SGLang functions for one planning call (the seeded bugs): a context manager over the modules.
 Patches = Callable[[dict[str, types.ModuleType]], AbstractContextManager[None]]
 
@@ -54,6 +61,7 @@ class Allocation:
     parents: int  # what the pool's allocator hands out: ids 1..parents (0 is the dummy)
     tokens: int | None  # tokens per page for a KV allocation; None for per-request state
     views: tuple[tuple[str, Any], ...]  # (field id, tensor view)
+    items: tuple[int, ...]  # per view: the item length the disaggregation transfer is given for it
 
 
 class _MetaDevice(types.ModuleType):
@@ -149,21 +157,48 @@ def allocations(mods: dict[str, types.ModuleType], text: dict[str, Any], point: 
             mamba_pool=req.mamba_pool, enable_memory_saver=False, enable_kv_cache_copy=False, start_layer=0,
             full_kv_pool_class=memory_pool.MLATokenToKVPool if use_mla else memory_pool.MHATokenToKVPool,
             quant_method=None, use_mla=use_mla, **latent)
+        # what the pools tell the disaggregation transfer of their buffers, as the prefill and decode
+        # workers register them (disaggregation/prefill.py, decode.py: kv_args.state_item_lens and
+        # kv_item_lens from get_state_buf_infos and get_contiguous_buf_infos)
+        _, _, state_items = kv.get_state_buf_infos()
+        _, _, kv_items = kv.get_contiguous_buf_infos()
+        state_layers, kv_layers = kv.get_state_layer_ids(), kv.get_kv_layer_ids()
     mamba, full = req.mamba_pool, kv.full_kv_pool
     state = mamba.mamba_cache
-    out = [Allocation(f"mamba.conv{i}", "mamba", mamba.size, None,
-                      tuple((f"mamba.conv{i}.layer{layer}", conv[j]) for j, layer in enumerate(mamba.mamba_layer_ids)))
-           for i, conv in enumerate(state.conv)]
-    out.append(Allocation("mamba.temporal", "mamba", mamba.size, None,
-                          tuple((f"mamba.temporal.layer{layer}", state.temporal[j])
-                                for j, layer in enumerate(mamba.mamba_layer_ids))))
-    for j, layer in enumerate(config.full_attention_layer_ids):
+    layers = mamba.mamba_layer_ids
+    # MambaPool._iter_transfer_state_entries' order: each conv tensor's layers, then the temporal
+    # tensor's (vars(mamba_cache) order), one entry per layer of each
+    state_views = [[(f"mamba.conv{i}.layer{layer}", conv[j]) for j, layer in enumerate(layers)]
+                   for i, conv in enumerate(state.conv)]
+    state_views.append([(f"mamba.temporal.layer{layer}", state.temporal[j]) for j, layer in enumerate(layers)])
+    state_item = iter(_aligned("MambaPool.get_contiguous_buf_infos", state_items, state_layers,
+                               [layer for views in state_views for layer in layers[:len(views)]]))
+    out = [Allocation(f"mamba.conv{i}", "mamba", mamba.size, None, tuple(views),
+                      tuple(next(state_item) for _ in views)) for i, views in enumerate(state_views[:-1])]
+    out.append(Allocation("mamba.temporal", "mamba", mamba.size, None, tuple(state_views[-1]),
+                          tuple(next(state_item) for _ in state_views[-1])))
+    attention = config.full_attention_layer_ids
+    # an MHA pool's entries are every layer's K buffer, then every layer's V buffer (_pd_registerable_tensors:
+    # k_buffer + v_buffer); an MLA pool's, each layer's one latent buffer
+    kv_item = _aligned(f"{type(full).__name__}.get_contiguous_buf_infos", kv_items, kv_layers,
+                       list(attention) * (1 if use_mla else 2))
+    for j, layer in enumerate(attention):
         # an MLA layer's one latent buffer (MLATokenToKVPool.kv_buffer), an MHA layer's K and V buffers
         views = (((f"kv.layer{layer}.latent", full.kv_buffer[j]),) if use_mla else
                  ((f"kv.layer{layer}.k", full.k_buffer[j]), (f"kv.layer{layer}.v", full.v_buffer[j])))
+        items = (kv_item[j],) if use_mla else (kv_item[j], kv_item[len(attention) + j])
         out.append(Allocation(f"kv.layer{layer}", "full_attention", full.size // full.page_size, full.page_size,
-                              views))
+                              views, items))
     return out
+
+
+def _aligned(call: str, items: list[int], layers: list[int], expected: list[int]) -> list[int]:
+    """SGLang's item lengths, one per view the adapter reads in its order (the layer ids SGLang
+    gives its entries are the views' layers), or the adapter no longer follows it."""
+    if len(items) != len(expected) or list(layers) != expected:
+        raise AdapterGap(call, f"{len(items)} transfer entries of layers {list(layers)[:8]}... for the "
+                         f"{len(expected)} views kvproof reads, of layers {expected[:8]}...")
+    return [int(i) for i in items]
 
 
 def _model_dtype(torch: Any, config: Any) -> Any:
@@ -183,11 +218,12 @@ def document(allocation: Allocation) -> dict:
     each view a plane whose slab starts at the view's storage offset, one page of it per slot (a
     state view's first axis) or per `tokens` rows (a KV view), the page stride the view's own
     stride. Every group has packing 1: a page per parent on each plane. The alignment is the
-    element size every typed view's offsets are multiples of."""
+    element size every typed view's offsets are multiples of. Each field's reader walks it by the
+    transfer item length SGLang gives for it."""
     planes, fields = [], []
     alignment = 1
     arena = None
-    for fid, view in allocation.views:
+    for (fid, view), transfer in zip(allocation.views, allocation.items, strict=True):
         if not view.is_contiguous():
             raise StubUsed(f"{fid}: a view with strides {view.stride()} is not translated by kvproof yet")
         item = view.element_size()
@@ -205,6 +241,9 @@ def document(allocation: Allocation) -> dict:
                                  "dtype": _dtype(view), "offset": 0, "stride": stride, "exact_stride": False}
         if allocation.tokens:
             field["tokens"] = allocation.tokens
+        # mooncake addresses entry p of a buffer at its pointer + p * item length (disaggregation/mooncake/
+        # conn.py:1188-1190, 1248-1250): a KV page or a state slot
+        field["readers"] = [{"name": TRANSFER, "walks": "item", "item_bytes": transfer}]
         fields.append(field)
     return {
         "num_parents": allocation.parents, "parent_bytes": sum(p["bytes"] for p in planes), "alignment": alignment,
