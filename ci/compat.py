@@ -30,6 +30,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from kvproof.cli import progress
 from kvproof.engines.tokenspeed.engine import NO_CONFIG
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -303,9 +304,14 @@ def _main(args: argparse.Namespace) -> int:
         targets += revisions(args.tokenspeed_git, args.cache)
         stamp_of = {id(t): f"{stamp}; tokenspeed snapshot at `{head}`" for t in targets if t.upstream}
     planned = [t for t in targets if not t.same_as]
-    with ThreadPoolExecutor(args.jobs) as pool:
-        ran = dict(zip(map(id, planned), pool.map(lambda t: run(t, stamp_of.get(id(t), stamp)), planned),
-                       strict=True))
+    def counted(target: Target) -> Row:
+        row = run(target, stamp_of.get(id(target), stamp))
+        shown.advance(1, f"{target.engine} {target.label}")
+        return row
+
+    with ThreadPoolExecutor(args.jobs) as pool, progress.shown(True), \
+            progress.task(len(planned), "compat", "targets") as shown:
+        ran = dict(zip(map(id, planned), pool.map(counted, planned), strict=True))
     rows += [ran.get(id(t)) or Row(t) for t in targets]
     for row in rows:
         print(f"{row.target.engine} {row.target.label}: exit {row.exit} {row.error or ''}", file=sys.stderr)

@@ -15,6 +15,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from kvproof.cli import progress
 from kvproof.engines import registry
 from kvproof.spec.catalog import BUILTIN_MODELS
 
@@ -38,21 +39,26 @@ DRAFT_DOMAIN = ("--drafts", "0-8", "--draft-dtype", "fp8", "bf16", "--max-paddin
 
 def prove_all() -> list[dict]:
     out = []
-    for model in BUILTIN_MODELS:
-        for drafts, extra in (("0", ()), ("0-8", DRAFT_DOMAIN)):
+    runs = [(model, drafts, extra) for model in BUILTIN_MODELS for drafts, extra in (("0", ()), ("0-8", DRAFT_DOMAIN))]
+    with progress.task(len(runs), "gate: proofs", "proofs") as shown:
+        for model, drafts, extra in runs:
             code, result, err = _verify("prove", "--model", model, "--all", *extra)
             out.append({"model": model, "drafts": drafts, "exit": code, "proved": code == 0, "result": result,
                         "error": err.strip()})
+            shown.advance(1, f"{model} drafts {drafts}")
     return out
 
 
 def check_engines() -> list[dict]:
     """Every registered engine against its baseline of known findings in a released version."""
     out = []
-    for adapter in registry.adapters():
-        engine = adapter.name
-        code, result, err = _verify("engine", engine, "--baseline", str(adapter.baseline))
-        out.append({"engine": engine, "exit": code, "passed": code == 0, "result": result, "error": err.strip()})
+    adapters = registry.adapters()
+    with progress.task(len(adapters), "gate: engines", "engines") as shown:
+        for adapter in adapters:
+            engine = adapter.name
+            code, result, err = _verify("engine", engine, "--baseline", str(adapter.baseline))
+            out.append({"engine": engine, "exit": code, "passed": code == 0, "result": result, "error": err.strip()})
+            shown.advance(1, engine)
     return out
 
 
@@ -74,7 +80,9 @@ def run_tests(out: Path, pytest_args: list[str]) -> dict:
 
 
 def run_mutants() -> dict:
-    code, result, err = _verify("mutants")
+    with progress.task(1, "gate: seeded bugs (verify mutants)", "runs") as shown:
+        code, result, err = _verify("mutants")
+        shown.advance()
     return {"exit": code, "passed": code == 0, "result": result, "error": err.strip()}
 
 
@@ -133,12 +141,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    summary: dict = {"prove": prove_all(), "engines": check_engines(),
-                     "tests": run_tests(out.resolve(), args.pytest_args)}
-    summary["mutants"] = (
-        {"exit": None, "passed": False, "result": None, "error": "skipped with --skip-mutants"}
-        if args.skip_mutants else run_mutants()
-    )
+    with progress.shown(True):  # pytest, between the two, draws its own
+        summary: dict = {"prove": prove_all(), "engines": check_engines(),
+                         "tests": run_tests(out.resolve(), args.pytest_args)}
+        summary["mutants"] = (
+            {"exit": None, "passed": False, "result": None, "error": "skipped with --skip-mutants"}
+            if args.skip_mutants else run_mutants()
+        )
     summary["passed"] = verdict(summary)
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     (out / "summary.md").write_text(markdown(summary))

@@ -6,6 +6,7 @@ import argparse
 import json
 import math
 
+from kvproof.cli import progress
 from kvproof.cli.args import UsageError
 from kvproof.engines import baseline, registry
 from kvproof.engines.interface import Narrowing
@@ -54,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
         if args.max_padding is not None:  # else the adapter's own default
             narrowed["padding_bound"] = (None if args.max_padding == math.inf
                                          else padding_bound_of(args.max_padding, "--max-padding"))
-        result: EngineRun = adapter.verify(args.recipe, args.tp, args.dtype, args.engine_path, **narrowed)
+        with progress.shown(not args.json):
+            result: EngineRun = adapter.verify(args.recipe, args.tp, args.dtype, args.engine_path, **narrowed)
     except EngineError as err:
         raise UsageError(str(err)) from None
     name, version = result.engine, result.version

@@ -23,6 +23,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from kvproof.cli import progress
 from kvproof.engines import verdict
 from kvproof.engines.interface import Adapter, EngineAdapter
 from kvproof.engines.stubs import StubUsed
@@ -293,28 +294,30 @@ def _points(source: loader.Source, family: str, profile: Profile, ask: Ask) -> l
         return [(None, verdict.gap(err, verdict.blame(err, (source.package_dir,), stand_ins=pipeline.STAND_INS)))]
     finally:
         STRICT.family, STRICT.absent = None, frozenset()
-    for point in domain:
-        if any(wanted and axis in point and not _wanted(axis, point[axis], wanted) for axis, wanted in only.items()):
-            continue
-        replay = " ".join(["verify engine tokenspeed", f"--recipe {family}",
-                           *(f"--{axis} {' '.join(value.split(','))}" if axis == "assume" else f"--{axis} {value}"
-                             for axis, value in point.items()),
-                           *([f"--config {ask.config.path}"] if ask.config else []),
-                           *([f"--engine-path {ask.engine_path}"] if ask.engine_path else []),
-                           *([f"--max-padding {float(padding_bound)}"] if padding_bound is not None else [])])
-        try:
-            outcome = _plan(profile, modules, published, point, source.package_dir, strict)
-        except AdapterGap as gap:  # kvproof's adapter could not drive the recipe here: no verdict
-            out.append((point, gap))
-            continue
-        if isinstance(outcome, pipeline.Refused):
-            out.append(verdict.from_refusal(family, point, outcome.message, outcome.unsupported, replay,
-                                            outcome.packing))
-        else:
-            key = json.dumps(outcome.documents, sort_keys=True)
-            if key not in checked:
-                checked[key] = verdict.planned(family, point, outcome.documents, replay, padding_bound)
-            out.append(dataclasses.replace(checked[key], point=point, replay=replay))
+    chosen = [point for point in domain if not any(wanted and axis in point and not _wanted(axis, point[axis], wanted)
+                                                  for axis, wanted in only.items())]
+    with progress.task(len(chosen), f"tokenspeed {family}", "points") as shown:
+        for point in chosen:
+            replay = " ".join(["verify engine tokenspeed", f"--recipe {family}",
+                               *(f"--{axis} {' '.join(value.split(','))}" if axis == "assume" else f"--{axis} {value}"
+                                 for axis, value in point.items()),
+                               *([f"--config {ask.config.path}"] if ask.config else []),
+                               *([f"--engine-path {ask.engine_path}"] if ask.engine_path else []),
+                               *([f"--max-padding {float(padding_bound)}"] if padding_bound is not None else [])])
+            try:
+                outcome = _plan(profile, modules, published, point, source.package_dir, strict)
+            except AdapterGap as gap:  # kvproof's adapter could not drive the recipe here: no verdict
+                out.append((point, gap))
+            else:
+                if isinstance(outcome, pipeline.Refused):
+                    out.append(verdict.from_refusal(family, point, outcome.message, outcome.unsupported, replay,
+                                                    outcome.packing))
+                else:
+                    key = json.dumps(outcome.documents, sort_keys=True)
+                    if key not in checked:
+                        checked[key] = verdict.planned(family, point, outcome.documents, replay, padding_bound)
+                    out.append(dataclasses.replace(checked[key], point=point, replay=replay))
+            shown.advance()
     return out
 
 

@@ -23,14 +23,16 @@ import threading
 import time
 import traceback
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from functools import partial
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
+from kvproof.cli import progress
 from kvproof.engines import verdict
 from kvproof.engines.checkout import commit_at
 from kvproof.engines.interface import Adapter, EngineAdapter
@@ -321,9 +323,15 @@ def _spread(plannings: dict[str, list[dict[str, Any]]], only: Only | None, paddi
     if workers is None:
         workers = _cores() if stages >= SPREAD_FROM else 1
     seen = Seen()
-    if workers <= 1:
-        return {name: _plan_all(catalog.MODELS[name], points, padding_bound, seen)
-                for name, points in plannings.items()}
+    with progress.task(sum(map(len, plannings.values())), "vllm", "points") as shown:
+        if workers <= 1:
+            return {name: _plan_all(catalog.MODELS[name], points, padding_bound, seen, shown)
+                    for name, points in plannings.items()}
+        return _spread_over(plannings, only, padding_bound, workers, stages, seen, shown)
+
+
+def _spread_over(plannings: dict[str, list[dict[str, Any]]], only: Only | None, padding_bound: Bound, workers: int,
+                 stages: int, seen: Seen, shown: progress.Task) -> dict[str, list[Outcome]]:
     size = -(-stages // (workers * CHUNKS_PER_PROCESS))
     chunks = [(name, [plannings[name][i] for i in part], part) for name, points in plannings.items()
               for part in _parts(points, size)]
@@ -331,11 +339,13 @@ def _spread(plannings: dict[str, list[dict[str, Any]]], only: Only | None, paddi
     with ProcessPoolExecutor(workers - 1, mp_context=multiprocessing.get_context(_START), initializer=_start_worker,
                              initargs=(list(plannings), only, faults.switched_on())) as pool:
         futures = [pool.submit(_plan_chunk, name, points, padding_bound) for name, points, _ in chunks]
+        for future, (name, points, _) in zip(futures, chunks, strict=True):
+            future.add_done_callback(partial(_counted, shown, len(points), name))
         try:
             for i in reversed(range(len(chunks))):
                 if not futures[i].cancel():  # a worker has it, and every chunk before it
                     break
-                done[i] = _plan_all(catalog.MODELS[chunks[i][0]], chunks[i][1], padding_bound, seen)
+                done[i] = _plan_all(catalog.MODELS[chunks[i][0]], chunks[i][1], padding_bound, seen, shown)
             done.update((i, f.result()) for i, f in enumerate(futures) if i not in done)
         except BrokenProcessPool as err:  # a worker was killed (out of memory, a signal): no point of vLLM's failed
             pool.shutdown(cancel_futures=True)
@@ -348,6 +358,13 @@ def _spread(plannings: dict[str, list[dict[str, Any]]], only: Only | None, paddi
     for i, (name, _, part) in enumerate(chunks):
         at[name].update(zip(part, done[i], strict=True))
     return {name: [outcomes[i] for i in range(len(outcomes))] for name, outcomes in at.items()}
+
+
+def _counted(shown: progress.Task, points: int, model: str, future: Future[list[Outcome]]) -> None:
+    """A worker's chunk counted in the run's progress once done (one this process took back is counted as
+    it plans it)."""
+    if not future.cancelled():
+        shown.advance(points, model)
 
 
 # How a worker starts: forked, where it can be, before this process has planned anything or started a thread
@@ -425,9 +442,9 @@ def _check(recipe: str, point: dict[str, Any], documents: dict[int, dict], repla
 
 
 def _plan_all(model: catalog.Model, chosen: list[dict[str, Any]], padding_bound: Bound,
-              seen: Seen | None = None) -> list[Outcome]:
+              seen: Seen | None = None, shown: progress.Task | None = None) -> list[Outcome]:
     """Each point's result and block size, or the adapter gap that kept kvproof from planning it;
-    `seen`: what was planned and checked before in the run."""
+    `seen`: what was planned and checked before in the run; `shown`: the run's progress, each point counted."""
     seen = Seen() if seen is None else seen
     backends = {b.label: b for b in model.backends}
     out: list[Outcome] = []
@@ -465,6 +482,8 @@ def _plan_all(model: catalog.Model, chosen: list[dict[str, Any]], padding_bound:
             out.append((ranks[0][0], ranks[0][1].block_size))
         else:
             out.append(_pipeline(ranks))
+        if shown is not None:
+            shown.advance(1, model.recipe)
     return out
 
 
