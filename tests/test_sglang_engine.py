@@ -19,7 +19,7 @@ except metadata.PackageNotFoundError:
 
 from kvproof.cli.main import main
 from kvproof.engines import registry
-from kvproof.engines.sglang import engine, loader
+from kvproof.engines.sglang import engine, loader, pairs
 from kvproof.impl import faults
 
 RECIPE = "qwen3-next-80b-a3b"
@@ -75,7 +75,12 @@ def test_a_recipe_the_narrowing_empties_is_named_not_verified_with_no_point() ->
 
 # the allocation each seeded bug breaks: the conv tensor that lost its dummy slot, the conv entries whose
 # transfer item spans every rank's segments
-BROKEN = {"sglang_mamba_no_dummy_slot": "mamba.conv0: ", "sglang_conv_item_merged_segments": "mamba.conv0: "}
+BROKEN = {"sglang_mamba_no_dummy_slot": "mamba.conv0: ", "sglang_conv_item_merged_segments": "mamba.conv0: ",
+          # the KV heads of either pair (prefill 2 into decode 4, 4 into 2); the state of prefill 4 into decode 2,
+          # whose prefill ranks 2 and 3 write past the slot
+          "sglang_pd_kv_heads_no_floor": "prefill at tp ",
+          "sglang_pd_state_writer_unwrapped": "prefill at tp 4, decode at tp 2: state entry 0 (layer 0): prefill "
+          "rank 2 writes bytes 24,576..30,720 of decode rank 1's 24,576 B slot"}
 
 
 @pytest.mark.parametrize("mutant", registry.adapter("sglang").mutants, ids=lambda m: m.name)
@@ -85,13 +90,30 @@ def test_each_mutant_is_killed_where_verify_mutants_runs_it(mutant: Any, capsys:
     assert main([*argv, "--json"]) == 0  # the check passes without the fault
     capsys.readouterr()
     with faults.inject(mutant.name):
-        assert main([*argv, "--json"]) == 1
+        # only cross-point findings: exit 3 (CROSS-POINT FINDINGS)
+        assert main([*argv, "--json"]) == (3 if mutant.expect in pairs.CROSS_POINT else 1)
     report = json.loads(capsys.readouterr().out)
     assert mutant.expect in {key[4] for key in report["new_findings"]}
     assert f"mutated: {mutant.name}" in report["source"]
-    (point,) = report["recipes"][0]["points"]
-    found = [f["message"] for f in point["findings"] if f["property"] == mutant.expect]
+    found = [f["message"] for point in report["recipes"][0]["points"] for f in point["findings"]
+             if f["property"] == mutant.expect]
     assert found and all(m.startswith(BROKEN[mutant.name]) for m in found)
+
+
+def test_prefill_and_decode_ranks_pair_as_sglang_maps_them() -> None:
+    # decode rank d pulls from prefill rank d // (D / P), or from P / D prefill ranks (common/conn.py:1452-1477)
+    assert pairs.ranks(2, 4) == [(0, 0), (0, 1), (1, 2), (1, 3)]
+    assert pairs.ranks(4, 2) == [(0, 0), (1, 0), (2, 1), (3, 1)]
+    assert pairs.ranks(2, 2) == [(0, 0), (1, 1)]
+    assert pairs._covered([(0, 4), (4, 4)]) == 8 and pairs._covered([(0, 4), (2, 4)]) == 4  # overlap: written twice
+
+
+def test_kimi_linears_pairs_hold_and_its_latent_is_not_head_split() -> None:
+    """Kimi-Linear's KDA states sliced by SGLang's own arithmetic between tp 1 and tp 32 land in their
+    slots; its MLA pool gives no heads to split (prefill.py:336: only a non-MLA pool sets kv_head_num)."""
+    run = engine.verify(["kimi-linear-48b-a3b"], [1, 32], ["bf16"], None, assume=["page_size=64"])
+    (result,) = run.recipes
+    assert [(p.point["tp"], p.verdict) for p in result.points] == [(1, "ok"), (32, "ok")], result.points
 
 
 def test_every_buffer_is_walked_by_the_item_length_sglang_gives_its_transfer() -> None:
@@ -101,7 +123,11 @@ def test_every_buffer_is_walked_by_the_item_length_sglang_gives_its_transfer() -
     from kvproof.engines.sglang import planner
 
     with loader.session(loader.source_of(None)) as mods:
-        allocations = planner.allocations(mods, engine.RECIPES[RECIPE].hf(), planner.Point(2, "bf16", 64), 3)
+        allocations, transfer = planner.allocations(mods, engine.RECIPES[RECIPE].hf(), planner.Point(2, "bf16", 64), 3)
+    # one of Qwen3-Next's 2 KV heads per rank; a conv slot's [q | k | v] sub-blocks, whole: 16 x 128 key
+    # heads twice and 32 x 128 value heads (linear_num_key_heads, linear_num_value_heads, their head dims)
+    assert (transfer.heads, transfer.total_heads) == (1, 2)
+    assert {e.groups for e in transfer.state} == {(2048, 2048, 4096), None}
     items = {a.name.rstrip("0123456789"): set(a.items) for a in allocations}
     assert items == {"mamba.conv": {4096 * 3 * 2}, "mamba.temporal": {16 * 128 * 128 * 4}, "kv.layer": {64 * 256 * 2}}
     for a in allocations:
@@ -120,7 +146,7 @@ def test_json_has_every_engines_keys(capsys: pytest.CaptureFixture[str]) -> None
     (point,) = doc["recipes"][0]["points"]
     assert [k for k in point if k not in axes] == [k for k in golden["recipes"][0]["points"][0]
                                                    if k not in {"tp", "dtype", "drafts"}]
-    assert point["verdict"] == "ok" and doc["new_findings"] == [] and doc["cross_point"] == []
+    assert point["verdict"] == "ok" and doc["new_findings"] == [] and doc["cross_point"] == sorted(pairs.CROSS_POINT)
 
 
 

@@ -34,7 +34,7 @@ def mods() -> Iterator[dict[str, Any]]:
 def _check(mods: dict[str, Any], point: planner.Point,
            patches: planner.Patches | None = None) -> list[verdict.PointResult]:
     return [verdict.planned("qwen3-next", {"allocation": name}, docs, "")
-            for name, docs in planner.plan(mods, CONFIG, point, patches).items()]
+            for name, docs in planner.plan(mods, CONFIG, point, patches)[0].items()]
 
 
 @pytest.mark.parametrize("tp", [1, 2, 4, 8])
@@ -49,7 +49,7 @@ def test_state_shapes_are_sglangs(mods: dict[str, Any]) -> None:
     """The state pages follow Mamba2StateShape.create at each tp: Qwen3-Next's conv dim 8192 over tp, kernel 4
     (3 kept columns) in bf16; 32 value heads of 128 x 128 over tp in float32."""
     for tp in (1, 2, 4, 8):
-        docs = planner.plan(mods, CONFIG, planner.Point(tp, "bf16", 1))
+        docs, _ = planner.plan(mods, CONFIG, planner.Point(tp, "bf16", 1))
         assert docs["mamba.conv0"][1]["planes"][0]["bytes"] == 8192 // tp * 3 * 2
         assert docs["mamba.temporal"][1]["planes"][0]["bytes"] == 32 // tp * 128 * 128 * 4
         kv_heads = max(1, 2 // tp)  # ModelConfig.get_num_kv_heads: 2 KV heads, replicated past tp 2
@@ -77,7 +77,7 @@ def test_kimi_linear_plans_an_mla_latent_and_kda_states(mods: dict[str, Any]) ->
     """Kimi-Linear's full-attention layers are MLA (ModelConfig._derive_model_shapes): one latent buffer per
     layer of kv_lora_rank 512 + qk_rope_head_dim 64 per token; its KDA layers' q/k/v convs in one tensor of
     3 x 4096 channels over tp, 3 kept columns (KimiLinearStateShape.create); 20 KDA and 7 MLA layers."""
-    docs = planner.plan(mods, _published("kimi-linear-48b-a3b"), planner.Point(2, "bf16", 1))
+    docs, _ = planner.plan(mods, _published("kimi-linear-48b-a3b"), planner.Point(2, "bf16", 1))
     assert sorted(docs) == sorted(["mamba.conv0", "mamba.temporal",
                                    *(f"kv.layer{i}" for i in (3, 7, 11, 15, 19, 23, 26))])
     (latent,) = docs["kv.layer3"][1]["fields"]
@@ -91,7 +91,7 @@ def test_nemotron_h_plans_its_mamba2_and_attention_layers(mods: dict[str, Any]) 
     """Nemotron-3 Nano at tp 2: conv dim 64 x 64 + 2 x 8 x 128 = 6144 over tp, 3 kept columns, in bf16; 64 Mamba
     heads of 64 x 128 over tp in float32 (Mamba2StateShape.create); 2 KV heads of 128 split over tp; 23 Mamba and
     6 attention layers."""
-    docs = planner.plan(mods, _published("nemotron-3-nano-30b-a3b-bf16"), planner.Point(2, "bf16", 1))
+    docs, _ = planner.plan(mods, _published("nemotron-3-nano-30b-a3b-bf16"), planner.Point(2, "bf16", 1))
     assert len([n for n in docs if n.startswith("kv.")]) == 6 and len(docs["mamba.temporal"][1]["planes"]) == 23
     assert docs["mamba.conv0"][1]["planes"][0]["bytes"] == (64 * 64 + 2 * 8 * 128) // 2 * 3 * 2
     assert docs["mamba.temporal"][1]["planes"][0]["bytes"] == 64 // 2 * 64 * 128 * 4

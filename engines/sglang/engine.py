@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from fractions import Fraction
 from importlib import resources
@@ -29,9 +30,10 @@ from typing import Any
 
 from kvproof.engines import verdict
 from kvproof.engines.interface import Adapter, EngineAdapter
-from kvproof.engines.sglang import loader, mutants
+from kvproof.engines.sglang import loader, mutants, pairs
 from kvproof.engines.stubs import StubUsed
 from kvproof.engines.verdict import AdapterGap, EngineError, EngineRun, Finding, PointResult, RecipeResult
+from kvproof.spec.catalog import ConfigError
 
 ENGINE = "sglang"
 BASELINE = Path(__file__).with_name("baseline.json")  # the known findings of the released version
@@ -185,19 +187,38 @@ def _recipe(mods: dict[str, Any], source: loader.Source, recipe: Recipe, points:
     hf = recipe.hf()
     patches = mutants.applied if mutants.active() else None
     outcomes: list[PointResult | tuple[dict[str, Any] | None, AdapterGap]] = []
+    transfers: list[tuple[PointResult, pairs.Transfer | None]] = []
     for p in points:
         replay = (f"verify engine sglang --recipe {recipe.name} --tp {p['tp']} --dtype {p['dtype']} "
                   f"--assume {PAGE}={p[PAGE]}" + (f" --engine-path {engine_path}" if engine_path else "")
                   + (f" --max-padding {float(padding_bound)}" if padding_bound is not None else ""))
         try:
-            documents = planner.plan(mods, hf, planner.Point(p["tp"], p["dtype"], p[PAGE]), patches)
+            documents, transfer = planner.plan(mods, hf, planner.Point(p["tp"], p["dtype"], p[PAGE]), patches)
         except Exception as err:  # SGLang refusing the point, or the adapter failing to drive it
             judged = verdict.judge(recipe.name, p, err, replay, [source.package_dir])
+            if isinstance(judged, PointResult):
+                transfers.append((judged, None))
             outcomes.append(judged if isinstance(judged, PointResult) else (p, judged))
             continue
-        outcomes.append(merged(recipe.name, p, {name: verdict.planned(recipe.name, p, docs, replay, padding_bound)
-                                                for name, docs in documents.items()}, replay))
-    return verdict.adapter_result(recipe.name, outcomes, recipe.limits)
+        try:
+            checked = {name: verdict.planned(recipe.name, p, docs, replay, padding_bound)
+                       for name, docs in documents.items()}
+        except ConfigError as err:  # a view the plan schema cannot hold (an empty buffer: a pool with no heads)
+            outcomes.append((p, AdapterGap("planner.document", f"SGLang's pools read into a plan kvproof refuses: "
+                                           f"{verdict.one_line(err)}")))
+            continue
+        result = merged(recipe.name, p, checked, replay)
+        transfers.append((result, transfer))
+        outcomes.append(result)
+    try:
+        with patches(mods) if patches else nullcontext():
+            crossed = iter(pairs.cross(mods, transfers))
+    except Exception as err:  # what no pair's refusal is (pairs.py takes SGLang's ValueErrors as findings)
+        b = verdict.blame(err, [source.package_dir])
+        gap = verdict.undeclared(err, b) if b.engine else verdict.gap(err, b)
+        return verdict.adapter_result(recipe.name, [*outcomes, (None, gap)], recipe.limits)
+    return verdict.adapter_result(recipe.name, [next(crossed) if isinstance(o, PointResult) else o
+                                                for o in outcomes], recipe.limits)
 
 
 def merged(recipe: str, point: dict[str, Any], allocations: dict[str, PointResult], replay: str) -> PointResult:
@@ -216,6 +237,6 @@ def merged(recipe: str, point: dict[str, Any], allocations: dict[str, PointResul
                        parents, replay)
 
 
-# No finding of SGLang's spans points yet: each point's pools are the whole answer.
-ADAPTER: EngineAdapter = Adapter(name=ENGINE, verify=verify, cross_point=frozenset(), mutants=mutants.MUTANTS,
-                                 baseline=BASELINE)
+# a prefill and a decode instance at different tp (pairs.py): findings no single point's pools show
+ADAPTER: EngineAdapter = Adapter(name=ENGINE, verify=verify, cross_point=frozenset(pairs.CROSS_POINT),
+                                 mutants=mutants.MUTANTS, baseline=BASELINE)

@@ -32,6 +32,10 @@ from kvproof.engines.stubs import StubUsed, Unavailable, root_of
 from kvproof.engines.verdict import EngineError
 
 CONFIGS = "sglang.srt.configs"
+# packages whose __init__ never runs (an empty package over the real folder): sglang's imports the
+# frontend; disaggregation/common's imports its conn.py, whose CommonKVReceiver opens a zmq.Context in
+# its class body (common/conn.py:2476), while kvproof needs only the transfer's slicing arithmetic
+SKIPPED = {"sglang": "", "sglang.srt.disaggregation.common": "srt/disaggregation/common"}
 # name -> why kvproof replaces it (and what binds it)
 REPLACED: dict[str, str] = {
     "zmq": "the scheduler's IPC (pyzmq); bound at import by sglang/srt/utils/common.py, never used to size a pool",
@@ -107,16 +111,16 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def find_spec(self, fullname: str, path: Sequence[str] | None, target: object = None) -> Any:
         if root_of(fullname, ABSENT):
             raise ModuleNotFoundError(f"No module named {fullname!r} (absent while SGLang imports)", name=fullname)
-        if root_of(fullname, REPLACED) or fullname in ("sglang", CONFIGS):
+        if root_of(fullname, REPLACED) or fullname in SKIPPED or fullname == CONFIGS:
             return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
         return None
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
         if spec.name == CONFIGS:
             return _LazyConfigs(spec.name, self.package_dir / "srt" / "configs")
-        if spec.name == "sglang":
+        if spec.name in SKIPPED:
             module = types.ModuleType(spec.name, "kvproof: package __init__ skipped")
-            module.__path__ = [str(self.package_dir)]
+            module.__path__ = [str(self.package_dir / SKIPPED[spec.name])]
             return module
         module = _ReplacedModule(spec.name, "kvproof: replaced module")
         module.__path__ = []
@@ -160,7 +164,8 @@ def source_of(engine_path: str | None) -> Source:
 
 MODULES = ("sglang.srt.mem_cache.memory_pool", "sglang.srt.configs.model_config", "sglang.srt.configs.qwen3_next",
            "sglang.srt.configs.kimi_linear", "sglang.srt.configs.nemotron_h", "sglang.srt.runtime_context",
-           "sglang.srt.mem_cache.kv_cache_dtype")
+           "sglang.srt.mem_cache.kv_cache_dtype", "sglang.srt.disaggregation.utils",
+           "sglang.srt.disaggregation.common.staging_buffer")
 
 
 @contextmanager

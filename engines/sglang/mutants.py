@@ -25,6 +25,12 @@ faults.declare({
     "sglang_conv_item_merged_segments": "SGLang's MambaPool tells the disaggregation transfer a conv state entry's "
     "item length for the whole conv row of every attention-tp rank (the full q, k, v sub-block dims of "
     "get_state_conv_shard_groups) instead of its own rank's segments, as when the conv state's TP segments are merged",
+    "sglang_pd_kv_heads_no_floor": "SGLang's heterogeneous-tp KV transfer counts the KV heads per rank it sends as "
+    "the model's KV heads // tp, without the floor of one (compute_head_slice_params), so a side with more ranks "
+    "than KV heads sends none",
+    "sglang_pd_state_writer_unwrapped": "SGLang's Mamba state transfer from more prefill ranks to fewer decode ranks "
+    "places a prefill rank's slice by its rank in the whole group, not by its index among the ranks writing one "
+    "decode rank (compute_mamba_state_slice_blocks), so the later writers write past the decode slot",
 })
 
 
@@ -55,11 +61,43 @@ def _merged_conv_items(original: Callable[..., tuple[list[int], list[int], list[
     return broken
 
 
+Heads = tuple[int, int, int, int]  # compute_head_slice_params: src start, heads sent, dst start, heads sent
+
+
+def _heads_without_floor(original: Callable[..., Heads]) -> Callable[..., Heads]:
+    """compute_head_slice_params whose heads sent are at most total // tp of the side that sets them
+    (the decode side when it has at least as many ranks, else the prefill side): the per-rank count
+    without staging_buffer.py's max(1, ·)."""
+    def broken(src_tp: int, dst_tp: int, src_rank: int, dst_rank: int, total: int) -> Heads:
+        src_start, count, dst_start, _ = original(src_tp, dst_tp, src_rank, dst_rank, total)
+        count = min(count, total // (src_tp if src_tp > dst_tp else dst_tp))
+        return src_start, count, dst_start, count
+    return broken
+
+
+def _writer_unwrapped(original: Callable[..., list[tuple[int, int, int]]]) -> Callable[..., list[tuple[int, int, int]]]:
+    """compute_mamba_state_slice_blocks whose aggregation blocks sit at the writer's rank in the group,
+    not at that rank modulo the writers per decode rank (utils.py: `local_writer_idx`)."""
+    def broken(src_dim: int, dst_dim: int, src_attn_tp_size: int, dst_attn_tp_size: int, dst_tp_rank_in_group: int,
+               local_tp_rank_in_group: int, conv_shard_groups: list[int] | None = None) -> list[tuple[int, int, int]]:
+        blocks = original(src_dim, dst_dim, src_attn_tp_size, dst_attn_tp_size, dst_tp_rank_in_group,
+                          local_tp_rank_in_group, conv_shard_groups)
+        if src_attn_tp_size <= dst_attn_tp_size:
+            return blocks
+        shift = local_tp_rank_in_group - local_tp_rank_in_group % (src_attn_tp_size // dst_attn_tp_size)
+        return [(src, dst + shift * size, size) for src, dst, size in blocks]
+    return broken
+
+
 # fault name -> (module, Class.attribute, replacement factory)
 PATCHES: dict[str, tuple[str, str, Callable[[Callable[..., Any]], Callable[..., Any]]]] = {
     "sglang_mamba_no_dummy_slot": ("sglang.srt.mem_cache.memory_pool", "MambaPool.__init__", _no_dummy_slot),
     "sglang_conv_item_merged_segments": ("sglang.srt.mem_cache.memory_pool", "MambaPool.get_contiguous_buf_infos",
                                          _merged_conv_items),
+    "sglang_pd_kv_heads_no_floor": ("sglang.srt.disaggregation.common.staging_buffer", "compute_head_slice_params",
+                                    _heads_without_floor),
+    "sglang_pd_state_writer_unwrapped": ("sglang.srt.disaggregation.utils", "compute_mamba_state_slice_blocks",
+                                         _writer_unwrapped),
 }
 
 
@@ -98,4 +136,12 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("sglang_conv_item_merged_segments",
            ("verify engine sglang --recipe qwen3-next-80b-a3b --tp 2 --dtype bf16 --assume page_size=1",),
            expect="consumer_stride"),
+    # Qwen3-Next has 2 KV heads: decode at tp 4 holds one per rank, and prefill at tp 2 would send it none
+    Mutant("sglang_pd_kv_heads_no_floor",
+           ("verify engine sglang --recipe qwen3-next-80b-a3b --tp 2 4 --dtype bf16 --assume page_size=64",),
+           expect="pd_head_split"),
+    # prefill at tp 4 into decode at tp 2: prefill ranks 2 and 3 write a decode slot of two shards at shards 2, 3
+    Mutant("sglang_pd_state_writer_unwrapped",
+           ("verify engine sglang --recipe qwen3-next-80b-a3b --tp 2 4 --dtype bf16 --assume page_size=64",),
+           expect="pd_state_slice"),
 )

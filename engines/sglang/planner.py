@@ -36,6 +36,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
+from kvproof.engines.sglang.pairs import StateEntry, Transfer
 from kvproof.engines.stubs import StubUsed
 from kvproof.engines.verdict import AdapterGap
 
@@ -109,8 +110,9 @@ def hf_config(mods: dict[str, types.ModuleType], text: dict[str, Any]) -> Any:
 
 
 def allocations(mods: dict[str, types.ModuleType], text: dict[str, Any], point: Point, parents: int,
-                patches: Patches | None = None) -> list[Allocation]:
-    """Every allocation of the point's pools, built for `parents` Mamba slots and KV pages."""
+                patches: Patches | None = None) -> tuple[list[Allocation], Transfer]:
+    """Every allocation of the point's pools, built for `parents` Mamba slots and KV pages, and what
+    the pools tell the disaggregation transfer."""
     import torch
 
     memory_pool = mods["sglang.srt.mem_cache.memory_pool"]
@@ -163,6 +165,8 @@ def allocations(mods: dict[str, types.ModuleType], text: dict[str, Any], point: 
         _, _, state_items = kv.get_state_buf_infos()
         _, _, kv_items = kv.get_contiguous_buf_infos()
         state_layers, kv_layers = kv.get_state_layer_ids(), kv.get_kv_layer_ids()
+        # and what the heterogeneous-tp transfer slices each state entry by (mooncake/conn.py:2378-2422)
+        slicing = (kv.get_state_dim_per_tensor(), kv.get_state_slice_outer_counts(), kv.get_state_conv_shard_groups())
     mamba, full = req.mamba_pool, kv.full_kv_pool
     state = mamba.mamba_cache
     layers = mamba.mamba_layer_ids
@@ -189,7 +193,11 @@ def allocations(mods: dict[str, types.ModuleType], text: dict[str, Any], point: 
         items = (kv_item[j],) if use_mla else (kv_item[j], kv_item[len(attention) + j])
         out.append(Allocation(f"kv.layer{layer}", "full_attention", full.size // full.page_size, full.page_size,
                               views, items))
-    return out
+    # prefill.py:336-340: an MHA pool's head_num and the model's total KV heads (an MLA pool gives neither)
+    entries = tuple(StateEntry(layer, item, dim, outer, tuple(groups) if groups else None)
+                    for layer, item, dim, outer, groups in zip(state_layers, state_items, *slicing, strict=True))
+    return out, Transfer(point.tp, None if use_mla else full.head_num,
+                         model_config.ModelConfig.get_total_num_kv_heads(shell), entries)
 
 
 def _aligned(call: str, items: list[int], layers: list[int], expected: list[int]) -> list[int]:
@@ -254,10 +262,17 @@ def document(allocation: Allocation) -> dict:
 
 
 def plan(mods: dict[str, types.ModuleType], text: dict[str, Any], point: Point,
-         patches: Patches | None = None) -> dict[str, dict[int, dict]]:
-    """Each allocation's documents at every parent count of BIND_AT."""
+         patches: Patches | None = None) -> tuple[dict[str, dict[int, dict]], Transfer]:
+    """Each allocation's documents at every parent count of BIND_AT, and what the pools tell the
+    transfer (the same at every parent count but for the buffers' lengths)."""
     out: dict[str, dict[int, dict]] = {}
+    transfers = []
     for n in BIND_AT:
-        for allocation in allocations(mods, text, point, n, patches):
+        built, transfer = allocations(mods, text, point, n, patches)
+        transfers.append(transfer)
+        for allocation in built:
             out.setdefault(allocation.name, {})[n] = document(allocation)
-    return out
+    if any(t != transfers[0] for t in transfers):
+        raise AdapterGap("HybridLinearKVPool.get_state_buf_infos", "the transfer's item lengths or slicing change "
+                         "with the pool's size, which kvproof does not read")
+    return out, transfers[0]
