@@ -3,8 +3,10 @@
 A disaggregated deployment pairs a prefill instance with a decode instance; SGLang lets their
 attention tp differ. Each decode rank then pulls from the prefill ranks `_resolve_rank_mapping`
 assigns it (disaggregation/common/conn.py:1452-1477: one rank when tp is equal, rank d // (D / P)
-when decode has more ranks, ranks d·(P / D) .. (d + 1)·(P / D) - 1 when prefill has more), and the
-transfer slices what it sends with SGLang's own arithmetic, called here on each point's pools:
+when decode has more ranks, ranks d·(P / D) .. (d + 1)·(P / D) - 1 when prefill has more; a hybrid
+MLA pool sends its replicated KV from one of these but its state from every one, mooncake/conn.py:
+1889-1900), and the transfer slices what it sends with SGLang's own arithmetic, called here on each
+point's pools:
 - KV heads (an MHA pool; an MLA pool's latent has no head axis): `compute_head_slice_params`
   (disaggregation/common/staging_buffer.py), with each rank's head count the pool's `head_num` and
   the model's total from `ModelConfig.get_total_num_kv_heads`, as prefill.py:336-340 hands them to the
