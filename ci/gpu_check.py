@@ -7,7 +7,9 @@
    (the prover's tests need it) and no fla-core (the kda_decode cross-check skips, saying so).
 2. Median times via triton.testing.do_bench for mla_decode (Kimi-K3 heads per rank at tp 8 and
    tp 1, batch 64, 32K context, fp8 cache), merge_state and kda_decode, with achieved GB/s
-   against a measured device-to-device copy, printed as one table.
+   against a measured device-to-device copy and each row's physical limit (its bytes at that
+   copy's bandwidth), printed as one table; FlashMLA's and FlashInfer's MLA decode beside ours at
+   the same shapes where the image has them (a row that cannot run says why).
 
 Needs nothing installed beyond the image's torch, triton, numpy, pytest and hypothesis: kvproof
 is imported from this checkout (its kvproof/ folder). Everything stays within 5 minutes. Exits 2
@@ -43,8 +45,15 @@ class Row:
     bytes: int  # bytes the kernel must move at least
 
     def line(self, copy_gbps: float) -> str:
+        """The row: its time, its GB/s, and its physical limit: the time its bytes take at the measured
+        copy's bandwidth (a kernel that only moves its bytes once can do no better), with its time over it."""
         gbps = self.bytes / self.ms / 1e6
-        return f"{self.name:<44} {self.ms:>9.3f} {gbps:>9.0f} {100 * gbps / copy_gbps:>7.0f}%"
+        limit_ms = self.bytes / copy_gbps / 1e6
+        return (f"{self.name:<52} {self.ms:>9.3f} {gbps:>9.0f} {100 * gbps / copy_gbps:>7.0f}% "
+                f"{limit_ms:>9.3f} {self.ms / limit_ms:>7.2f}x")
+
+
+HEADER = f"{'kernel':<52} {'median ms':>9} {'GB/s':>9} {'of copy':>8} {'limit ms':>9} {'x limit':>8}"
 
 
 def kernel_test_files() -> list[str]:
@@ -112,6 +121,58 @@ def mla_rows() -> list[Row]:
         label = f"mla_decode fp8 tp{tp} ({heads} heads, B{batch}, {context // 1024}K, {splits} splits)"
         rows.append(Row(label, ms, moved))
     return rows
+
+
+def _mla_shapes() -> tuple[int, int, int]:
+    """Batch, context and Kimi-K3's MLA heads per rank at tp 8, as mla_rows times ours."""
+    from kvproof.spec.catalog import load_model
+
+    return 64, 32 * 1024, load_model("kimi-k3").mla_heads // 8
+
+
+def flashmla_rows() -> list[Row]:
+    """FlashMLA's dense decode (deepseek-ai/FlashMLA, `flash_mla_with_kvcache`, README usage: bf16 cache in
+    pages of 64 tokens, 576 values, one latent head) at the shapes of ours, where the image has it."""
+    import torch
+    from flash_mla import flash_mla_with_kvcache, get_mla_metadata
+
+    batch, context, heads = _mla_shapes()
+    page = 64
+    per_request = context // page
+    cache = torch.randn(1 + batch * per_request, page, 1, 576, dtype=torch.bfloat16, device="cuda")
+    table = (torch.randperm(batch * per_request, device="cuda") + 1).view(batch, per_request).to(torch.int32)
+    lens = torch.full((batch,), context, dtype=torch.int32, device="cuda")
+    q = torch.randn(batch, 1, heads, 576, dtype=torch.bfloat16, device="cuda")
+    metadata, splits = get_mla_metadata(lens, heads, 1)
+    ms = bench(lambda: flash_mla_with_kvcache(q, cache, table, lens, 512, metadata, splits, causal=True))
+    moved = batch * context * 576 * 2 + q.nbytes + batch * heads * 512 * 2
+    return [Row(f"FlashMLA decode bf16 tp8 ({heads} heads, B{batch}, {context // 1024}K)", ms, moved)]
+
+
+def flashinfer_rows() -> list[Row]:
+    """FlashInfer's MLA decode (`flashinfer.mla.BatchMLAPagedAttentionWrapper`, plan then run, as its docs
+    show it) over pages of 128 tokens, bf16, at the shapes of ours, where the image has it."""
+    import flashinfer
+    import torch
+
+    batch, context, heads = _mla_shapes()
+    page = 128
+    per_request = context // page
+    pages = 1 + batch * per_request
+    ckv = torch.randn(pages, page, 512, dtype=torch.bfloat16, device="cuda")
+    kpe = torch.randn(pages, page, 64, dtype=torch.bfloat16, device="cuda")
+    q_nope = torch.randn(batch, heads, 512, dtype=torch.bfloat16, device="cuda")
+    q_pe = torch.randn(batch, heads, 64, dtype=torch.bfloat16, device="cuda")
+    wrapper = flashinfer.mla.BatchMLAPagedAttentionWrapper(torch.empty(128 << 20, dtype=torch.uint8, device="cuda"))
+    qo_indptr = torch.arange(batch + 1, dtype=torch.int32, device="cuda")
+    kv_indptr = torch.arange(batch + 1, dtype=torch.int32, device="cuda") * per_request
+    kv_indices = torch.randperm(batch * per_request, device="cuda").to(torch.int32) + 1
+    kv_lens = torch.full((batch,), context, dtype=torch.int32, device="cuda")
+    wrapper.plan(qo_indptr, kv_indptr, kv_indices, kv_lens, heads, 512, 64, page, False, 192**-0.5,
+                 torch.bfloat16, torch.bfloat16)
+    ms = bench(lambda: wrapper.run(q_nope, q_pe, ckv, kpe))
+    moved = batch * context * 576 * 2 + q_nope.nbytes + q_pe.nbytes + batch * heads * 512 * 2
+    return [Row(f"FlashInfer MLA decode bf16 tp8 ({heads} heads, B{batch}, {context // 1024}K)", ms, moved)]
 
 
 def merge_rows() -> list[Row]:
@@ -192,13 +253,20 @@ def main(argv: list[str] | None = None) -> int:
         try:
             lines += [row.line(copy_gbps) for row in rows()]
         except Exception as err:  # one broken benchmark must not hide the others' numbers
-            lines.append(f"{name:<44} failed: {type(err).__name__}: {err}")
+            lines.append(f"{name:<52} failed: {type(err).__name__}: {err}")
             status = status or 1
+    # Others' decode kernels beside ours, where the image has them: a row that cannot run says why and
+    # fails nothing (they are references, not kvproof's kernels).
+    for name, rows in (("FlashMLA", flashmla_rows), ("FlashInfer MLA", flashinfer_rows)):
+        try:
+            lines += [row.line(copy_gbps) for row in rows()]
+        except Exception as err:
+            lines.append(f"{name:<52} not run: {type(err).__name__}: {' '.join(str(err).split())[:160]}")
     device = torch.cuda.get_device_name(0)
     import triton
 
     print(f"\n{time.strftime('%Y-%m-%d')} {device}, torch {torch.__version__}, triton {triton.__version__}")
-    print(f"{'kernel':<44} {'median ms':>9} {'GB/s':>9} {'of copy':>8}")
+    print(HEADER)
     print("\n".join(lines))
     print(f"tests {'passed' if status == 0 else 'FAILED'}; {time.monotonic() - started:.0f} s in all")
     return status

@@ -99,3 +99,12 @@ def test_fla_cross_check_skips_with_reason(image_env: dict[str, str]) -> None:
     assert proc.returncode == 0, out[-3000:]
     assert "fla-core (test extra) is not installed" in out
     assert not re.search(r"\d+ passed", out), "an fla test ran although fla is hidden"
+
+
+def test_a_row_states_its_physical_limit() -> None:
+    """4 GB in 2 ms against a 4,000 GB/s copy: 2,000 GB/s, half the copy's, where the bytes alone take 1 ms."""
+    from kvproof.ci.gpu_check import HEADER, Row
+
+    line = Row("kernel", 2.0, 4 * 10**9).line(4000.0)
+    assert line.split()[1:] == ["2.000", "2000", "50%", "1.000", "2.00x"]
+    assert HEADER.split()[-2:] == ["x", "limit"] and len(HEADER) == len(line)
