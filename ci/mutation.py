@@ -77,16 +77,6 @@ EQUIVALENT: dict[str, str] = {
                                                           "conjunction repeated changes no verdict",
     "kvproof.spec.sweep_family.x_parse_range__mutmut_11": "split('..', 2): a second '..' is the same ValueError "
                                                           "(too many values, or int('2..3')), the same message",
-    "kvproof.spec.launch.x_smallest_fix__mutmut_41": "the variable's name only: z3.Bool(None) is '<null>', "
-                                                     "distinct from every other, and read back by reference",
-    "kvproof.spec.launch.x_smallest_fix__mutmut_51": "the variable's name only: 'XXprefillXX' is distinct from "
-                                                     "every other, and read back by reference",
-    "kvproof.spec.launch.x_div__mutmut_1": "or vs and: resolve divides two sizes of one resolution, both z3 "
-                                           "terms (the fix search) or both ints, never one of each",
-    "kvproof.spec.launch.x_divides__mutmut_1": "or vs and: every rule passes two sizes of one resolution, "
-                                               "both z3 terms or both ints, never one of each",
-    "kvproof.spec.launch.x_smallest_fix__mutmut_161": "2 x the count of changed flags has the same minimizers "
-                                                      "(the objectives are lexicographic)",
     "kvproof.spec.contract.x_recipe_layout__mutmut_82": "state sized for a model with no KDA layer too: parse_config "
                                                         "leaves its kda_heads and kda_head_dim 0, so its state "
                                                         "fields hold 0 bytes and state is 0 either way",
@@ -109,13 +99,8 @@ EQUIVALENT: dict[str, str] = {
                                                     "no other key (3, 6 or 7 items) can equal",
     "kvproof.spec.facts.xǁAffineǁterm__mutmut_2": "0 x N + fixed, a Term where it was an int: every caller lifts "
                                                   "what term() gives into a Term (lift, _val), the same value",
-    "kvproof.spec.launch.x_div__mutmut_2": "a's kind dropped from the test: resolve divides two sizes of one "
-                                           "resolution, both z3 terms or both ints, so b's kind is a's",
-    "kvproof.spec.launch.x_divides__mutmut_2": "part's kind dropped from the test: every rule passes two sizes "
-                                               "of one resolution, both z3 terms or both ints",
     "kvproof.spec.plan_reader.x_affine_facts__mutmut_102": "2 x parent_bytes is even and BYTES_MAX (2^63 - 1) "
                                                            "odd: > and >= never differ",
-    "kvproof.spec.launch.x_smallest_fix__mutmut_52": _Z3_NAME,
     "kvproof.spec.synth.x_encode__mutmut_2": "z3.Int(None) is '<null>', distinct from every other variable, and "
                                              "K_lin is read back by reference, not by name",
     "kvproof.spec.sweep.x_describe_set__mutmut_42": "strict=None turns the check off, and zip(bad, [*bad[1:], "

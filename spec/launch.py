@@ -4,8 +4,8 @@ A launch is the engine's parallelism flags as given (unset flags stay None). `re
 the engine's own defaulting (tokenspeed 0.1.1, `ServerArgs.resolve_parallelism`): the world is
 pp x attention tp x dp when not given, tp / dp fill the stage world, the dense tp follows the
 attention tp, `--enable-expert-parallel` makes EP the stage world, MoE tp fills what EP leaves.
-Every rule is written with + * % comparisons and the connectives below, so the same definition
-decides a concrete launch (ints) and builds the z3 term that `smallest_fix` searches over.
+Every rule is a formula over the resolved sizes, so the same definition decides a launch and
+each candidate that `smallest_fix` weighs.
 
 The cache contract at the resulting (tp, dtype) point is the prover's (kvproof.spec.prover); it
 is not a rule here, because it is decided by a proof, not by a formula over the flags.
@@ -13,13 +13,12 @@ is not a rule here, because it is decided by a proof, not by a formula over the 
 
 from __future__ import annotations
 
-import threading
+import itertools
+import math
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields, replace
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, fields
 from typing import Any, Literal
-
-import z3
 
 from kvproof.spec.catalog import ModelGeometry
 
@@ -33,7 +32,7 @@ MERGE_STATE_UNTILED_MAX_HEADS = MAX_THREADS_PER_BLOCK // MERGE_STATE_THREADS_PER
 # The cache dtypes the contract covers, by the engine's --kv-cache-dtype spelling. tokenspeed:
 # "auto" and "bfloat16" store bf16 rows, "fp8" is "fp8_e4m3"; "mxfp8" needs an MHA backend.
 KV_CACHE_DTYPES = {"auto": "bf16", "bfloat16": "bf16", "fp8": "fp8", "fp8_e4m3": "fp8", "mxfp8": None}
-DTYPE_CODES = ("fp8", "bf16", None)  # the dtype as an int for z3: its index here
+DTYPE_CODES = ("fp8", "bf16", None)  # the resolved dtype is its index here
 
 SIZE_FLAGS = ("tp", "dp", "pp", "world", "dense_tp", "ep", "moe_tp", "dcp", "nnodes")
 # Flags whose absence means "the engine resolves it" (the rest have a number as their default).
@@ -62,7 +61,7 @@ class Launch:
 
 @dataclass(frozen=True)
 class Resolved:
-    """Every size the engine derives from a launch (ints, or z3 terms during a search)."""
+    """Every size the engine derives from a launch."""
 
     world: Any
     stage: Any
@@ -79,78 +78,52 @@ class Resolved:
     dtype: Any  # index into DTYPE_CODES
 
 
-def _symbolic(x: Any) -> bool:
-    return isinstance(x, z3.ExprRef)
-
-
-def ite(c: Any, a: Any, b: Any) -> Any:
-    return z3.If(c, a, b) if _symbolic(c) else (a if c else b)
-
-
 def all_(*xs: Any) -> Any:
-    return z3.And(*xs) if any(map(_symbolic, xs)) else all(xs)
+    return all(xs)
 
 
 def any_(*xs: Any) -> Any:
-    return z3.Or(*xs) if any(map(_symbolic, xs)) else any(xs)
+    return any(xs)
 
 
 def implies(a: Any, b: Any) -> Any:
-    return any_(z3.Not(a) if _symbolic(a) else not a, b)
+    return not a or b
 
 
 def div(a: Any, b: Any) -> Any:
-    """Floor division of sizes, on ints and z3 Int terms alike. A stage of 0 ranks (pp above the
-    world) resolves tp to 0; dividing by it gives 0, which world_product then rejects."""
-    if _symbolic(a) or _symbolic(b):
-        return a / b
+    """Floor division of sizes. A stage of 0 ranks (pp above the world) resolves tp to 0; dividing
+    by it gives 0, which world_product then rejects."""
     return a // b if b else 0
 
 
 def divides(part: Any, whole: Any) -> Any:
     """part >= 1 and part divides whole; a resolved size can be 0 (more dp than ranks)."""
-    if _symbolic(part) or _symbolic(whole):
-        return z3.And(part >= 1, whole % part == 0)
     return part >= 1 and whole % part == 0
 
 
 def member(x: Any, values: tuple[int, ...]) -> Any:
-    return z3.Or(*(x == v for v in values)) if _symbolic(x) else x in values
+    return x in values
 
 
-@dataclass(frozen=True)
-class Flag:
-    """A launch flag as the resolution sees it: its value and whether it was given."""
-
-    given: Any
-    value: Any
-
-    def or_else(self, default: Any) -> Any:
-        return ite(self.given, self.value, default)
-
-
-def resolve(f: Mapping[str, Flag], enable_ep: Any, dist: Any, dtype: Any, prefill: Any) -> Resolved:
-    """tokenspeed 0.1.1's defaulting of the parallel sizes (ServerArgs.resolve_parallelism)."""
-    pp = f["pp"].value
-    world = f["world"].or_else(pp * f["tp"].or_else(1) * f["dp"].or_else(1))
+def resolve(v: Mapping[str, Any]) -> Resolved:
+    """tokenspeed 0.1.1's defaulting of the parallel sizes (ServerArgs.resolve_parallelism), from
+    a launch's fields by name (a size not given is None)."""
+    pp, tp_given, dp_given = v["pp"], v["tp"], v["dp"]
+    world = pp * (tp_given or 1) * (dp_given or 1) if v["world"] is None else v["world"]
     stage = div(world, pp)
-    tp = f["tp"].or_else(ite(f["dp"].given, div(stage, f["dp"].value), stage))
-    dp = f["dp"].or_else(div(stage, tp))
-    ep = ite(all_(enable_ep, f["ep"].value == 1), stage, f["ep"].value)
+    tp = (stage if dp_given is None else div(stage, dp_given)) if tp_given is None else tp_given
+    dp = div(stage, tp) if dp_given is None else dp_given
+    ep = stage if v["enable_ep"] and v["ep"] == 1 else v["ep"]
     return Resolved(
-        world=world, stage=stage, pp=pp, tp=tp, dp=dp, dense_tp=f["dense_tp"].or_else(tp), ep=ep,
-        moe_tp=f["moe_tp"].or_else(div(stage, ep)), dcp=f["dcp"].value, nnodes=f["nnodes"].or_else(1),
-        dist_init_addr=dist, prefill=prefill, dtype=dtype,
+        world=world, stage=stage, pp=pp, tp=tp, dp=dp, dense_tp=tp if v["dense_tp"] is None else v["dense_tp"],
+        ep=ep, moe_tp=div(stage, ep) if v["moe_tp"] is None else v["moe_tp"], dcp=v["dcp"],
+        nnodes=1 if v["nnodes"] is None else v["nnodes"], dist_init_addr=v["dist_init_addr"], prefill=v["prefill"],
+        dtype=DTYPE_CODES.index(v["dtype"]),
     )
 
 
-def concrete_flags(launch: Launch) -> dict[str, Flag]:
-    return {name: Flag(getattr(launch, name) is not None, getattr(launch, name) or 1) for name in SIZE_FLAGS}
-
-
 def resolve_launch(launch: Launch) -> Resolved:
-    return resolve(concrete_flags(launch), launch.enable_ep, launch.dist_init_addr,
-                   DTYPE_CODES.index(launch.dtype), launch.prefill)
+    return resolve(vars(launch))
 
 
 @dataclass(frozen=True)
@@ -312,7 +285,7 @@ SEARCH_MAX = 4096  # no size above this is ever suggested
 
 
 class OutOfTime(Exception):
-    """The fix search used up its time budget before z3 answered."""
+    """The fix search used up its time budget before it had its answer."""
 
 
 @dataclass(frozen=True)
@@ -327,8 +300,8 @@ def _divisors(n: int) -> set[int]:
 
 def candidate_sizes(launch: Launch, model: ModelGeometry) -> tuple[int, ...]:
     """The sizes a fix may set a flag to: the divisors of the head counts and of every size the
-    launch gives or resolves (world, stage), and the powers of two. A finite domain keeps z3's
-    nonlinear search small: primes near SEARCH_MAX made it run for minutes."""
+    launch gives or resolves (world, stage), and the powers of two. A finite domain keeps the
+    search small."""
     r = resolve_launch(launch)
     seeds = {model.mla_heads, model.kda_heads, r.world, r.stage,
              *(v for v in (getattr(launch, n) for n in SIZE_FLAGS) if v is not None)}
@@ -339,78 +312,223 @@ def candidate_sizes(launch: Launch, model: ModelGeometry) -> tuple[int, ...]:
     return tuple(sorted(sizes))
 
 
+
+
+# The Launch fields world, stage, pp, tp and dp resolve from (the core), and what each other
+# resolved size resolves from: its own Launch fields, and the core sizes it reads (resolve above).
+CORE = ("pp", "world", "tp", "dp")
+CORE_RESOLVED = frozenset({"world", "stage", "pp", "tp", "dp"})
+RESOLVED_FROM = {"dense_tp": ("dense_tp",), "ep": ("ep", "enable_ep"), "moe_tp": ("moe_tp", "ep", "enable_ep"),
+                 "dcp": ("dcp",), "nnodes": ("nnodes",), "dist_init_addr": ("dist_init_addr",),
+                 "prefill": ("prefill",), "dtype": ("dtype",)}
+CORE_READ = {"dense_tp": ("tp",), "ep": ("stage",), "moe_tp": ("stage",)}
+Cost = tuple[int, ...]  # the objectives in order, compared as a tuple
+
+
+class _Reads:
+    """A resolved launch that records the sizes a rule reads: a rule evaluates every argument of
+    its connectives before combining them, so one call sees all it reads."""
+
+    def __init__(self, r: Resolved) -> None:
+        self._r, self.names = r, set[str]()
+
+    def __getattr__(self, name: str) -> Any:
+        self.names.add(name)
+        return getattr(self._r, name)
+
+
+@dataclass(frozen=True)
+class _Constraint:
+    reads: frozenset[str]  # resolved sizes
+    holds: Callable[[Resolved], bool]
+
+
+@dataclass(frozen=True)
+class _Group:
+    """Launch fields no constraint ties to another group's: given the core, their best values are
+    found alone, and a launch's cost is the sum of its groups' and its core's."""
+
+    fields: tuple[str, ...]
+    resolved: tuple[str, ...]  # the resolved sizes these fields set (with the core)
+    needs: tuple[str, ...]  # the core sizes its resolution and constraints read
+    constraints: tuple[_Constraint, ...]
+
+
+def _rule(rule: Rule, model: ModelGeometry, cases: tuple[Assumptions, ...], sample: Resolved) -> _Constraint:
+    reads = _Reads(sample)
+    rule.holds(reads, model, cases[0])  # type: ignore[arg-type]  # records, as a Resolved
+    return _Constraint(frozenset(reads.names), lambda r: all(rule.holds(r, model, c) for c in cases))
+
+
+def _domain(name: str, sizes: tuple[int, ...]) -> tuple[Any, ...]:
+    if name in SIZE_FLAGS:
+        return ((None,) if name in OPTIONAL else ()) + sizes
+    return DTYPE_CODES if name == "dtype" else (False, True)
+
+
+def _groups(constraints: list[_Constraint], sizes: tuple[int, ...]) -> list[_Group]:
+    """The groups: the fields a resolved size resolves from are one group, and so are the fields
+    of every size one constraint reads, outside the core. Smallest first: a core whose group has
+    no valid values is dropped after the fewest tries."""
+    merged: list[set[str]] = [set(f) for f in RESOLVED_FROM.values()]
+    merged += [{f for n in c.reads - CORE_RESOLVED for f in RESOLVED_FROM[n]} for c in constraints]
+    groups: list[set[str]] = []
+    for part in merged:
+        for g in [g for g in groups if g & part]:
+            groups.remove(g)
+            part = part | g
+        if part:
+            groups.append(part)
+    out = []
+    for g in groups:
+        resolved = tuple(n for n, f in RESOLVED_FROM.items() if set(f) <= g)
+        mine = tuple(c for c in constraints if c.reads & set(resolved))
+        needs = {n for c in mine for n in c.reads & CORE_RESOLVED} | {n for r in resolved for n in CORE_READ.get(r, ())}
+        out.append(_Group(tuple(f.name for f in fields(Launch) if f.name in g), resolved, tuple(sorted(needs)), mine))
+    return sorted(out, key=lambda g: (math.prod(len(_domain(n, sizes)) for n in g.fields), g.fields))
+
+
+def _cores(sizes: tuple[int, ...], bound: int) -> Iterator[dict[str, Any]]:
+    """Every assignment of the core flags whose world is well formed (pp divides it, attention tp
+    x dp is its stage) and at most `bound`: world_product and the world bound hold on every fix
+    (check's BASE), so no other core is worth resolving. The given world comes first: of two
+    launches equal on every objective, `--world-size N` is written rather than `--tp N`."""
+    for pp in sizes:
+        for world in sizes:
+            if world % pp:
+                continue
+            stage = world // pp
+            yield {"pp": pp, "world": world, "tp": None, "dp": None}
+            for part in (s for s in sizes if stage % s == 0):
+                yield {"pp": pp, "world": world, "tp": part, "dp": None}
+                yield {"pp": pp, "world": world, "tp": None, "dp": part}
+                if stage // part in sizes:
+                    yield {"pp": pp, "world": world, "tp": part, "dp": stage // part}
+        for tp in (None, *sizes):
+            for dp in (None, *sizes):
+                if pp * (tp or 1) * (dp or 1) > bound:
+                    break  # sizes ascend
+                yield {"pp": pp, "world": None, "tp": tp, "dp": dp}
+
+
+def _changes(launch: Launch, names: tuple[str, ...], level: int, sizes: tuple[int, ...]
+             ) -> Iterator[dict[str, Any]]:
+    """Every assignment of `names` that changes exactly `level` of them, in a fixed order."""
+    for changed in itertools.combinations(names, level):
+        domains = [[v for v in _domain(n, sizes) if v != getattr(launch, n)] for n in changed]
+        for values in itertools.product(*domains):
+            yield dict(zip(changed, values, strict=True))
+
+
+def _cost(launch: Launch, before: Resolved, names: Iterable[str], new: Mapping[str, Any], after: Resolved,
+          resolved: Iterable[str], count_flags: bool) -> Cost:
+    """The objectives over the fields `names` (`new` sets some of them) and the resolved sizes
+    `resolved`: fields changed, change of the resolved sizes, flags given of those the engine can
+    resolve, sum of the sizes given."""
+    values = {n: new.get(n, getattr(launch, n)) for n in names}
+    cost = (sum(v != getattr(launch, n) for n, v in values.items()),
+            sum(abs(getattr(after, n) - getattr(before, n)) for n in resolved if n in SIZE_FLAGS),
+            sum(v is not None for n, v in values.items() if n in OPTIONAL),
+            sum(v or 0 for n, v in values.items() if n in SIZE_FLAGS))
+    return cost if count_flags else cost[1:]
+
+
+class _Search:
+    """One smallest_fix: the well-formed cores in order of their own cost, each completed by the
+    best values of every group (found once per core size the group reads, in order of fields
+    changed). The groups only add to each objective, so the first core that costs more than the
+    best launch so far ends the search."""
+
+    def __init__(self, launch: Launch, constraints: list[_Constraint], sizes: tuple[int, ...], bound: int,
+                 deadline: float | None, count_flags: bool) -> None:
+        self.launch, self.sizes, self.bound = launch, sizes, bound
+        self.deadline, self.count_flags = deadline, count_flags
+        self.values, self.before = vars(launch), resolve_launch(launch)
+        self.core = tuple(c for c in constraints if c.reads <= CORE_RESOLVED)
+        self.groups = _groups(constraints, sizes)
+        self.best_of: dict[tuple[int, tuple[Any, ...]], tuple[Cost, dict[str, Any]] | None] = {}
+        self.tried = 0
+
+    def _tick(self) -> None:
+        self.tried += 1
+        if self.deadline is not None and self.tried % 256 == 0 and time.monotonic() > self.deadline:
+            raise OutOfTime
+
+    def group_best(self, i: int, core: dict[str, Any], r: Resolved) -> tuple[Cost, dict[str, Any]] | None:
+        g = self.groups[i]
+        key = (i, tuple(getattr(r, n) for n in g.needs))
+        if key in self.best_of:
+            return self.best_of[key]
+        best: tuple[Cost, dict[str, Any]] | None = None
+        for level in range(len(g.fields) + 1):
+            if self.count_flags and best is not None:
+                break  # every later level changes more fields
+            for new in _changes(self.launch, g.fields, level, self.sizes):
+                self._tick()
+                after = resolve({**core, **new})
+                if all(c.holds(after) for c in g.constraints):
+                    cost = _cost(self.launch, self.before, g.fields, new, after, g.resolved, self.count_flags)
+                    if best is None or cost < best[0]:
+                        best = (cost, new)
+        self.best_of[key] = best
+        return best
+
+    def run(self) -> Launch | None:
+        levels: dict[int, list[dict[str, Any]]] = {}  # the cores by flags changed (one level without that objective)
+        for new in _cores(self.sizes, self.bound):
+            changed = sum(v != self.values[n] for n, v in new.items())
+            levels.setdefault(changed if self.count_flags else 0, []).append(new)
+        best: tuple[Cost, dict[str, Any]] | None = None
+        for level in sorted(levels):
+            if self.count_flags and best is not None and best[0][0] < level:
+                break  # a core that changes more flags than the best launch cannot beat it
+            cores = []
+            for order, new in enumerate(levels[level]):
+                self._tick()
+                core = {**self.values, **new}
+                r = resolve(core)
+                if all(c.holds(r) for c in self.core):
+                    cost = _cost(self.launch, self.before, CORE, new, r, CORE, self.count_flags)
+                    cores.append((cost, order, core, r))
+            cores.sort(key=lambda c: c[:2])
+            for cost, _, core, r in cores:
+                if best is not None and cost > best[0]:
+                    break  # the groups only add to every objective
+                fixed = core
+                for i in range(len(self.groups)):
+                    self._tick()
+                    found = self.group_best(i, core, r)
+                    if found is None:
+                        break
+                    cost = tuple(a + b for a, b in zip(cost, found[0], strict=True))
+                    fixed = {**fixed, **found[1]}
+                else:
+                    if best is None or cost < best[0]:
+                        best = (cost, fixed)
+        return None if best is None else Launch(**best[1])
+
+
 def smallest_fix(launch: Launch, model: ModelGeometry, cases: tuple[Assumptions, ...],
-                 must_hold: tuple[Rule, ...], avoid: tuple[tuple[int, str], ...] = (),
+                 must_hold: tuple[Rule, ...], fails: Callable[[int, str | None], bool] | None = None,
                  deadline: float | None = None, count_flags: bool = True) -> Fix | None:
     """The launch closest to `launch` on which every rule of `must_hold` holds under every case,
-    avoiding the (tp, dtype) points in `avoid` (where the cache contract fails). Closest:
-    fewest flags changed, then the smallest change of the resolved sizes, then the fewest flags
-    given (dropping a flag, leaving it to the engine, beats writing its value), then the
-    smallest sum of flag values, so ties are broken the same way every run. Each size is one of
-    candidate_sizes. None: no such launch; OutOfTime: z3 had not answered by `deadline`
-    (time.monotonic()). count_flags=False drops the first objective (a seeded fault's hook)."""
-    timeout_ms = None if deadline is None else int((deadline - time.monotonic()) * 1000)
-    if timeout_ms is not None and timeout_ms < 1:
+    with a well-formed world of at most SEARCH_MAX ranks (or the launch's own, if larger), at a
+    (tp, dtype) point that `fails` does not reject (where the cache contract fails). Closest: fewest flags
+    changed, then the smallest change of the resolved sizes, then the fewest flags given (dropping
+    a flag, leaving it to the engine, beats writing its value), then the smallest sum of flag
+    values; among launches equal on all four the first in the search's fixed order wins. Each
+    size is one of candidate_sizes. None: no such launch; OutOfTime: the search had not ended by
+    `deadline` (time.monotonic()). count_flags=False drops the first objective (a seeded fault's hook)."""
+    if deadline is not None and deadline - time.monotonic() < 0.001:
         raise OutOfTime
-    # A fresh context per search: in a long-lived process the shared one carried state from earlier
-    # searches, which changed the answers among ties and let calls overrun their timeout.
-    ctx = z3.Context()
-    opt = z3.Optimize(ctx=ctx)
-    if timeout_ms is not None:
-        opt.set("timeout", timeout_ms)
-    given = {n: z3.Bool(f"given_{n}", ctx) for n in SIZE_FLAGS}
-    value = {n: z3.Int(f"value_{n}", ctx) for n in SIZE_FLAGS}
-    enable_ep, dist, prefill = z3.Bool("enable_ep", ctx), z3.Bool("dist", ctx), z3.Bool("prefill", ctx)
-    dtype = z3.Int("dtype", ctx)
-    flags = {n: Flag(given[n], value[n]) for n in SIZE_FLAGS}
-    r = resolve(flags, enable_ep, dist, dtype, prefill)
     before = resolve_launch(launch)
+    constraints = [_rule(rule, model, cases, before) for rule in must_hold]
+    if fails is not None:
+        point_fails = fails
+        constraints.append(_Constraint(frozenset({"tp", "dtype"}),
+                                       lambda r: not point_fails(r.tp, DTYPE_CODES[r.dtype])))
     sizes = candidate_sizes(launch, model)
-    changes = []
-    for n in SIZE_FLAGS:
-        orig = getattr(launch, n)
-        opt.add(member(value[n], sizes))
-        if n not in OPTIONAL:
-            opt.add(given[n])
-            changes.append(value[n] != orig)
-        elif orig is None:
-            opt.add(implies(z3.Not(given[n]), value[n] == 1))
-            changes.append(given[n])
-        else:
-            changes.append(z3.Or(z3.Not(given[n]), value[n] != orig))
-    changes += [enable_ep != launch.enable_ep, dist != launch.dist_init_addr, prefill != launch.prefill,
-                dtype != DTYPE_CODES.index(launch.dtype)]
-    opt.add(dtype >= 0, dtype < len(DTYPE_CODES), r.world <= max(SEARCH_MAX, before.world))
-    for case in cases:
-        opt.add(*(rule.holds(r, model, case) for rule in must_hold))
-    for tp, dt in avoid:
-        opt.add(z3.Not(z3.And(r.tp == tp, dtype == DTYPE_CODES.index(dt))))
-    goals = (
-        z3.Sum([z3.If(c, 1, 0) for c in changes]),
-        z3.Sum([z3.If(a >= b, a - b, b - a) for a, b in ((getattr(r, n), getattr(before, n)) for n in SIZE_FLAGS)]),
-        z3.Sum([z3.If(given[n], 1, 0) for n in sorted(OPTIONAL)]),
-        z3.Sum([z3.If(given[n], value[n], 0) for n in SIZE_FLAGS]),
-    )
-    for goal in goals[0 if count_flags else 1:]:
-        opt.minimize(goal)
-    # z3's own timeout is not always honoured inside Optimize (one call ran 6 s past 0.3 s in a
-    # fuzz): a timer interrupts the context as well.
-    timer = None if timeout_ms is None else threading.Timer(timeout_ms / 1000, opt.ctx.interrupt)
-    if timer is not None:
-        timer.start()
-    try:
-        answer = opt.check()
-    finally:
-        if timer is not None:
-            timer.cancel()
-    if answer == z3.unknown:
-        raise OutOfTime
-    if answer != z3.sat:
+    fixed = _Search(launch, constraints, sizes, max(SEARCH_MAX, before.world), deadline, count_flags).run()
+    if fixed is None:
         return None
-    m = opt.model()
-    new: dict[str, Any] = {n: m.eval(value[n]).as_long() if z3.is_true(m.eval(given[n])) else None for n in SIZE_FLAGS}
-    fixed = replace(launch, **new, enable_ep=z3.is_true(m.eval(enable_ep)),
-                    dist_init_addr=z3.is_true(m.eval(dist)), prefill=z3.is_true(m.eval(prefill)),
-                    dtype=DTYPE_CODES[m.eval(dtype).as_long()])
-    changed = tuple(f.name for f in fields(Launch) if getattr(fixed, f.name) != getattr(launch, f.name))
-    return Fix(fixed, changed)
+    return Fix(fixed, tuple(f.name for f in fields(Launch) if getattr(fixed, f.name) != getattr(launch, f.name)))

@@ -1,8 +1,8 @@
 """The launch-fix search of `verify config`: each violated launch rule, and the cache contract at
 the launch's point, with the smallest launch that fixes it (fewest flags changed, then the
-smallest change of the resolved sizes, ties to the fewest flags given), found by z3 within a
-time limit. A fix keeps every rule that held holding; where the contract must hold too, a fix
-that lands on a point where it fails is searched again away from that point.
+smallest change of the resolved sizes, ties to the fewest flags given), found by
+spec/launch.py's smallest_fix within a time limit. A fix keeps every rule that held holding;
+where the contract must hold too, a fix lands only on a point where it holds.
 """
 
 from __future__ import annotations
@@ -75,14 +75,17 @@ class Contract:
 
     def violations(self, launch: Launch) -> list[str] | None:
         """The contract's violations at the launch's point; None where there is no point (bad tp or dtype)."""
-        tp = resolve_launch(launch).tp
-        if tp not in self.model.tp_domain or launch.dtype is None:
+        return self.at(resolve_launch(launch).tp, launch.dtype)
+
+    def at(self, tp: int, dtype: str | None) -> list[str] | None:
+        """The contract's violations at (tp, dtype); None where there is no such point."""
+        if tp not in self.model.tp_domain or dtype is None:
             return None
-        key = (tp, launch.dtype)
+        key = (tp, dtype)
         if key not in self.seen:
             try:
                 d = self.drafts
-                point = plan_point(self.model, tp, launch.dtype, self.policy, drafts=d.count, draft_dtype=d.dtype,
+                point = plan_point(self.model, tp, dtype, self.policy, drafts=d.count, draft_dtype=d.dtype,
                                    bound=d.bound)
                 self.seen[key] = [f"{p}: {v[0].message}" for p, v in point.violations.items() if v]
             except ConfigError as err:
@@ -92,19 +95,18 @@ class Contract:
 
 def fix_for(launch: Launch, model: ModelGeometry, cases: tuple[Assumptions, ...], must: tuple[Rule, ...],
             contract: Contract | None, search: Search, avoid: tuple[tuple[int, str], ...] = ()) -> Fix:
-    """smallest_fix, or why there is none. Where the cache contract must hold, an answer that
-    lands on a point where it fails is asked again away from that point (each point planned once,
-    only the points the search proposes; the domain is finite, so this ends)."""
+    """smallest_fix, or why there is none. Where the cache contract must hold, a launch whose
+    point fails it is no fix (each point planned once, only where the search weighs a launch
+    there), and neither is one at a point of `avoid`."""
+
+    def fails(tp: int, dtype: str | None) -> bool:
+        return (tp, dtype) in avoid or (contract is not None and bool(contract.at(tp, dtype)))
+
     try:
-        while True:
-            fix = smallest_fix(launch, model, cases, must, avoid, search.deadline, count_flags=search.count_flags)
-            if fix is None:
-                return "no launch within the search bounds fixes it"
-            if contract is None or not contract.violations(fix.launch):
-                return fix.launch
-            avoid = (*avoid, (resolve_launch(fix.launch).tp, str(fix.launch.dtype)))
+        fix = smallest_fix(launch, model, cases, must, fails, search.deadline, count_flags=search.count_flags)
     except OutOfTime:
         return f"no fix found within {search.limit:g} s (--time-limit)"
+    return "no launch within the search bounds fixes it" if fix is None else fix.launch
 
 
 @dataclass(frozen=True)

@@ -35,3 +35,19 @@ def test_reading_every_adapter_imports_no_engine_and_no_torch() -> None:
     names, count, loaded = json.loads(proc.stdout)
     assert names == ["tokenspeed", "vllm", "sglang"] and count > 0
     assert loaded == [], f"reading the registry imported {loaded}"
+
+
+def test_verify_config_imports_no_other_command_and_no_torch() -> None:
+    """`verify config` answers in well under a second: it loads its own command's module, never
+    another's (the engines' adapters, the report's plotting) nor torch."""
+    probe = ("import sys, json, contextlib, io\n"
+             "from kvproof.cli.main import main\n"
+             "with contextlib.redirect_stdout(io.StringIO()):\n"
+             "    code = main(['config', '--model', 'kimi-k3', '--', '--tp', '1', '--data-parallel-size', '8'])\n"
+             "cmds = sorted(m for m in sys.modules if m.startswith('kvproof.cli.cmd_'))\n"
+             f"print(json.dumps([code, cmds, sorted(m for m in {HEAVY!r} if m in sys.modules)]))\n")
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    code, commands, loaded = json.loads(proc.stdout)
+    assert code == 1 and commands == ["kvproof.cli.cmd_config"] and loaded == [], (commands, loaded)
