@@ -13,11 +13,12 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 _ON: list[int] = []  # the pid of the process that turned drawing on, while it is on
+T = TypeVar("T")
 _LOCK = threading.Lock()  # a worker pool's callbacks advance from their own thread
 
 
@@ -53,6 +54,12 @@ class Task:
             if now is not None:
                 self._bar.set_postfix_str(now, refresh=False)
             self._bar.update(done)
+
+    def each(self, items: Iterable[T], now: str | None = None) -> Iterator[T]:
+        """The items, each counted once the loop body that took it is done (a `continue` included)."""
+        for item in items:
+            yield item
+            self.advance(1, now)
 
 
 @contextmanager

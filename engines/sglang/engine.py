@@ -20,20 +20,24 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from fractions import Fraction
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from kvproof.cli import progress
 from kvproof.engines import verdict
 from kvproof.engines.interface import Adapter, EngineAdapter
 from kvproof.engines.sglang import loader, mutants, pairs
 from kvproof.engines.stubs import StubUsed
 from kvproof.engines.verdict import AdapterGap, EngineError, EngineRun, Finding, PointResult, RecipeResult
 from kvproof.spec.catalog import ConfigError
+
+if TYPE_CHECKING:  # the planner imports torch: at run time only when SGLang plans
+    from kvproof.engines.sglang.planner import Patches
 
 ENGINE = "sglang"
 BASELINE = Path(__file__).with_name("baseline.json")  # the known findings of the released version
@@ -182,10 +186,28 @@ def _check_narrowing(domains: dict[str, list[dict[str, Any]]], only: dict[str, l
 
 def _recipe(mods: dict[str, Any], source: loader.Source, recipe: Recipe, points: list[dict[str, Any]],
             engine_path: str | None, padding_bound: Fraction | None) -> RecipeResult:
+    patches = mutants.applied if mutants.active() else None
+    with progress.task(len(points), f"sglang {recipe.name}", "points") as shown:
+        outcomes, transfers = _planned(mods, source, recipe, shown.each(points), engine_path, padding_bound, patches)
+    try:
+        with patches(mods) if patches else nullcontext():
+            crossed = iter(pairs.cross(mods, transfers))
+    except Exception as err:  # what no pair's refusal is (pairs.py takes SGLang's ValueErrors as findings)
+        b = verdict.blame(err, [source.package_dir])
+        gap = verdict.undeclared(err, b) if b.engine else verdict.gap(err, b)
+        return verdict.adapter_result(recipe.name, [*outcomes, (None, gap)], recipe.limits)
+    return verdict.adapter_result(recipe.name, [next(crossed) if isinstance(o, PointResult) else o
+                                                for o in outcomes], recipe.limits)
+
+
+def _planned(mods: dict[str, Any], source: loader.Source, recipe: Recipe, points: Iterable[dict[str, Any]],
+             engine_path: str | None, padding_bound: Fraction | None, patches: Patches | None
+             ) -> tuple[list[PointResult | tuple[dict[str, Any] | None, AdapterGap]],
+                        list[tuple[PointResult, pairs.Transfer | None]]]:
+    """Each point's outcome, and what each planned point tells the disaggregation transfer."""
     from kvproof.engines.sglang import planner  # imports torch: only when SGLang plans
 
     hf = recipe.hf()
-    patches = mutants.applied if mutants.active() else None
     outcomes: list[PointResult | tuple[dict[str, Any] | None, AdapterGap]] = []
     transfers: list[tuple[PointResult, pairs.Transfer | None]] = []
     for p in points:
@@ -210,15 +232,7 @@ def _recipe(mods: dict[str, Any], source: loader.Source, recipe: Recipe, points:
         result = merged(recipe.name, p, checked, replay)
         transfers.append((result, transfer))
         outcomes.append(result)
-    try:
-        with patches(mods) if patches else nullcontext():
-            crossed = iter(pairs.cross(mods, transfers))
-    except Exception as err:  # what no pair's refusal is (pairs.py takes SGLang's ValueErrors as findings)
-        b = verdict.blame(err, [source.package_dir])
-        gap = verdict.undeclared(err, b) if b.engine else verdict.gap(err, b)
-        return verdict.adapter_result(recipe.name, [*outcomes, (None, gap)], recipe.limits)
-    return verdict.adapter_result(recipe.name, [next(crossed) if isinstance(o, PointResult) else o
-                                                for o in outcomes], recipe.limits)
+    return outcomes, transfers
 
 
 def merged(recipe: str, point: dict[str, Any], allocations: dict[str, PointResult], replay: str) -> PointResult:
