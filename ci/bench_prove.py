@@ -5,6 +5,7 @@ see it.
 Usage: python -m kvproof.ci.bench_prove [--runs 7] [--model kimi-k3]
        python -m kvproof.ci.bench_prove --verify "engine tokenspeed --baseline engines/tokenspeed/baseline.json"
        python -m kvproof.ci.bench_prove --base /tmp/before ...  # also time DIR's code, run for run, and the ratio
+       python -m kvproof.ci.bench_prove --exit 1 --verify "config --model kimi-k3 -- --tp 1 --data-parallel-size 8"
 
 With --base, each run here is paired with one started in DIR (a worktree of the code to compare with,
 whose kvproof `python -m` imports from there), so both see the same load.
@@ -24,7 +25,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--model", default="kimi-k3")
-    parser.add_argument("--verify", metavar="ARGS", help="time `verify ARGS` instead (it must exit 0)")
+    parser.add_argument("--verify", metavar="ARGS", help="time `verify ARGS` instead (it must exit with --exit)")
+    parser.add_argument("--exit", type=int, default=0, metavar="CODE",
+                        help="the exit code every run must give (1: `verify config` on a launch it rejects)")
     parser.add_argument("--base", metavar="DIR", help="also time the command in DIR, each run paired with one here")
     args = parser.parse_args()
     argv = shlex.split(args.verify) if args.verify else ["prove", "--model", args.model]
@@ -35,9 +38,9 @@ def main() -> int:
             start = time.perf_counter()
             done = subprocess.run(command, cwd=tree, capture_output=True, text=True, check=False)
             times.append(time.perf_counter() - start)
-            if done.returncode != 0:
+            if done.returncode != args.exit:
                 print(done.stdout + done.stderr, file=sys.stderr)
-                return done.returncode
+                return done.returncode or 1
     here = walls[None]
     print(f"verify {' '.join(argv)}: median {statistics.median(here):.2f} s wall over {args.runs} runs "
           f"(min {min(here):.2f}, max {max(here):.2f})")
