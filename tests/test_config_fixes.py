@@ -27,7 +27,18 @@ import pytest
 from kvproof.engines.tokenspeed.launch_flags import launch_argv, parse_launch
 from kvproof.spec.catalog import load_model
 from kvproof.spec.contract import MAX_PADDING
-from kvproof.spec.launch import OPTIONAL, RULES, SIZE_FLAGS, Launch, assumption_cases, resolve_launch, violated
+from kvproof.spec.launch import (
+    CORE,
+    CORE_RESOLVED,
+    OPTIONAL,
+    RESOLVED_FROM,
+    RULES,
+    SIZE_FLAGS,
+    Launch,
+    assumption_cases,
+    resolve_launch,
+    violated,
+)
 from kvproof.spec.launch_fix import Drafts, Fix, Search, check
 from kvproof.spec.policy import policy_named
 
@@ -159,3 +170,30 @@ if __name__ == "__main__":
     if sys.argv[1:] != ["--record"]:
         sys.exit("usage: tests/test_config_fixes.py --record")
     record()
+
+
+def test_each_resolved_size_reads_only_the_fields_the_search_groups_it_with() -> None:
+    """The search solves each group of flags apart (spec/launch.py RESOLVED_FROM): a
+    resolved size must not move when a field outside its own and the core changes."""
+    rng = random.Random(SEED)
+    for case in cases()[:60]:
+        launch = parse_launch(case["argv"]).launch
+        before = resolve_launch(launch)
+        for f in fields(Launch):
+            other = rng.choice([v for v in (None, True, False, "fp8", "bf16", *SIZES) if v != getattr(launch, f.name)
+                                and _fits(f.name, v)])
+            changed: dict[str, Any] = {**vars(launch), f.name: other}
+            after = resolve_launch(Launch(**changed))
+            for name in RESOLVED_FROM:
+                if f.name not in (*RESOLVED_FROM[name], *CORE):
+                    assert getattr(after, name) == getattr(before, name), (launch, f.name, other, name)
+            if f.name not in CORE:
+                assert all(getattr(after, n) == getattr(before, n) for n in CORE_RESOLVED), (launch, f.name)
+
+
+def _fits(name: str, value: Any) -> bool:
+    if name in SIZE_FLAGS:
+        return (isinstance(value, int) and not isinstance(value, bool)) or (value is None and name in OPTIONAL)
+    if name == "dtype":
+        return value in ("fp8", "bf16", None)
+    return isinstance(value, bool)
