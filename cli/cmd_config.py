@@ -2,7 +2,7 @@
 
 Answers OK, or one line per violated rule with the numbers, the reason, and the smallest change
 that fixes it (fewest flags changed, then the smallest change of the resolved sizes, ties to the
-fewest flags given), found by z3 over the flag space within --time-limit: the change keeps every
+fewest flags given), found by an exact search of the flag space within --time-limit: the change keeps every
 rule that held holding. With --engine tokenspeed
 it also runs the engine's own parallel resolution on the launch and reports every violated rule
 that tokenspeed enforces nowhere (`Enforced.by == "nowhere"`) as a finding.
@@ -52,7 +52,7 @@ faults.declare({
 
 ASSUMPTIONS = ("merge_state_head_tiled",)
 SHOWN_IGNORED = 10  # the text echoes no unbounded input (--json lists every one)
-TIME_LIMIT = 2.0  # every z3 call and contract point comes out of it
+TIME_LIMIT = 2.0  # every fix search and contract point comes out of it
 
 
 def _seconds(text: str) -> float:
