@@ -134,7 +134,7 @@ def _short(value: object) -> str:
 def _values(values: list) -> str:
     if len(values) > 2 and all(isinstance(v, int) for v in values) and values == list(range(values[0], values[-1] + 1)):
         return f"{values[0]}..{values[-1]}"
-    return "{" + ", ".join(map(str, values)) + "}"
+    return "{" + ", ".join(map(_short, values)) + "}"
 
 
 def render_recipe(r: RecipeResult, show_all: bool) -> list[str]:

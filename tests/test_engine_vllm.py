@@ -129,7 +129,13 @@ def test_the_tp_domain_is_every_divisor_vllm_accepts() -> None:
                    # 16 GDN key heads; the 27B's 24 attention heads stop it at 8
                    **dict.fromkeys(("qwen3.5-27b", "qwen3.6-27b-nvfp4"), (1, 2, 4, 8)),
                    **dict.fromkeys(("qwen3.5-35b-a3b", "qwen3.5-122b-a10b", "qwen3.5-397b-a17b",
-                                    "qwen3.6-35b-a3b-nvfp4"), (1, 2, 4, 8, 16))}
+                                    "qwen3.6-35b-a3b-nvfp4"), (1, 2, 4, 8, 16)),
+                   # Granite-4.0-H's family: 12 heads, 48 Mamba2 heads, 1 group; its KV heads 1, 2, 3, 4, 6, 12
+                   # divide tp or are replicated to it
+                   **{f"granite-4.0-h-tiny-family-{i}": tps for i, tps in (
+                       (0, (1, 2, 3, 4, 6, 12)), (1, (1, 2, 3, 4, 6, 12)), (2, (1, 2, 3, 4, 6, 12)),
+                       (4, (1, 2, 4, 6, 12)), (8, (1, 3, 6, 12)), (12, (1, 2, 4, 12)), (16, (1, 2, 3, 6, 12)),
+                       (20, (1, 2, 3, 4, 6, 12)))}}
     # (backend, kv dtype): FLASHMLA, TRITON_MLA, FLASHINFER_MLA at both, FLASH_ATTN_MLA at auto; x prefix, state
     # dtype; times tp at pp 1 and 2 (12 each) and pp 4 and 8 at tp 1
     assert len(engine.points(K3)) == 7 * 2 * 2 * (12 + 12 + 1 + 1)

@@ -327,13 +327,41 @@ def test_vllm_51752_a_stage_without_attention_plans_16_tokens_in_every_release(r
 
 
 def test_vllm_57721_is_not_found_on_0_31_its_planned_models_widen_their_state() -> None:
-    """vllm#57721 shipped in 0.30.0 and 0.31.0 in model classes kvproof plans none of (GraniteMoeHybrid, FalconH1,
-    Zamba2); Qwen3-Next passes num_spec there, so both of its speculative points boot on 0.31.0."""
+    """vllm#57721 shipped in 0.30.0 and 0.31.0 in three model classes (GraniteMoeHybrid, FalconH1, Zamba2);
+    Qwen3-Next passes num_spec there, so both of its speculative points boot on 0.31.0."""
     code, report = plan_release("0.31.0", "--recipe", "qwen3-next-80b-a3b", "--tp", "1", "--dtype", "auto",
                                 "--assume", "backend=FLASH_ATTN", "mamba_dtype=auto", "prefix=off", "spec=2", "spec=3",
                                 "pp=1")
     assert code == 0
     assert [(p["spec"], p["verdict"]) for p in report["recipes"][0]["points"]] == [(2, "ok"), (3, "ok")]
+
+
+# the assertion vLLM's MambaSpec.page_size_bytes makes of a padded page, by release (v1/kv_cache_interface.py)
+PADDED_PAGE_ASSERT = {"0.30.0": 1026, "0.31.0": 1075}
+
+
+@pytest.mark.parametrize("release", ["0.30.0", "0.31.0", "0.32.0"])
+def test_vllm_57721_is_found_on_0_30_and_0_31_at_the_granite_family(release) -> None:
+    """vllm#57721 as shipped: GraniteMoeHybrid's model class sizes the state the alignment pads by without the
+    speculative conv rows its MambaMixer2 layers keep (3,328 x (3 + tokens) values), so at 1 and 2 ngram tokens
+    the padded page (811,008 B at a member's 1 KV head) is smaller than the layers' state and vLLM's own
+    assertion fails at startup; 0.32.0 passes num_spec and boots both."""
+    code, report = plan_release(release, "--recipe", "granite-4.0-h-tiny-family-0", "--tp", "1", "--dtype", "auto",
+                                "--assume", "backend=FLASH_ATTN", "mamba_dtype=auto", "prefix=off", "spec=0", "spec=1",
+                                "spec=2", "pp=1")
+    points = report["recipes"][0]["points"]
+    assert report["recipes"][0]["coverage"] == "family"
+    if release == "0.32.0":
+        assert code == 0
+        assert [(p["spec"], p["verdict"], p["parent_bytes"]) for p in points] == [
+            (0, "ok", 3244032), (1, "ok", 3276800), (2, "ok", 3309568)]
+        return
+    assert code == 1
+    assert [(p["spec"], p["verdict"], p["property"]) for p in points] == [
+        (0, "ok", None), (1, "counterexample", "boots"), (2, "counterexample", "boots")]
+    line = PADDED_PAGE_ASSERT[release]
+    assert all(p["message"] == f"AssertionError: assertion failed at vllm/v1/kv_cache_interface.py:{line}"
+               for p in points[1:])
 
 
 def function_source(path: Path, name: str) -> str:
@@ -364,7 +392,7 @@ FIXES = (
 @pytest.mark.parametrize("release", list(RELEASES))
 def test_the_releases_code_has_each_fix_where_the_real_releases_page_says(release) -> None:
     """What docs/findings/real-releases.md says shipped and fixed where, read from each release's own code: the
-    bugs kvproof does not plan (vllm#57721's and vllm#55600's) and those fixed before 0.30.0."""
+    bugs kvproof does not plan (vllm#55600, and vllm#57721 in FalconH1 and Zamba2) and those fixed before 0.30.0."""
     folder = release_folder(release)
     wrong = [f"{bug}: {file} {name}: {'lacks' if release in fixed else 'has'} {text!r}"
              for bug, file, name, text, fixed in FIXES

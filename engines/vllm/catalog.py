@@ -12,12 +12,16 @@ model's limits with the reason, never silently dropped.
 from __future__ import annotations
 
 import importlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any
 
+from kvproof.engines import families
 from kvproof.engines.stubs import StubUsed
+from kvproof.engines.verdict import Coverage
+from kvproof.engines.vllm import granite
 from kvproof.engines.vllm.platform import load_backend
 from kvproof.impl import faults
 
@@ -192,6 +196,19 @@ class Model:
     # the GPUs at which planning asks the CUDA runtime's major version (the state layer's constructor does), so
     # their points carry it as an assumption (cuda_runtime axis)
     cuda_runtime_at: tuple[str, ...] = ()
+    # a member of a stated family (engines/families.py), planned from its config.json in place of a
+    # published one: `config` then names the member, never a file
+    member: families.Member | None = None
+
+    @property
+    def coverage(self) -> Coverage | None:
+        """What the model's points stand for: None for a published checkpoint; a family member's
+        family, with the member's own values (its name, index and varied keys)."""
+        if self.member is None:
+            return None
+        family = self.member.family
+        return Coverage({**family.as_dict(), "member": self.member.name, "member_values": self.member.varied()},
+                        family.size(), len(family.members()), tuple(family.citations()))
 
     def state_readers(self) -> tuple[Reader, ...]:
         """The readers, with LMCache's entry flipped to walking by payload while the seeded
@@ -201,6 +218,8 @@ class Model:
         return self.readers
 
     def config_text(self) -> str:
+        if self.member is not None:
+            return json.dumps(self.member.config(), indent=2) + "\n"
         return resources.files("kvproof.engines").joinpath(self.config).read_text(encoding="utf-8")
 
     def state_layer_class(self) -> type:
@@ -235,7 +254,9 @@ class Model:
             heads.append(hf["linear_attn_config"]["num_heads"])
         if "mamba_num_heads" in hf:
             heads.append(hf["mamba_num_heads"])
-        groups = hf.get("n_groups", 1)
+        if "mamba_n_heads" in hf:  # GraniteMoeHybrid's spelling of the Mamba2 heads and groups
+            heads.append(hf["mamba_n_heads"])
+        groups = hf.get("n_groups", hf.get("mamba_n_groups", 1))
         kv = None if "kv_lora_rank" in hf else hf.get("num_key_value_heads")
         # Mamba-1's inner channels shard with tp (MambaMixer's ColumnParallelLinear, mamba_mixer.py:91;
         # mamba1_state_shape divides them, mamba_utils.py:178)
@@ -481,3 +502,55 @@ MODELS.update({
     "qwen3.6-35b-a3b-nvfp4": _qwen3_5("qwen3.6-35b-a3b-nvfp4", "vllm/models/qwen3.6-35b-a3b-nvfp4.json",
                                       QUANTIZED_IN_CONFIG),
 })
+
+
+# A family's members at FLASH_ATTN with pipeline stages at tp 1, pp 2 only: the members multiply the points, and
+# which stage lacks an attention layer depends on pp and the layer pattern alone (pp 2 shows it for a pattern
+# whose one attention layer is the last).
+FAMILY_FLASH_ATTN = replace(FLASH_ATTN, all_stages=False)
+
+
+def _mamba2_layer_state(vllm_config: Any) -> dict[str, Any]:
+    """The state shape each of GraniteMoeHybrid's MambaMixer2 layers computes of itself: vLLM's
+    mamba2_state_shape of its constructor's inputs (get_state_shape, mamba_mixer2.py:1134-1145 in 0.33.0,
+    :1168-1179 in 0.31.0), which GraniteMoeHybridMambaDecoderLayer passes from the config
+    (granitemoehybrid.py:73-80), with the groups its constructor widens to the tp (mamba_mixer2.py:333-341)
+    and its own speculative tokens (vllm_config.num_speculative_tokens, :555). Not the model class's
+    get_mamba_state_shape_from_config, which the hybrid alignment pads by: the cache holds the layers'
+    states, and the two disagree where a class drops num_spec (vllm#57721)."""
+    from vllm.model_executor.layers.mamba.mamba_utils import MambaStateShapeCalculator
+
+    if getattr(vllm_config.cache_config, "use_replayssm", False):
+        raise StubUsed("--use-replayssm appends rings to MambaMixer2's state (mamba_mixer2.py:1146); kvproof "
+                       "does not model them")
+    hf, tp = vllm_config.model_config.hf_config, vllm_config.parallel_config.tensor_parallel_size
+    groups = hf.mamba_n_groups
+    if groups % tp:
+        groups += MambaStateShapeCalculator.extra_groups_for_head_shards(groups, tp)
+    shape = tuple(MambaStateShapeCalculator.mamba2_state_shape(
+        tp_world_size=tp, intermediate_size=hf.mamba_expand * hf.hidden_size, n_groups=groups,
+        num_heads=hf.mamba_n_heads, head_dim=hf.mamba_d_head, state_size=hf.mamba_d_state,
+        conv_kernel=hf.mamba_d_conv, num_spec=vllm_config.num_speculative_tokens))
+    return {"get_state_shape": lambda: shape}
+
+
+def _granite_member(member: families.Member) -> Model:
+    """A member of the Granite-4.0-H family (granite.py). GraniteMoeHybridForCausalLM has no MTP layers
+    and no EAGLE interface (SupportsMTP and SupportsEagle are not among its bases, granitemoehybrid.py:582),
+    so it speculates only with a drafter that keeps no page in its cache: ngram (SpeculativeConfig makes
+    the target's config the draft's, config/speculative.py:1329), whose proposer builds no layer."""
+    return Model(
+        member.name, f"family {member.family.name}, member {member.index}", (FAMILY_FLASH_ATTN,), MAMBA2,
+        "MAMBA2",  # mamba_mixer2.py:1159
+        granite.layers, (False, True),
+        "planned over a stated family, not at a checkpoint (engines/vllm/granite.py); at FLASH_ATTN on sm_90 "
+        "only, pipeline stages at tp 1, pp 2 only, up to 2 speculative tokens: every backend, stage and token "
+        "multiplies each member's points, and the other backends' pages, deeper pipelines and 3 tokens are planned "
+        "at the published checkpoints; speculation by ngram only (no MTP or EAGLE interface)",
+        draft="ngram", speculative=(0, 1, 2),
+        # MambaMixer2's conv update and selective state update (mamba_mixer2.py)
+        readers=(CAUSAL_CONV1D, SELECTIVE_STATE_UPDATE, LMCACHE), state_init=_mamba2_layer_state, member=member)
+
+
+# GraniteMoeHybrid (Granite-4.0-H): no published config.json found whole, planned over its family's members.
+MODELS.update({m.name: _granite_member(m) for m in granite.MEMBERS})

@@ -267,8 +267,10 @@ def run(recipes: Sequence[str] | None = None, only: dict[str, Sequence[Any] | No
             for p, o in zip(planning, planned[name], strict=True)]
         # a point kvproof's adapter cannot plan at this vLLM makes its model NOT VERIFIED (adapter); the
         # tp-1 references (after the chosen points) are not the run's
-        results.append(verdict.adapter_result(name, [*outcomes[:len(chosen[name])], *domains[name][1]],
-                                              catalog.MODELS[name].limits))
+        result = verdict.adapter_result(name, [*outcomes[:len(chosen[name])], *domains[name][1]],
+                                        catalog.MODELS[name].limits)
+        # a family member's points stand for its family, never for a checkpoint
+        results.append(replace(result, coverage=catalog.MODELS[name].coverage))
     source = f"vllm {release} ({where}, planned on CPU)"
     if empty:
         source += f", narrowed out: {', '.join(empty)} (no point of theirs matches)"

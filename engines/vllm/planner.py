@@ -358,7 +358,10 @@ def _specs(v: Vllm, vllm_config: Any, model_cls: Any, backend: Any, layers: list
             out[name] = attention
             continue
         shell = shells[name]
-        vars(shell).update(get_state_shape=lambda: shapes, get_state_dtype=lambda: dtypes)
+        # the model class's answer, unless the model's state_init computed the layer's own (the two differ
+        # where a model class drops what its layer keeps, vllm#57721)
+        vars(shell).setdefault("get_state_shape", lambda: shapes)
+        vars(shell).setdefault("get_state_dtype", lambda: dtypes)
         out[name] = _check_shell_call(partial(type(shell).get_kv_cache_spec, shell, vllm_config),
                                       f"{type(shell).__name__}.get_kv_cache_spec", shells)
     return out
