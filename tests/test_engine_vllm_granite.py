@@ -102,11 +102,11 @@ def test_no_default_of_transformers_config_class_moves_a_plan() -> None:
     defaults = GraniteMoeHybridConfig().to_dict()
     lacking = sorted(set(defaults) - set(member.config()) - BOOKKEEPING)
     changed = {key: _other(key, defaults[key]) for key in lacking}
-    moved = sorted(key for key in lacking if changed[key] == defaults[key])
-    assert moved == ["pad_token_id", "rope_parameters", "time_step_limit"]  # None / structured: left as they are
-    values = {**member.values, **{k: v for k, v in changed.items() if k not in moved}}
+    kept = sorted(key for key in lacking if changed[key] == defaults[key])
+    assert kept == ["pad_token_id", "rope_parameters", "time_step_limit"]  # None / structured: left as they are
+    values = {**member.values, **{k: v for k, v in changed.items() if k not in kept}}
     other = replace(FIRST, member=Member(granite.FAMILY, member.index, values))
-    assert set(json.loads(other.config_text())) == set(member.config()) | set(lacking) - set(moved)
+    assert set(json.loads(other.config_text())) == set(member.config()) | set(lacking) - set(kept)
     point = planner.Point(FIRST, 2, "auto", "auto", True, FIRST.backends[0], 2)
     base = planner.plan(point)
     again = planner.plan(planner.Point(other, 2, "auto", "auto", True, FIRST.backends[0], 2))
