@@ -211,7 +211,8 @@ def render(rows: list[Row]) -> str:
 def _table(engine: str, rows: list[Row]) -> list[str]:
     recipes = sorted({recipe for row in rows for recipe in row.cells})
     head = ["release or revision", "date", "upstream", "exit", "seconds", *([f"`{r}`" for r in recipes] or ["recipes"])]
-    ran = sorted({row.kvproof for row in rows if row.kvproof})
+    # a revision's stamp is its run's and the snapshot's ("A; B"): each part once
+    ran = sorted({part for row in rows if row.kvproof for part in row.kvproof.split("; ")})
     lines = [f"## {engine}", "", f"Run at kvproof {'; '.join(ran) or 'an unrecorded commit'}.", "",
              "| " + " | ".join(head) + " |", "| " + " | ".join("---" for _ in head) + " |"]
     notes: dict[str, int] = {}  # a NOT VERIFIED reason and its note's number
