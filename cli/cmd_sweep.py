@@ -121,10 +121,12 @@ def impl_verdict(result: Sweep) -> str:
 def render(result: Sweep, model: str, config: Path | None, replay: str | None,
            conformance: tuple[int, str | None]) -> str:
     fam = result.family
+    how = (f"search's candidate loop run at each of {result.evaluated:,} (heads per rank, rank, head_dim, dtype) "
+           "points under each layer pattern" if result.evaluated else
+           "every parameter symbolic (z3, linear integer arithmetic)")
     lines = [
         f"{model} family  policy={result.policy}  {fam.describe()}  dtype {', '.join(fam.dtypes)}",
-        f"domain: {result.size:,} members (geometries x each tp dividing kda_heads x dtypes); "
-        "every parameter symbolic (z3, linear integer arithmetic), nothing sampled",
+        f"domain: {result.size:,} members (geometries x each tp dividing kda_heads x dtypes); {how}, nothing sampled",
     ]
     if result.refinements:
         lines.append(f"search candidates added after a later packing booted: K_mla = "
@@ -215,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
             "model": base.name, "policy": result.policy,
             "family": {p: family.ranges[p].text() for p in PARAMETERS}, "dtypes": list(family.dtypes),
             "domain_size": result.size, "proved": result.proved, "seconds": result.seconds,
-            "refinements": result.refinements,
+            "refinements": result.refinements, "points_evaluated": result.evaluated,
             "counterexample": None if result.counterexample is None else {
                 **result.counterexample.as_dict(), "properties": result.failing_properties,
                 "messages": _messages(result), "config": str(config), "replay": replay,

@@ -19,6 +19,10 @@ What the encoding rests on, each checked where it is built:
   bounds, and tests/test_sweep.py compares the sweep's verdict with the pointwise prover's
   seven checks.
 
+`search` over a family of at most sweep_table.MAX_POINTS reduced points is decided by its
+candidate loop run at every point instead (spec/sweep_table.py): the query needs a round per
+K_mla candidate it learns, and on a family of every tp and dtype those rounds add up to minutes.
+
 A counterexample is confirmed by the pointwise prover (spec/prover.py) on the member's own
 config before it is reported; the prover disagreeing is an error, never a silent result.
 """
@@ -29,11 +33,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from math import lcm
-from typing import Any
+from typing import Any, Protocol
 
 import z3
 
 from kvproof.spec import properties as P
+from kvproof.spec import sweep_table
 from kvproof.spec.catalog import ConfigError
 from kvproof.spec.contract import ALIGNMENT, FULL, MAX_PADDING, Layout, recipe_layout
 from kvproof.spec.policy import Policy
@@ -296,6 +301,7 @@ class Sweep:
     refusal: str | None = None  # why the policy refuses the counterexample outright, if it does
     patterns: dict[str, str] = field(default_factory=dict)
     refinements: list[int] = field(default_factory=list)  # K_mla candidates `search` added
+    evaluated: int = 0  # reduced points the table decided at (sweep_table); 0: the z3 query decided
 
     @property
     def failing_properties(self) -> list[str]:
@@ -423,6 +429,20 @@ def sweep(family: Family, policy: Policy, patterns: tuple[str, ...] = (), budget
     most 256 candidates, so it ends, and what it ends with is exact."""
     start = time.perf_counter()
     shape = derive_shape(family)
+    if policy.smallest_accepted and sweep_table.fits(family):
+
+        def on_time() -> None:
+            if time.perf_counter() - start > budget:
+                raise Undecided(f"undecided: the time budget of {budget:.0f} s ran out; "
+                                "narrow the --vary ranges or raise --budget")
+
+        try:
+            table = sweep_table.build(family, shape.state_per_head, shape.page_per_value, shape.mla_multiple,
+                                      shape.lin_multiple, on_time)
+        except OverflowError:
+            pass  # too large for int64: the z3 query below decides it
+        else:
+            return by_table(family, policy, sweep_table.Verdicts(family, table), patterns, start)
     query = Query(family, policy, shape, SEARCH_UNROLL if policy.smallest_accepted else 1, budget)
     added: list[int] = []
     floor, minimal = None, False
@@ -451,6 +471,25 @@ def sweep(family: Family, policy: Policy, patterns: tuple[str, ...] = (), budget
             floor = found  # the answer is no smaller: refining only removes members
 
 
+def by_table(family: Family, policy: Policy, verdicts: sweep_table.Verdicts, patterns: tuple[str, ...],
+             start: float) -> Sweep:
+    """The table's verdict; its smallest failing member confirmed by the pointwise prover."""
+    member = verdicts.smallest()
+    evaluated = sweep_table.points(family)
+    if member is None:
+        return Sweep(family, policy.name, True, family.size(), time.perf_counter() - start, evaluated=evaluated)
+    point, refusal = confirm(family, policy, member)
+    if point is not None and point.accepted:
+        k_mla = next(g["packing"] for g in point.plan["groups"] if g["id"] == FULL)
+        raise ConfigError(f"internal: the sweep's table says {member.text()} fails under {policy.name}, "
+                          f"the pointwise prover accepts K_mla={k_mla}; please report")
+    result = Sweep(family, policy.name, False, family.size(), 0.0, member, point, refusal, evaluated=evaluated)
+    found = {**{p: getattr(member, p) for p in PARAMETERS}, "tp": member.tp, "bf16": int(member.dtype == "bf16")}
+    result.patterns = failing_patterns(verdicts, found, family, patterns)
+    result.seconds = time.perf_counter() - start
+    return result
+
+
 def confirmed_failure(query: Query, family: Family, policy: Policy, *extra: Any) -> tuple[Member, str] | None:
     """Any failing member satisfying `extra` that the pointwise prover confirms, with its failing
     properties; None when no member fails. Refines `search` as `sweep` does."""
@@ -470,7 +509,11 @@ def confirmed_failure(query: Query, family: Family, policy: Policy, *extra: Any)
         query.add_candidate(k_mla)
 
 
-def failing_patterns(query: Query, found: dict[str, int], family: Family, names: tuple[str, ...]) -> dict[str, str]:
+class FailsAt(Protocol):
+    def fails_at(self, member: dict[str, int], name: str) -> Callable[[int], bool]: ...
+
+
+def failing_patterns(query: FailsAt, found: dict[str, int], family: Family, names: tuple[str, ...]) -> dict[str, str]:
     """Which values of each named parameter fail with every other parameter at the
     counterexample (any tp for kda_heads, since tp must divide them)."""
     out = {}

@@ -4,7 +4,9 @@ checkpoints is killed by the sweep and by no fixed-checkpoint check, and bad inp
 
 from __future__ import annotations
 
+import itertools
 import json
+import random
 import time
 from dataclasses import replace
 from functools import cache
@@ -22,11 +24,12 @@ from kvproof.cli.main import main
 from kvproof.cli.sweep_report import cells
 from kvproof.impl import faults
 from kvproof.impl.recipe import plan_model
+from kvproof.spec import sweep_table
 from kvproof.spec.catalog import BUILTIN_MODELS, CACHE_DTYPES, ConfigError, load_model
 from kvproof.spec.contract import FULL, Layout
 from kvproof.spec.policy import POLICIES
 from kvproof.spec.sweep import SEARCH_UNROLL, Query, confirm, derive_shape, describe_set, sweep
-from kvproof.spec.sweep_family import Family, Member, divisors, mla_layers, parse_range
+from kvproof.spec.sweep_family import PARAMETERS, Family, Member, divisors, mla_layers, parse_range
 
 K3 = load_model("kimi-k3")
 ISSUE_RANGES = {"num_layers": "24..128", "mla_every": "2..8", "kda_heads": "16..128",
@@ -454,3 +457,94 @@ def test_a_members_model_is_named_after_the_base_checkpoint() -> None:
     assert model.name == "kimi-k3-sweep"
     with pytest.raises(ConfigError, match=r"^tp=5 does not divide .* of kimi-k3-sweep; valid tp"):
         model.check_tp(5)
+
+
+# The broad family of the search-policy theorem: every tp and dtype at two head dims.
+SEARCH_RANGES = {"num_layers": "24..128", "mla_every": "2..4", "kda_heads": "16..128", "head_dim": "64,128",
+                 "kv_lora_rank": "256..1024"}
+
+
+def _table(fam: Family) -> sweep_table.Verdicts:
+    shape = derive_shape(fam)
+    table = sweep_table.build(fam, shape.state_per_head, shape.page_per_value, shape.mla_multiple,
+                              shape.lin_multiple, lambda: None)
+    return sweep_table.Verdicts(fam, table)
+
+
+def _drawn(fam: Family, count: int, seed: int) -> list[Member]:
+    """Every range's ends crossed with each other's ends, then `count` members drawn with a fixed seed."""
+    r, rng = fam.ranges, random.Random(seed)
+    ends = [(r[p].all()[0], r[p].all()[-1]) for p in PARAMETERS]
+    chosen = []
+    for i, values in enumerate(itertools.product(*ends)):
+        geometry = dict(zip(PARAMETERS, values, strict=True))
+        tps = divisors(geometry["kda_heads"])
+        chosen.append(Member(**geometry, tp=tps[i % len(tps)], dtype=fam.dtypes[i % len(fam.dtypes)]))
+    for _ in range(count):
+        geometry = {p: rng.choice(r[p].all()) for p in PARAMETERS}
+        chosen.append(Member(**geometry, tp=rng.choice(divisors(geometry["kda_heads"])), dtype=rng.choice(fam.dtypes)))
+    return chosen
+
+
+# Members of the search family that fail (random draws rarely do): the smallest counterexample and
+# its neighbours in rank and tp, and two the z3 query found on its way there.
+SEARCH_FAILING = [Member(24, 16, 64, 279, 2, 16, "fp8"), Member(123, 128, 64, 295, 2, 128, "fp8"),
+                  Member(48, 112, 64, 295, 4, 28, "fp8")]
+SEARCH_NEAR = [Member(24, 16, 64, rank, 2, tp, dtype) for rank in (278, 279, 280) for tp in (1, 8, 16)
+               for dtype in CACHE_DTYPES]
+
+
+@pytest.mark.parametrize("ranges", [SEARCH_RANGES, ISSUE_RANGES], ids=["search-family", "issue-family"])
+def test_the_table_agrees_with_the_pointwise_prover(ranges: dict[str, str]) -> None:
+    """At each range's ends and at members drawn with a fixed seed, the table's 'fails' is the
+    pointwise prover's rejection under search, refusals included."""
+    fam = family(ranges)
+    verdicts = _table(fam)
+    wrong = []
+    members = _drawn(fam, 120, 22) + (SEARCH_FAILING + SEARCH_NEAR if ranges is SEARCH_RANGES else [])
+    for m in members:
+        point, _ = confirm(fam, POLICIES["search"], m)
+        if verdicts.fails_member(m) != (point is None or not point.accepted):
+            wrong.append(m.text())
+    assert not wrong
+    assert any(verdicts.fails_member(m) for m in members)  # both verdicts are compared
+
+
+@pytest.mark.parametrize("ranges", [
+    {"num_layers": "24..29", "mla_every": "2..6"},  # ratio-1 patterns and a group padding 25%
+    K3_ALONE,
+    {"num_layers": "90..96", "kv_lora_rank": "500..520", "head_dim": "64,128"},
+])
+def test_the_table_and_the_z3_query_decide_alike(ranges: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two exact decisions of one family, the table's and the refined z3 query's: the same verdict,
+    the same smallest counterexample and the same failing values around it."""
+    fam, names = family(ranges), ("num_layers", "mla_every", "head_dim")
+    by_table = sweep(fam, POLICIES["search"], names)
+    assert by_table.evaluated == sweep_table.points(fam) > 0
+    monkeypatch.setattr(sweep_table, "fits", lambda fam: False)
+    by_query = sweep(fam, POLICIES["search"], names)
+    assert by_query.evaluated == 0
+    assert (by_table.proved, by_table.counterexample, by_table.patterns) == (
+        by_query.proved, by_query.counterexample, by_query.patterns)
+
+
+def test_the_search_family_is_decided_at_its_smallest_counterexample() -> None:
+    """MLA every 2nd at 24 layers: one state group of 12 KDA layers beside 12 MLA planes. At 16
+    heads over tp 16 (one head, 17,536 B of state at head_dim 64) and rank 279 (fp8 page 43,904 B),
+    no packing up to 256 is exact within the padding bound."""
+    fam = family(SEARCH_RANGES)
+    result = sweep(fam, POLICIES["search"])
+    assert result.counterexample == Member(24, 16, 64, 279, 2, 16, "fp8")
+    assert result.point is not None and not result.point.accepted
+    assert result.evaluated == len(range(1, 129)) * 769 * 2 * 2  # every heads per rank 1..128 is reached
+
+
+def test_a_family_too_large_for_the_table_is_decided_by_the_query() -> None:
+    """Rank 60,000 makes an fp8 page of 7,688,192 B: 256 of them squared overflow int64, so the
+    table refuses it and the z3 query decides (K3 at tp 3 fails there; the prover confirms it)."""
+    fam = Family.around(K3, {"kv_lora_rank": parse_range("kv_lora_rank", "60000")}, ("fp8",))
+    assert sweep_table.fits(fam)
+    with pytest.raises(OverflowError):
+        _table(fam)
+    result = sweep(fam, POLICIES["search"])
+    assert result.evaluated == 0 and result.counterexample == Member(93, 96, 128, 60000, 4, 3, "fp8")
