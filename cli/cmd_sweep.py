@@ -7,6 +7,7 @@ import json
 import tempfile
 from pathlib import Path
 
+from kvproof.cli import progress
 from kvproof.cli.args import add_model_arguments, parse_vary
 from kvproof.engines.tokenspeed import family as engine_sweep
 from kvproof.engines.verdict import EngineError
@@ -183,7 +184,8 @@ def recipe_family(args: argparse.Namespace) -> int:
     try:
         source = loader.source_of(args.engine_path)
         only = {"dtype": args.dtype} if args.dtype else {}
-        result = engine.run(source, [args.recipe], only, args.engine_path, everything=True)
+        with progress.shown(not args.json):
+            result = engine.run(source, [args.recipe], only, args.engine_path, everything=True)
     except loader.SourceError as err:
         raise EngineError(str(err)) from None
     found = baseline.findings(result.engine, result.version, result.recipes)

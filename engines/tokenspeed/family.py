@@ -17,6 +17,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kvproof.cli import progress
 from kvproof.engines.verdict import EngineError
 from kvproof.impl import faults
 from kvproof.spec.sweep_family import PARAMETERS, Family, Member
@@ -130,7 +131,8 @@ def run(args: argparse.Namespace, family: Family) -> int:
         if args.workers or args.tx:
             result = distributed(args, family)
         else:
-            result = sweep.verify(args.engine_path, family, args.examples or EXAMPLES)
+            with progress.shown(not args.json):
+                result = sweep.verify(args.engine_path, family, args.examples or EXAMPLES)
     except EngineError as err:
         raise EngineError(str(err)) from None
     verdict = result.verdict()

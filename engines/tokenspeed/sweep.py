@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
+from kvproof.cli import progress
 from kvproof.engines.stubs import StubUsed
 from kvproof.engines.tokenspeed import engine, kimi_k3, loader, mutants
 from kvproof.engines.verdict import AdapterGap, EngineError, PointResult, from_refusal, planned
@@ -168,7 +169,8 @@ def sweep(source: loader.Source, family: Family, examples: int = 200) -> EngineS
     start = time.perf_counter()
     runner = Runner(source, family)
     if family.size() <= ENUMERATE_UP_TO:
-        return summary(source, runner, *failing(runner, members(family)), True, start)
+        with progress.task(family.size(), "sweep tokenspeed kimi_k3", "members") as shown:
+            return summary(source, runner, *failing(runner, shown.each(members(family))), True, start)
     found: Failing = {}
     seen: dict[Member, str] = {}  # member -> its verdict
 
