@@ -119,6 +119,14 @@ def test_template_default_pin_is_a_tag_here() -> None:
     if not tags:
         pytest.skip("this clone has no tags (git fetch --tags), so kvproof-ref's tag cannot be looked up")
     assert ref in tags, f"kvproof-ref defaults to {ref}, which is no tag of this repository: {tags}"
+    # the tag is the release the template pins: its commit states that version and that pin itself
+    tagged = subprocess.run(["git", "-C", str(ROOT), "show", f"{ref}:pyproject.toml"], capture_output=True,
+                            text=True, check=True).stdout
+    assert tomllib.loads(tagged)["project"]["version"] == VERSION, f"{ref}'s pyproject.toml states another version"
+    template = subprocess.run(["git", "-C", str(ROOT), "show", f"{ref}:{TEMPLATE.relative_to(ROOT)}"],
+                              capture_output=True, text=True, check=True).stdout
+    pinned = yaml.safe_load(template)
+    assert pinned.get("on", pinned.get(True))["workflow_call"]["inputs"]["kvproof-ref"]["default"] == ref
 
 
 def _step(doc: dict[str, Any], name: str) -> dict[str, Any]:
