@@ -34,8 +34,8 @@ from kvproof.engines.families import Axis, Cited, Family, Member
 
 GGUF = ("the Ollama library's GGUF of Granite-4.0-H-Tiny, its metadata: "
         "https://ollama.com/library/granite4:tiny-h/blobs/9811e90b0eec")
-AGREES = ("agree: public code copies of the checkpoint's Mamba fields, search index ids 69712102956 "
-          "('granite-4.0-h-tiny's real field values') and 67546652600 ('Configuration from our config.json')")
+AGREES = ("agree: two public code copies of the checkpoint's Mamba fields (a model-size estimator's test quoting "
+          "granite-4.0-h-tiny's real field values, a Mamba analysis script's 'Configuration from our config.json')")
 LAYERS = 40
 HEADS = 12
 
