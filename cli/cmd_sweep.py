@@ -211,7 +211,9 @@ def run(args: argparse.Namespace) -> int:
     budget = 600.0 if args.budget is None else args.budget
     if budget <= 0:
         raise ConfigError("--budget must be a positive number of seconds")
-    result = sweep(family, policy_named(args.policy or "search"), tuple(args.pattern), budget)
+    with progress.shown(not args.json), progress.task(None, "sweep", "rounds") as shown:
+        result = sweep(family, policy_named(args.policy or "search"), tuple(args.pattern), budget,
+                       lambda now: shown.advance(1, now))
     conformance = impl_conformance(family)
     config, replay = _replay(result, args.out) if not result.proved else (None, None)
     if args.json:

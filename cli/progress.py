@@ -63,16 +63,18 @@ class Task:
 
 
 @contextmanager
-def task(total: int, what: str, unit: str) -> Iterator[Task]:
-    """A count of `total` `unit`s of `what`, with the time elapsed, drawn while the block runs and erased after it."""
+def task(total: int | None, what: str, unit: str) -> Iterator[Task]:
+    """A count of `total` `unit`s of `what` (None: a total nobody knows ahead), with the time elapsed, drawn
+    while the block runs and erased after it."""
     if not drawing():
         yield Task(None)
         return
     from tqdm import tqdm  # only where something is drawn
 
     tqdm.monitor_interval = 0  # no monitor thread: a run may fork its workers after this
+    count = "{n_fmt}" if total is None else "{n_fmt}/{total_fmt}"
     bar = tqdm(total=total, desc=what, unit=f" {unit}", file=sys.stderr, leave=False, dynamic_ncols=True,
-               bar_format="{desc}: {n_fmt}/{total_fmt}{unit} [{elapsed}]{postfix}")
+               bar_format="{desc}: " + count + "{unit} [{elapsed}]{postfix}")
     try:
         yield Task(bar)
     finally:

@@ -419,7 +419,8 @@ def confirm(family: Family, policy: Policy, member: Member) -> tuple[PointPlan |
         return None, str(err)
 
 
-def sweep(family: Family, policy: Policy, patterns: tuple[str, ...] = (), budget: float = 600.0) -> Sweep:
+def sweep(family: Family, policy: Policy, patterns: tuple[str, ...] = (), budget: float = 600.0,
+          on_round: Callable[[str], None] | None = None) -> Sweep:
     """PROVED when no member fails; else the smallest failing member, confirmed pointwise.
 
     `search` takes the first accepted K_mla from ceil(state / page) up to 256. The query unrolls
@@ -447,6 +448,8 @@ def sweep(family: Family, policy: Policy, patterns: tuple[str, ...] = (), budget
     added: list[int] = []
     floor, minimal = None, False
     while True:
+        if on_round is not None:  # what the query is doing, for whoever watches (`verify sweep` on a terminal)
+            on_round(f"{'minimising' if minimal else 'z3 query'}, {len(added)} refinement(s)")
         # Any failing member first; only one the pointwise prover confirms is worth minimising.
         found = query.smallest(floor) if minimal else query.check()
         if found is None:

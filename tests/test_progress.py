@@ -87,3 +87,10 @@ def test_verify_engine_shows_its_points_on_a_terminal_and_nothing_with_json(tmp_
     assert code in (0, 1) and "tokenspeed mha: " not in drawn, drawn[-500:]
     piped = subprocess.run(VERIFY, capture_output=True, text=True, check=False)
     assert piped.returncode in (0, 1) and "tokenspeed mha: " not in piped.stderr, piped.stderr[-500:]
+
+
+def test_a_sweep_on_z3_counts_its_rounds_on_a_terminal(tmp_path: Path) -> None:
+    """`ceil` takes the z3 query (no table): each query round is counted, with what it is doing."""
+    code, drawn = _stderr_on_a_terminal([sys.executable, "-m", "kvproof", "sweep", "--model", "kimi-k3", "--policy",
+                                         "ceil", "--vary", "num_layers=24..64", "mla_every=2..4"], tmp_path)
+    assert code in (0, 1) and "sweep: " in drawn and " rounds [" in drawn and "refinement(s)" in drawn, drawn[-500:]

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -96,7 +97,12 @@ def distributed(args: argparse.Namespace, family: Family) -> EngineSweep:
         report = Path(folder) / "junit.xml"
         cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-o", "addopts=", *spread,
                f"--junitxml={report}", job.__file__]
-        proc = subprocess.run(cmd, env=dict(os.environ, **env), capture_output=True, text=True, check=False)
+        done = Path(folder) / "done"
+        with progress.task(min(size, CHUNKS), "sweep tokenspeed kimi_k3", "chunks") as shown, \
+                subprocess.Popen(cmd, env=dict(os.environ, **env, **{job.DONE_ENV: str(done)}), text=True,
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as running:
+            output = _waiting(running, done, shown)
+        proc = subprocess.CompletedProcess(cmd, running.returncode, output, "")
         tree = ET.parse(report) if report.exists() else None
         if proc.returncode != 0 or tree is None:
             failures = [f.get("message", "") for f in tree.iter("failure")] if tree is not None else []
@@ -116,6 +122,22 @@ def distributed(args: argparse.Namespace, family: Family) -> EngineSweep:
     return sweep.summary(source, sweep.Runner(source, family), found, tried, refused, True, start)
 
 
+def _waiting(running: subprocess.Popen[str], done: Path, shown: progress.Task) -> str:
+    """The workers' output once they end; meanwhile each chunk a local worker finished is counted (a remote
+    --tx worker writes its file on its own host, so its chunks count only in the result)."""
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(running.stdout or ()), daemon=True)
+    reader.start()
+    counted = 0
+    while running.poll() is None:
+        reader.join(0.5)
+        finished = len(done.read_text(encoding="utf-8").splitlines()) if done.exists() else 0
+        shown.advance(finished - counted)
+        counted = finished
+    reader.join()
+    return "".join(lines)
+
+
 def replay(m: Member, engine_path: str | None) -> str:
     """The one-geometry family holding the member (every tp of its heads, its dtype)."""
     vary = " ".join(f"{p}={getattr(m, p)}" for p in PARAMETERS)
@@ -128,10 +150,10 @@ def run(args: argparse.Namespace, family: Family) -> int:
     from kvproof.engines.tokenspeed import sweep  # needs torch: the engine's recipes import it
 
     try:
-        if args.workers or args.tx:
-            result = distributed(args, family)
-        else:
-            with progress.shown(not args.json):
+        with progress.shown(not args.json):
+            if args.workers or args.tx:
+                result = distributed(args, family)
+            else:
                 result = sweep.verify(args.engine_path, family, args.examples or EXAMPLES)
     except EngineError as err:
         raise EngineError(str(err)) from None

@@ -24,6 +24,7 @@ from kvproof.spec.catalog import load_model
 from kvproof.spec.sweep_family import Family, parse_range
 
 JOB_ENV = "KVPROOF_FAMILY_JOB"
+DONE_ENV = "KVPROOF_FAMILY_DONE"  # a file each finished chunk appends a line to (progress only)
 PROPERTY = "kvproof_chunk"
 
 
@@ -59,3 +60,7 @@ def test_chunk(chunk: int, record_property: Callable[[str, object], None]) -> No
     found, tried, refused = sweep.failing(run, sweep.chunk(run.family, chunk, decode(text)["chunks"]))
     rows = [[m.as_dict(), prop, stem] for (prop, stem), failed in found.items() for m in failed]
     record_property(PROPERTY, json.dumps({"tried": tried, "refused": refused, "failing": rows}))
+    done = os.environ.get(DONE_ENV)
+    if done:  # the controller counts finished chunks here while it waits (a worker on this machine)
+        with open(done, "a", encoding="utf-8") as out:
+            out.write(f"{chunk}\n")
