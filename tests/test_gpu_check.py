@@ -108,3 +108,11 @@ def test_a_row_states_its_physical_limit() -> None:
     line = Row("kernel", 2.0, 4 * 10**9).line(4000.0)
     assert line.split()[1:] == ["2.000", "2000", "50%", "1.000", "2.00x"]
     assert HEADER.split()[-2:] == ["x", "limit"] and len(HEADER) == len(line)
+
+
+def test_a_reference_that_cannot_run_says_why() -> None:
+    """A reference kernel runs in a child process; where the image lacks it, its row says so and nothing fails."""
+    from kvproof.ci.gpu_check import reference
+
+    line = reference("FlashMLA", 4000.0)
+    assert line.startswith("FlashMLA") and "not run: " in line and "flash_mla" in line, line
