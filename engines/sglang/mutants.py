@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from kvproof.engines.interface import Mutant
+from kvproof.engines.replaced import replaced
 from kvproof.impl import faults
 
 faults.declare({
@@ -109,23 +110,9 @@ def active() -> list[str]:
 def applied(mods: dict[str, types.ModuleType], names: list[str] | None = None) -> Iterator[None]:
     """The replacements of the active faults (or of `names`) in place for the block, the originals
     restored after (a planner.Patches)."""
-    saved = []
-    try:
-        for name in active() if names is None else names:
-            module, dotted, factory = PATCHES[name]
-            owner: Any = mods[module]
-            *path, attr = dotted.split(".")
-            for step in path:
-                owner = getattr(owner, step, None)
-            if owner is None or attr not in vars(owner):
-                raise RuntimeError(f"mutant {name} no longer applies: {module} has no {dotted}")
-            original = vars(owner)[attr]
-            saved.append((owner, attr, original))
-            setattr(owner, attr, factory(original))
+    with replaced((name, mods[PATCHES[name][0]], PATCHES[name][1], PATCHES[name][2])
+                  for name in (active() if names is None else names)):
         yield
-    finally:
-        for owner, attr, original in reversed(saved):
-            setattr(owner, attr, original)
 
 
 MUTANTS: tuple[Mutant, ...] = (

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from kvproof.engines.interface import Mutant
+from kvproof.engines.replaced import replaced
 from kvproof.engines.vllm.platform import Vllm
 from kvproof.impl import faults
 
@@ -145,24 +146,9 @@ def active() -> list[str]:
 def applied(v: Vllm) -> Iterator[None]:
     """Every active vLLM fault's replacement in place for the block, the originals restored after
     (planner.Patches: a replacement names its module, or PLANNING: `v.planning`)."""
-    saved = []
-    try:
-        for name in active():
-            module_path, dotted, factory = PATCHES[name]
-            owner: Any = v.planning if module_path == PLANNING else importlib.import_module(module_path)
-            module_path = owner.__name__
-            *path, attr = dotted.split(".")
-            for step in path:  # a class of the module (a classmethod is replaced on its class)
-                owner = getattr(owner, step, None)
-            if owner is None or attr not in vars(owner):
-                raise RuntimeError(f"mutant {name} no longer applies: {module_path} has no {dotted}")
-            original = vars(owner)[attr]
-            saved.append((owner, attr, original))
-            setattr(owner, attr, factory(original))
+    with replaced((name, v.planning if PATCHES[name][0] == PLANNING else importlib.import_module(PATCHES[name][0]),
+                   PATCHES[name][1], PATCHES[name][2]) for name in active()):
         yield
-    finally:
-        for owner, attr, original in reversed(saved):
-            setattr(owner, attr, original)
 
 
 # One tp, no pipeline stages: clean at 0.33.0 (its tp_block_size findings span tp, pp_block_size pp 8).
