@@ -103,7 +103,7 @@ def _parse_json(text: str, where: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
-        raise ConfigError(f"{where}: not valid JSON ({err.msg} at line {err.lineno})") from None
+        raise ConfigError(f"{where}: not valid JSON ({err.msg}: line {err.lineno}, column {err.colno})") from None
     except ValueError:  # an integer of more than 4,300 digits (Python's int_max_str_digits)
         raise ConfigError(f"{where}: not valid JSON (a number too long to read)") from None
     except RecursionError:

@@ -466,7 +466,8 @@ def test_an_unreadable_json_file_is_named_in_the_error(tmp_path):
     bad.write_text("{\n")
     with pytest.raises(ConfigError) as err:
         read_json(bad, "config")
-    assert str(err.value) == f"{bad}: not valid JSON (Expecting property name enclosed in double quotes at line 2)"
+    assert str(err.value) == (f"{bad}: not valid JSON (Expecting property name enclosed in double quotes: "
+                              "line 2, column 1)")
 
 
 def test_a_counterexample_reads_out_as_the_json_verify_prove_prints():
