@@ -297,7 +297,7 @@ def _points(source: loader.Source, family: str, profile: Profile, ask: Ask) -> l
     chosen = [point for point in domain if not any(wanted and axis in point and not _wanted(axis, point[axis], wanted)
                                                   for axis, wanted in only.items())]
     with progress.task(len(chosen), f"tokenspeed {family}", "points") as shown:
-        for point in chosen:
+        for point in shown.each(chosen):
             replay = " ".join(["verify engine tokenspeed", f"--recipe {family}",
                                *(f"--{axis} {' '.join(value.split(','))}" if axis == "assume" else f"--{axis} {value}"
                                  for axis, value in point.items()),
@@ -308,16 +308,15 @@ def _points(source: loader.Source, family: str, profile: Profile, ask: Ask) -> l
                 outcome = _plan(profile, modules, published, point, source.package_dir, strict)
             except AdapterGap as gap:  # kvproof's adapter could not drive the recipe here: no verdict
                 out.append((point, gap))
+                continue
+            if isinstance(outcome, pipeline.Refused):
+                out.append(verdict.from_refusal(family, point, outcome.message, outcome.unsupported, replay,
+                                                outcome.packing))
             else:
-                if isinstance(outcome, pipeline.Refused):
-                    out.append(verdict.from_refusal(family, point, outcome.message, outcome.unsupported, replay,
-                                                    outcome.packing))
-                else:
-                    key = json.dumps(outcome.documents, sort_keys=True)
-                    if key not in checked:
-                        checked[key] = verdict.planned(family, point, outcome.documents, replay, padding_bound)
-                    out.append(dataclasses.replace(checked[key], point=point, replay=replay))
-            shown.advance()
+                key = json.dumps(outcome.documents, sort_keys=True)
+                if key not in checked:
+                    checked[key] = verdict.planned(family, point, outcome.documents, replay, padding_bound)
+                out.append(dataclasses.replace(checked[key], point=point, replay=replay))
     return out
 
 
