@@ -35,7 +35,7 @@ def test_the_domain_is_the_models_own_and_a_slice_holds() -> None:
                        "nemotron-3-nano-30b-a3b-bf16": (1, 2, 4, 8), "nemotron-3-ultra-550b-a55b-bf16": (1, 2, 4, 8)}
     assert engine.RECIPES["kimi-linear-48b-a3b"].pages == engine.MLA_PAGES  # FA4's 128 is for a model not MLA
     recipe = engine.RECIPES[RECIPE]
-    assert len(recipe.points()) == 5 * len(engine.DTYPES) * len(engine.MHA_PAGES)
+    assert len(recipe.points()) == 5 * len(engine.DTYPES) * len(engine.MHA_PAGES) * len(engine.UNIFIED_VALUES)
 
     run = engine.verify([RECIPE], [2, 16], ["bf16", "fp8_e5m2"], None, assume=["page_size=64"])
     assert (run.engine, run.version, run.commit) == ("sglang", metadata.version("sglang"), None)
@@ -47,7 +47,7 @@ def test_the_domain_is_the_models_own_and_a_slice_holds() -> None:
     assert all(p.verdict == "ok" and p.point["page_size"] == 64 for p in result.points), result.points
     assert result.points[0].packing == {"mamba": 1, "full_attention": 1}
     assert result.points[0].replay == (f"verify engine sglang --recipe {RECIPE} --tp 2 --dtype bf16 "
-                                       "--assume page_size=64")
+                                       "--assume page_size=64 unified=off")
 
 
 @pytest.mark.parametrize(("argv", "says"), [
@@ -142,7 +142,7 @@ def test_json_has_every_engines_keys(capsys: pytest.CaptureFixture[str]) -> None
     golden = json.loads(GOLDEN.read_text())
     assert list(doc) == list(golden)
     assert list(doc["recipes"][0]) == list(golden["recipes"][0])
-    axes = {"tp", "dtype", "page_size"}
+    axes = {"tp", "dtype", "page_size", "unified"}
     (point,) = doc["recipes"][0]["points"]
     assert [k for k in point if k not in axes] == [k for k in golden["recipes"][0]["points"][0]
                                                    if k not in {"tp", "dtype", "drafts"}]

@@ -18,9 +18,10 @@ Where SGLang's launch reads the point's values from:
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from fractions import Fraction
@@ -56,7 +57,9 @@ MLA_PAGES = (
     DEFAULT_PAGE,
     64,  # FlashMLA's, and what TensorRT-LLM MLA changes an unsupported page to (arg_groups/overrides.py:1147-1163)
 )
-PAGE = "page_size"  # the --assume axis: page size has no flag of its own in `verify engine`
+PAGE = "page_size"  # an --assume axis: page size has no flag of its own in `verify engine`
+UNIFIED = "unified"  # an --assume axis: --enable-unified-memory (arg_groups/fields/memory.py), off or on
+UNIFIED_VALUES = ("off",)  # off: the launch default
 ALSO_NOT_MODELLED = ("the unified memory pool (--enable-unified-memory); speculative decoding; the memory split; "
                      "pipeline stages; transfers")
 NOT_MODELLED = (
@@ -98,8 +101,18 @@ class Recipe:
                      and (groups % tp == 0 or groups == 1))
 
     def points(self) -> list[dict[str, Any]]:
-        return [{"tp": tp, "dtype": dtype, PAGE: page}
-                for tp in self.tps(self.hf()) for dtype in DTYPES for page in self.pages]
+        """Every tp, dtype and value of each --assume axis (ASSUMED)."""
+        return [{"tp": tp, "dtype": dtype, **dict(zip(ASSUMED, values, strict=True))}
+                for tp in self.tps(self.hf()) for dtype in DTYPES
+                for values in itertools.product(*(axis(self) for axis in ASSUMED.values()))]
+
+
+# the axes with no flag of their own in `verify engine` (--assume NAME=VALUE): each recipe's values, every
+# value in the default domain
+ASSUMED: dict[str, Callable[[Recipe], tuple[Any, ...]]] = {
+    PAGE: lambda recipe: recipe.pages,
+    UNIFIED: lambda recipe: UNIFIED_VALUES,
+}
 
 
 RECIPES: dict[str, Recipe] = {r.name: r for r in (
@@ -131,7 +144,7 @@ def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Seq
     if unknown:
         raise EngineError(f"sglang has no recipe {unknown[0]!r}; kvproof plans: {', '.join(RECIPES)}")
     chosen = [RECIPES[name] for name in recipes or RECIPES]
-    only: dict[str, list[Any]] = {"tp": list(tps or ()), "dtype": list(dtypes or ()), PAGE: _assumed(assume)}
+    only: dict[str, list[Any]] = {"tp": list(tps or ()), "dtype": list(dtypes or ()), **_assumed(assume)}
     domains = {r.name: r.points() for r in chosen}
     _check_narrowing(domains, only)
     wanted = {name: [p for p in points if all(not v or p[a] in v for a, v in only.items())]
@@ -161,15 +174,18 @@ def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Seq
     return EngineRun(ENGINE, source.version, where, source.commit, tuple(results), time.perf_counter() - start)
 
 
-def _assumed(assume: Sequence[str] | None) -> list[int]:
-    """--assume page_size=N ...: page sizes some recipe plans."""
-    pages = sorted({page for r in RECIPES.values() for page in r.pages})
-    out = []
+def _assumed(assume: Sequence[str] | None) -> dict[str, list[Any]]:
+    """--assume NAME=VALUE ...: for each axis of ASSUMED, the values asked for (none: every value),
+    each one some recipe's."""
+    known = {axis: sorted({v for r in RECIPES.values() for v in values(r)}) for axis, values in ASSUMED.items()}
+    out: dict[str, list[Any]] = {axis: [] for axis in ASSUMED}
     for pair in assume or ():
         key, _, value = pair.partition("=")
-        if key != PAGE or value not in {str(p) for p in pages}:
-            raise EngineError(f"--assume {pair}: sglang takes {PAGE}={'|'.join(map(str, pages))}")
-        out.append(int(value))
+        spelled = {str(v): v for v in known.get(key, ())}
+        if value not in spelled:
+            takes = "; ".join(f"{axis}={'|'.join(map(str, values))}" for axis, values in known.items())
+            raise EngineError(f"--assume {pair}: sglang takes {takes}")
+        out[key].append(spelled[value])
     return out
 
 
@@ -179,7 +195,7 @@ def _check_narrowing(domains: dict[str, list[dict[str, Any]]], only: dict[str, l
         have = sorted({p[axis] for points in domains.values() for p in points}, key=str)
         missing = [str(w) for w in want if w not in have]
         if missing:
-            flag = "--assume page_size" if axis == PAGE else f"--{axis}"
+            flag = f"--assume {axis}" if axis in ASSUMED else f"--{axis}"
             raise EngineError(f"{flag} {', '.join(missing)}: no point of {', '.join(domains)} has it; "
                               f"{axis} takes {', '.join(map(str, have))}")
 
@@ -211,8 +227,9 @@ def _planned(mods: dict[str, Any], source: loader.Source, recipe: Recipe, points
     outcomes: list[PointResult | tuple[dict[str, Any] | None, AdapterGap]] = []
     transfers: list[tuple[PointResult, pairs.Transfer | None]] = []
     for p in points:
-        replay = (f"verify engine sglang --recipe {recipe.name} --tp {p['tp']} --dtype {p['dtype']} "
-                  f"--assume {PAGE}={p[PAGE]}" + (f" --engine-path {engine_path}" if engine_path else "")
+        replay = (f"verify engine sglang --recipe {recipe.name} --tp {p['tp']} --dtype {p['dtype']} --assume "
+                  + " ".join(f"{axis}={p[axis]}" for axis in ASSUMED)
+                  + (f" --engine-path {engine_path}" if engine_path else "")
                   + (f" --max-padding {float(padding_bound)}" if padding_bound is not None else ""))
         try:
             documents, transfer = planner.plan(mods, hf, planner.Point(p["tp"], p["dtype"], p[PAGE]), patches)
