@@ -254,8 +254,8 @@ class Encoding:
         ]
         # K_mla x itemsize and K_mla x stride alignment divide K_mla x page iff they divide the page
         aligned = z3.And(fill % ALIGNMENT == 0, pat.page_ok)
-        shared_exact = z3.And(states <= fill, aligned, rest == 0)
-        exact = z3.And(shared_exact, z3.Or(pat.n <= pat.smax.term, aligned))
+        # Planes with MLA pages only (n > smax) need no more than `aligned`, which every plane needs.
+        exact = z3.And(states <= fill, aligned, rest == 0)
         parent = pat.n * fill
         bound = MAX_PADDING
         return z3.And(
