@@ -41,6 +41,14 @@ PROPERTIES: dict[str, str] = {
 # a plan that declares none holds them vacuously, and the prover says so rather than "proved".
 DECLARED_BY: dict[str, str] = {"kernel_page": "kernels", "consumer_stride": "readers"}
 
+# A property of an engine's memory sizing, not of a plan: checked on the bytes a sizing priced for a pool
+# and the bytes the pool then allocated (SGLang's sizing, engines/sglang/sizing.py).
+PRICED_COVERS_ALLOCATED = "priced_covers_allocated"
+SIZING: dict[str, str] = {
+    PRICED_COVERS_ALLOCATED: "a pool allocates no more bytes than the sizing priced for it (the sizing never "
+    "promises memory the pools do not have), and the sizing over-prices it by at most the stated bound",
+}
+
 Num = Any  # an int or a z3 ArithRef
 
 
@@ -119,3 +127,8 @@ def max_parents(parent_bytes: int, packings: list[int]) -> int:
     The arena holds N + 1 parents (the null parent is one of them).
     """
     return min(PAGE_ID_MAX // max(packings), BYTES_MAX // parent_bytes - 1)
+
+
+def priced_covers_allocated(priced_bytes: int, allocated_bytes: int, bound_bytes: int) -> bool:
+    """allocated <= priced <= allocated + bound. Concrete only: a sizing is a computation, not a plan."""
+    return allocated_bytes <= priced_bytes <= allocated_bytes + bound_bytes
