@@ -103,7 +103,7 @@ def _state_fields(model: ModelGeometry, tp: int, layer: int, group: str, plane: 
     )
 
 
-def _state_group_sizes(n_kda: int, n_mla: int) -> list[int]:
+def state_group_sizes(n_kda: int, n_mla: int) -> list[int]:
     """The fewest groups with at most n_mla layers each, sizes as even as possible, larger first."""
     count = -(-n_kda // n_mla)
     base, extra = divmod(n_kda, count)
@@ -145,7 +145,7 @@ def recipe_layout(model: ModelGeometry, tp: int, dtype: str, drafts: int = 0,
     ]
     groups = [FULL]
     kda = list(model.kda_layers)
-    for i, size in enumerate(_state_group_sizes(len(kda), len(model.mla_layers)) if kda else []):
+    for i, size in enumerate(state_group_sizes(len(kda), len(model.mla_layers)) if kda else []):
         group, chunk, kda = f"linear_attention_{i}", kda[:size], kda[size:]
         groups.append(group)
         for n, layer in enumerate(chunk):

@@ -29,8 +29,7 @@ import numpy as np
 
 from kvproof.spec import properties as P
 from kvproof.spec.catalog import CACHE_DTYPES
-from kvproof.spec.contract import ALIGNMENT, MAX_PADDING, PACKING_LIMIT
-from kvproof.spec.contract import _state_group_sizes as state_group_sizes
+from kvproof.spec.contract import ALIGNMENT, MAX_PADDING, PACKING_LIMIT, state_group_sizes
 from kvproof.spec.sweep_family import PARAMETERS, Family, Member, divisors, mla_layers
 
 MAX_POINTS = 1 << 24  # reduced points evaluated at most; a larger family goes to the z3 query
