@@ -123,7 +123,8 @@ def test_every_buffer_is_walked_by_the_item_length_sglang_gives_its_transfer() -
     from kvproof.engines.sglang import planner
 
     with loader.session(loader.source_of(None)) as mods:
-        allocations, transfer = planner.allocations(mods, engine.RECIPES[RECIPE].hf(), planner.Point(2, "bf16", 64), 3)
+        allocations, transfer = planner.allocations(mods, planner.model(mods, engine.RECIPES[RECIPE].hf()),
+                                                   planner.Point(2, "bf16", 64), 3)
     # one of Qwen3-Next's 2 KV heads per rank; a conv slot's [q | k | v] sub-blocks, whole: 16 x 128 key
     # heads twice and 32 x 128 value heads (linear_num_key_heads, linear_num_value_heads, their head dims)
     assert (transfer.heads, transfer.total_heads) == (1, 2)

@@ -163,9 +163,11 @@ def source_of(engine_path: str | None) -> Source:
 
 
 MODULES = ("sglang.srt.mem_cache.memory_pool", "sglang.srt.configs.model_config", "sglang.srt.configs.qwen3_next",
-           "sglang.srt.configs.kimi_linear", "sglang.srt.configs.nemotron_h", "sglang.srt.runtime_context",
-           "sglang.srt.mem_cache.kv_cache_dtype", "sglang.srt.disaggregation.utils",
-           "sglang.srt.disaggregation.common.staging_buffer")
+           "sglang.srt.configs.qwen3_5", "sglang.srt.configs.kimi_linear", "sglang.srt.configs.kimi_k3",
+           "sglang.srt.configs.nemotron_h", "sglang.srt.configs.hybrid_arch", "sglang.srt.runtime_context",
+           "sglang.srt.environ", "sglang.srt.utils.hf_transformers.common", "sglang.srt.mem_cache.kv_cache_dtype",
+           "sglang.srt.mem_cache.kv_cache_configurator", "sglang.srt.mem_cache.device_pool_info",
+           "sglang.srt.disaggregation.utils", "sglang.srt.disaggregation.common.staging_buffer")
 
 
 @contextmanager

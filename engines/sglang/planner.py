@@ -1,7 +1,8 @@
 """Build SGLang's hybrid KV pools for one point on torch's meta device, and read their views as plans.
 
 What runs is SGLang's: the model's config class reads the published config.json
-(`Qwen3NextConfig`, `KimiLinearConfig`, `NemotronHConfig`: CONFIGS), its `mamba2_cache_params`
+(`Qwen3NextConfig`, `Qwen3_5MoeConfig`, `KimiLinearConfig`, `KimiK3Config`, `NemotronHConfig`: CONFIGS),
+`mambaish_config` picks the config the hybrid layers are read from, its `mamba2_cache_params`
 gives the state shapes and dtypes (`Mamba2StateShape.create`, `KimiLinearStateShape.create` in
 `configs/mamba_utils.py`) under `get_parallel().override(...)` (`runtime_context.py`),
 `ModelConfig._derive_model_shapes` gives the attention shapes and `get_num_kv_heads` splits the
@@ -14,7 +15,9 @@ only reads those views into plan documents, one per allocation (`document`).
 The non-unified path allocates each pool's tensors separately: one conv tensor and one temporal
 tensor for all Mamba layers (`MambaPool.__init__`, `memory_pool.py`), and per full-attention layer
 one buffer holding K and V as two halves (`MHATokenToKVPool._create_buffers_normal`), or one
-latent buffer for an MLA layer (`MLATokenToKVPool`: the latent and rope parts of a token). A plan
+latent buffer for an MLA layer (`MLATokenToKVPool`: the latent and rope parts of a token); with
+--kv-cache-dtype mxfp8, `MHATokenToKVPoolMXFP8` allocates each layer's K, V, K scales and V scales
+apart, four allocations. A plan
 document has one arena and one parent count for all its groups, and the Mamba pool's slots and the
 KV pool's pages are counted separately (their numbers come from a memory split, not from a packing
 ratio), so each allocation is its own plan: its arena is the tensor's storage, its planes are the
@@ -51,6 +54,11 @@ class Point:
     tp: int  # attention tp (get_parallel().attn_tp_size)
     dtype: str  # --kv-cache-dtype
     page_size: int  # --page-size, as the server resolves it
+    # the Mamba state dtypes (configs/mamba_utils.py:47-107): the conv states' from SGLANG_MAMBA_CONV_DTYPE
+    # (environ.py:1628, bfloat16 unset), the SSM states' from --mamba-ssm-dtype, which the launch writes to
+    # SGLANG_MAMBA_SSM_DTYPE (arg_groups/serving_hook.py:439-440)
+    mamba_conv: str = "bfloat16"
+    mamba_ssm: str = "float32"
 
 
 @dataclass(frozen=True)
@@ -62,7 +70,10 @@ class Allocation:
     parents: int  # what the pool's allocator hands out: ids 1..parents (0 is the dummy)
     tokens: int | None  # tokens per page for a KV allocation; None for per-request state
     views: tuple[tuple[str, Any], ...]  # (field id, tensor view)
-    items: tuple[int, ...]  # per view: the item length the disaggregation transfer is given for it
+    # per view: the item length the disaggregation transfer is given for it, None where SGLang registers
+    # no transfer for the buffer
+    items: tuple[int | None, ...]
+    page_major: bool = False  # the views' first axis counts pages, not tokens
 
 
 class _MetaDevice(types.ModuleType):
@@ -95,7 +106,9 @@ def _meta_device_module(torch: Any) -> Iterator[None]:
 # model_type -> SGLang's config class for it (each class's own `model_type`), the ones kvproof plans
 CONFIGS = {
     "qwen3_next": ("sglang.srt.configs.qwen3_next", "Qwen3NextConfig"),
+    "qwen3_5_moe": ("sglang.srt.configs.qwen3_5", "Qwen3_5MoeConfig"),
     "kimi_linear": ("sglang.srt.configs.kimi_linear", "KimiLinearConfig"),
+    "kimi_k3": ("sglang.srt.configs.kimi_k3", "KimiK3Config"),
     "nemotron_h": ("sglang.srt.configs.nemotron_h", "NemotronHConfig"),
 }
 
@@ -109,37 +122,50 @@ def hf_config(mods: dict[str, types.ModuleType], text: dict[str, Any]) -> Any:
     return getattr(mods[module], cls).from_dict(dict(text))
 
 
-def allocations(mods: dict[str, types.ModuleType], text: dict[str, Any], point: Point, parents: int,
+def model(mods: dict[str, types.ModuleType], text: dict[str, Any]) -> Any:
+    """SGLang's ModelConfig for the published config.json, its shapes derived."""
+    model_config = mods["sglang.srt.configs.model_config"]
+    # ModelConfig's own shapes and head split, on an instance whose constructor never ran (it would
+    # read the checkpoint folder and the launch flags): its text config as the constructor takes it
+    # (model_config.py:636), _derive_model_shapes (model_config.py:1331) sets head_dim, attention_arch
+    # and, for MLA, kv_lora_rank and qk_rope_head_dim from hf_config and hf_text_config; get_num_kv_heads
+    # reads those and is_draft_model (model_config.py:1700-1711).
+    shell = object.__new__(model_config.ModelConfig)
+    shell.hf_config = hf_config(mods, text)
+    shell.hf_text_config = mods["sglang.srt.utils.hf_transformers.common"].get_hf_text_config(shell.hf_config)
+    shell.is_draft_model = False
+    shell._derive_model_shapes()
+    return shell
+
+
+def allocations(mods: dict[str, types.ModuleType], shell: Any, point: Point, parents: int,
                 patches: Patches | None = None) -> tuple[list[Allocation], Transfer]:
-    """Every allocation of the point's pools, built for `parents` Mamba slots and KV pages, and what
-    the pools tell the disaggregation transfer."""
+    """Every allocation of the point's pools (`shell`: the model's ModelConfig), built for `parents` Mamba
+    slots and KV pages, and what the pools tell the disaggregation transfer."""
     import torch
 
     memory_pool = mods["sglang.srt.mem_cache.memory_pool"]
     model_config = mods["sglang.srt.configs.model_config"]
-    config = hf_config(mods, text)
-    # ModelConfig's own shapes and head split, on an instance whose constructor never ran (it would
-    # read the checkpoint folder and the launch flags): _derive_model_shapes (model_config.py:1331)
-    # sets head_dim, attention_arch and, for MLA, kv_lora_rank and qk_rope_head_dim from hf_config and
-    # hf_text_config; get_num_kv_heads reads those and is_draft_model (model_config.py:1700-1711).
-    shell = object.__new__(model_config.ModelConfig)
-    shell.hf_config = shell.hf_text_config = config
-    shell.is_draft_model = False
-    shell._derive_model_shapes()
+    # the config the configurator reads the hybrid layers from (kv_cache_configurator.py:380): the text
+    # config of a multimodal checkpoint (Qwen3.5, Kimi-K3), the config itself otherwise
+    config = mods["sglang.srt.configs.hybrid_arch"].mambaish_config(shell)
     # the configurator's use_mla_backend (model_runner.py:406) picks the MLA pool and its latent sizes
     # (kv_cache_configurator.py:2624-2628)
     use_mla = shell.attention_arch == model_config.AttentionArch.MLA
     latent = {"kv_lora_rank": shell.kv_lora_rank, "qk_rope_head_dim": shell.qk_rope_head_dim} if use_mla else {}
-    _, kv_dtype = mods["sglang.srt.mem_cache.kv_cache_dtype"].configure_kv_cache_dtype(
-        server_args_kv_cache_dtype=point.dtype, model=None, model_dtype=_model_dtype(torch, config),
+    resolved, kv_dtype = mods["sglang.srt.mem_cache.kv_cache_dtype"].configure_kv_cache_dtype(
+        server_args_kv_cache_dtype=point.dtype, model=None, model_dtype=_model_dtype(torch, shell.hf_text_config),
         is_draft_worker=False, is_dflash=False, speculative_draft_attention_backend=None)
     parallel = mods["sglang.srt.runtime_context"].get_parallel()
+    envs = mods["sglang.srt.environ"].envs
     # attn_dcp_size 1 and enable_cp_tp_group_sharing False: decode-context and context parallelism off,
     # the launch defaults (arg_groups/fields/parallel.py)
     with parallel.override(attn_tp_size=point.tp, attn_dcp_size=1, enable_cp_tp_group_sharing=False), \
+            envs.SGLANG_MAMBA_CONV_DTYPE.override(point.mamba_conv), \
+            envs.SGLANG_MAMBA_SSM_DTYPE.override(point.mamba_ssm), \
             _meta_device_module(torch), (patches(mods) if patches else nullcontext()):
         params = config.mamba2_cache_params
-        context_len = mods["sglang.srt.configs.model_config"].get_context_length(config)
+        context_len = model_config.get_context_length(shell.hf_text_config)  # model_config.py:1293
         # as _build_hybrid_req_pool passes them at the launch defaults: no speculative decoding, no
         # memory saver, no ReplaySSM, no page-major envelope, and the extra_buffer Mamba radix-cache
         # strategy, which --mamba-radix-cache-strategy auto resolves to for each model of CONFIGS (all in
@@ -157,7 +183,7 @@ def allocations(mods: dict[str, types.ModuleType], text: dict[str, Any], point: 
             head_num=model_config.ModelConfig.get_num_kv_heads(shell, parallel.attn_tp_size, parallel.attn_dcp_size),
             head_dim=shell.head_dim, full_attention_layer_ids=config.full_attention_layer_ids, device="meta",
             mamba_pool=req.mamba_pool, enable_memory_saver=False, enable_kv_cache_copy=False, start_layer=0,
-            full_kv_pool_class=memory_pool.MLATokenToKVPool if use_mla else memory_pool.MHATokenToKVPool,
+            full_kv_pool_class=_full_pool_class(mods, shell, use_mla, resolved or point.dtype),
             quant_method=None, use_mla=use_mla, **latent)
         # what the pools tell the disaggregation transfer of their buffers, as the prefill and decode
         # workers register them (disaggregation/prefill.py, decode.py: kv_args.state_item_lens and
@@ -186,18 +212,57 @@ def allocations(mods: dict[str, types.ModuleType], text: dict[str, Any], point: 
     # k_buffer + v_buffer); an MLA pool's, each layer's one latent buffer
     kv_item = _aligned(f"{type(full).__name__}.get_contiguous_buf_infos", kv_items, kv_layers,
                        list(attention) * (1 if use_mla else 2))
+    # MHATokenToKVPoolMXFP8's UE8M0 scales, one tensor per layer of K and of V (memory_pool.py:3940-3951);
+    # a hybrid pool registers none of them for the transfer: setup_state_kv_args adds them only for a pool
+    # that is itself an MHATokenToKVPoolMXFP8 (disaggregation/utils.py:1513-1518), which HybridLinearKVPool
+    # is not (its branch, 1598-1631, registers the Mamba state)
+    scales = None if use_mla else full._mha_scale_buffers()
+    layout = mods["sglang.srt.mem_cache.device_pool_info"].KVScaleLayout
     for j, layer in enumerate(attention):
         # an MLA layer's one latent buffer (MLATokenToKVPool.kv_buffer), an MHA layer's K and V buffers
-        views = (((f"kv.layer{layer}.latent", full.kv_buffer[j]),) if use_mla else
-                 ((f"kv.layer{layer}.k", full.k_buffer[j]), (f"kv.layer{layer}.v", full.v_buffer[j])))
-        items = (kv_item[j],) if use_mla else (kv_item[j], kv_item[len(attention) + j])
-        out.append(Allocation(f"kv.layer{layer}", "full_attention", full.size // full.page_size, full.page_size,
-                              views, items))
+        views = (((f"kv.layer{layer}.latent", full.kv_buffer[j], kv_item[j]),) if use_mla else
+                 ((f"kv.layer{layer}.k", full.k_buffer[j], kv_item[j]),
+                  (f"kv.layer{layer}.v", full.v_buffer[j], kv_item[len(attention) + j])))
+        for name, tensors in _by_storage(f"kv.layer{layer}", views):
+            out.append(Allocation(name, "full_attention", full.size // full.page_size, full.page_size,
+                                  tuple((fid, t) for fid, t, _ in tensors), tuple(i for _, _, i in tensors)))
+        if scales is not None:
+            # the interleaved layout leads with pages (memory_pool.py:3918-3936), the token layout with rows
+            out += [Allocation(f"kv.layer{layer}.{part}_scale", "full_attention", full.size // full.page_size,
+                               full.page_size, ((f"kv.layer{layer}.{part}_scale", buffers[j]),), (None,),
+                               page_major=scales.layout == layout.MXFP8_INTERLEAVED)
+                    for part, buffers in (("k", scales.k), ("v", scales.v))]
     # prefill.py:336-340: an MHA pool's head_num and the model's total KV heads (an MLA pool gives neither)
     entries = tuple(StateEntry(layer, item, dim, outer, tuple(groups) if groups else None)
                     for layer, item, dim, outer, groups in zip(state_layers, state_items, *slicing, strict=True))
     return out, Transfer(point.tp, None if use_mla else full.head_num,
                          model_config.ModelConfig.get_total_num_kv_heads(shell), entries)
+
+
+def _full_pool_class(mods: dict[str, types.ModuleType], shell: Any, use_mla: bool, dtype: str) -> type:
+    """The full-attention pool class SGLang's configurator picks for a hybrid model
+    (`_hybrid_full_attention_pool_class`, kv_cache_configurator.py:2716-2740: the MLA pool, or for
+    --kv-cache-dtype mxfp8 the block-scaled MHA pool), called on a configurator whose constructor never
+    ran, given what it reads: use_mla_backend, the model config, the runner's resolved dtype string
+    (model_runner.py:1572-1576)."""
+    memory_pool = mods["sglang.srt.mem_cache.memory_pool"]
+    configurator = object.__new__(mods["sglang.srt.mem_cache.kv_cache_configurator"].KVCacheConfigurator)
+    configurator.use_mla_backend, configurator.model_config, configurator.kv_cache_dtype_str = use_mla, shell, dtype
+    chosen: type = configurator._hybrid_full_attention_pool_class(
+        mha_pool_class=memory_pool.MHATokenToKVPool, mla_pool_class=memory_pool.MLATokenToKVPool,
+        dsa_pool_class=memory_pool.DSATokenToKVPool)
+    return chosen
+
+
+def _by_storage(name: str, views: tuple[tuple[str, Any, int | None], ...]
+                ) -> list[tuple[str, list[tuple[str, Any, int | None]]]]:
+    """A layer's views grouped by the tensor allocation they lie in: one allocation named `name` when they
+    share one (the plain MHA pool's fused K/V buffer), else one per view, named by its field."""
+    groups: dict[int, list[tuple[str, Any, int | None]]] = {}
+    for fid, view, item in views:
+        groups.setdefault(id(view._base if view._base is not None else view), []).append((fid, view, item))
+    return [(name, group) for group in groups.values()] if len(groups) == 1 else \
+        [(group[0][0], group) for group in groups.values()]
 
 
 def _aligned(call: str, items: list[int], layers: list[int], expected: list[int]) -> list[int]:
@@ -241,9 +306,9 @@ def document(allocation: Allocation) -> dict:
         if arena is not None and size != arena:
             raise StubUsed(f"{allocation.name}: its views lie in storages of {arena} and {size} bytes")
         arena = size
-        rows = allocation.tokens or 1
+        rows = 1 if allocation.page_major else allocation.tokens or 1
         stride = view.stride(0) * item * rows
-        shape = [rows, *view.shape[1:]] if allocation.tokens else list(view.shape[1:])
+        shape = [rows, *view.shape[1:]] if allocation.tokens and not allocation.page_major else list(view.shape[1:])
         planes.append({"id": fid, "bytes": stride, "arena_offset": view.storage_offset() * item})
         field: dict[str, Any] = {"id": fid, "group": allocation.group, "plane": fid, "shape": [int(d) for d in shape],
                                  "dtype": _dtype(view), "offset": 0, "stride": stride, "exact_stride": False}
@@ -251,7 +316,8 @@ def document(allocation: Allocation) -> dict:
             field["tokens"] = allocation.tokens
         # mooncake addresses entry p of a buffer at its pointer + p * item length (disaggregation/mooncake/
         # conn.py:1188-1190, 1248-1250): a KV page or a state slot
-        field["readers"] = [{"name": TRANSFER, "walks": "item", "item_bytes": transfer}]
+        if transfer is not None:
+            field["readers"] = [{"name": TRANSFER, "walks": "item", "item_bytes": transfer}]
         fields.append(field)
     return {
         "num_parents": allocation.parents, "parent_bytes": sum(p["bytes"] for p in planes), "alignment": alignment,
@@ -267,8 +333,9 @@ def plan(mods: dict[str, types.ModuleType], text: dict[str, Any], point: Point,
     transfer (the same at every parent count but for the buffers' lengths)."""
     out: dict[str, dict[int, dict]] = {}
     transfers = []
+    shell = model(mods, text)
     for n in BIND_AT:
-        built, transfer = allocations(mods, text, point, n, patches)
+        built, transfer = allocations(mods, shell, point, n, patches)
         transfers.append(transfer)
         for allocation in built:
             out.setdefault(allocation.name, {})[n] = document(allocation)
