@@ -135,7 +135,11 @@ def test_the_tp_domain_is_every_divisor_vllm_accepts() -> None:
                    **{f"granite-4.0-h-tiny-family-{i}": tps for i, tps in (
                        (0, (1, 2, 3, 4, 6, 12)), (1, (1, 2, 3, 4, 6, 12)), (2, (1, 2, 3, 4, 6, 12)),
                        (4, (1, 2, 4, 6, 12)), (8, (1, 3, 6, 12)), (12, (1, 2, 4, 12)), (16, (1, 2, 3, 6, 12)),
-                       (20, (1, 2, 3, 4, 6, 12)))}}
+                       (20, (1, 2, 3, 4, 6, 12)))},
+                   # Falcon-H1-0.5B's family: 8 heads, 24 Mamba2 heads (gcd 8), 1 group, 2 KV heads
+                   "falcon-h1-0.5b-family-0": (1, 2, 4, 8),
+                   # Zamba2-7B's family: its 2 Mamba2 groups must divide tp (mamba_mixer2.py:320)
+                   "zamba2-7b-family-0": (1, 2)}
     # (backend, kv dtype): FLASHMLA, TRITON_MLA, FLASHINFER_MLA at both, FLASH_ATTN_MLA at auto; x prefix, state
     # dtype; times tp at pp 1 and 2 (12 each) and pp 4 and 8 at tp 1
     assert len(engine.points(K3)) == 7 * 2 * 2 * (12 + 12 + 1 + 1)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from importlib import resources
@@ -21,7 +22,7 @@ from typing import Any
 from kvproof.engines import families
 from kvproof.engines.stubs import StubUsed
 from kvproof.engines.verdict import Coverage
-from kvproof.engines.vllm import granite
+from kvproof.engines.vllm import falcon_h1, granite, zamba2
 from kvproof.engines.vllm.platform import load_backend
 from kvproof.impl import faults
 
@@ -175,6 +176,13 @@ TRITON_MLA = Backend("TRITON_MLA", "vllm.v1.attention.backends.mla.triton_mla:Tr
                      "the MLA fallback below sm_100 (vllm/platforms/cuda.py:153)", (TRITON_MLA_DECODE,))
 
 
+def _layer_number(name: str) -> int:
+    found = re.search(r"layers\.(\d+)", name)
+    if found is None:
+        raise ValueError(f"layer {name} names no decoder layer")
+    return int(found.group(1))
+
+
 @dataclass(frozen=True)
 class Model:
     recipe: str  # the name --recipe takes
@@ -199,6 +207,10 @@ class Model:
     # a member of a stated family (engines/families.py), planned from its config.json in place of a
     # published one: `config` then names the member, never a file
     member: families.Member | None = None
+    # the decoder layer a cache layer's name belongs to (what a pipeline stage builds): the index after
+    # `layers.` unless the model class names its layers otherwise
+    hidden_layer: Callable[[str, Any], int] = lambda name, _hf: _layer_number(name)
+    pipeline: bool = True  # the model class is SupportsPP (else vLLM refuses pp > 1 in its config check)
 
     @property
     def coverage(self) -> Coverage | None:
@@ -254,9 +266,11 @@ class Model:
             heads.append(hf["linear_attn_config"]["num_heads"])
         if "mamba_num_heads" in hf:
             heads.append(hf["mamba_num_heads"])
-        if "mamba_n_heads" in hf:  # GraniteMoeHybrid's spelling of the Mamba2 heads and groups
+        if "mamba_n_heads" in hf:  # GraniteMoeHybrid's (and FalconH1's) spelling of the Mamba2 heads and groups
             heads.append(hf["mamba_n_heads"])
-        groups = hf.get("n_groups", hf.get("mamba_n_groups", 1))
+        if "n_mamba_heads" in hf:  # Zamba2's
+            heads.append(hf["n_mamba_heads"])
+        groups = hf.get("n_groups", hf.get("mamba_n_groups", hf.get("mamba_ngroups", 1)))
         kv = None if "kv_lora_rank" in hf else hf.get("num_key_value_heads")
         # Mamba-1's inner channels shard with tp (MambaMixer's ColumnParallelLinear, mamba_mixer.py:91;
         # mamba1_state_shape divides them, mamba_utils.py:178)
@@ -510,47 +524,65 @@ MODELS.update({
 FAMILY_FLASH_ATTN = replace(FLASH_ATTN, all_stages=False)
 
 
-def _mamba2_layer_state(vllm_config: Any) -> dict[str, Any]:
-    """The state shape each of GraniteMoeHybrid's MambaMixer2 layers computes of itself: vLLM's
-    mamba2_state_shape of its constructor's inputs (get_state_shape, mamba_mixer2.py:1134-1145 in 0.33.0,
-    :1168-1179 in 0.31.0), which GraniteMoeHybridMambaDecoderLayer passes from the config
-    (granitemoehybrid.py:73-80), with the groups its constructor widens to the tp (mamba_mixer2.py:333-341)
-    and its own speculative tokens (vllm_config.num_speculative_tokens, :555). Not the model class's
-    get_mamba_state_shape_from_config, which the hybrid alignment pads by: the cache holds the layers'
-    states, and the two disagree where a class drops num_spec (vllm#57721)."""
-    from vllm.model_executor.layers.mamba.mamba_utils import MambaStateShapeCalculator
+def _mamba2_layer_state(mixer: Callable[[Any], dict[str, int]]) -> Callable[[Any], dict[str, Any]]:
+    """The state shape each MambaMixer2 layer of a model computes of itself: vLLM's mamba2_state_shape of
+    its constructor's inputs (get_state_shape, mamba_mixer2.py:1134-1145 in 0.33.0, :1168-1179 in 0.31.0),
+    which the model's decoder layer passes from the config (`mixer`), with the groups its constructor widens
+    to the tp (mamba_mixer2.py:333-341) and its own speculative tokens (vllm_config.num_speculative_tokens,
+    :555). Not the model class's get_mamba_state_shape_from_config, which the hybrid alignment pads by: the
+    cache holds the layers' states, and the two disagree where a class drops num_spec (vllm#57721)."""
+    def state(vllm_config: Any) -> dict[str, Any]:
+        from vllm.model_executor.layers.mamba.mamba_utils import MambaStateShapeCalculator
 
-    if getattr(vllm_config.cache_config, "use_replayssm", False):
-        raise StubUsed("--use-replayssm appends rings to MambaMixer2's state (mamba_mixer2.py:1146); kvproof "
-                       "does not model them")
-    hf, tp = vllm_config.model_config.hf_config, vllm_config.parallel_config.tensor_parallel_size
-    groups = hf.mamba_n_groups
-    if groups % tp:
-        groups += MambaStateShapeCalculator.extra_groups_for_head_shards(groups, tp)
-    shape = tuple(MambaStateShapeCalculator.mamba2_state_shape(
-        tp_world_size=tp, intermediate_size=hf.mamba_expand * hf.hidden_size, n_groups=groups,
-        num_heads=hf.mamba_n_heads, head_dim=hf.mamba_d_head, state_size=hf.mamba_d_state,
-        conv_kernel=hf.mamba_d_conv, num_spec=vllm_config.num_speculative_tokens))
-    return {"get_state_shape": lambda: shape}
+        if getattr(vllm_config.cache_config, "use_replayssm", False):
+            raise StubUsed("--use-replayssm appends rings to MambaMixer2's state (mamba_mixer2.py:1146); kvproof "
+                           "does not model them")
+        hf, tp = vllm_config.model_config.hf_config, vllm_config.parallel_config.tensor_parallel_size
+        inputs = mixer(hf)
+        groups = inputs.pop("n_groups")
+        if groups % tp:
+            groups += MambaStateShapeCalculator.extra_groups_for_head_shards(groups, tp)
+        shape = tuple(MambaStateShapeCalculator.mamba2_state_shape(
+            tp_world_size=tp, n_groups=groups, num_spec=vllm_config.num_speculative_tokens, **inputs))
+        return {"get_state_shape": lambda: shape}
+    return state
 
 
-def _granite_member(member: families.Member) -> Model:
-    """A member of the Granite-4.0-H family (granite.py). GraniteMoeHybridForCausalLM has no MTP layers
-    and no EAGLE interface (SupportsMTP and SupportsEagle are not among its bases, granitemoehybrid.py:582),
-    so it speculates only with a drafter that keeps no page in its cache: ngram (SpeculativeConfig makes
-    the target's config the draft's, config/speculative.py:1329), whose proposer builds no layer."""
+def _granite_mixer(hf: Any) -> dict[str, int]:
+    """What GraniteMoeHybridMambaDecoderLayer hands its MambaMixer2 (granitemoehybrid.py:73-80)."""
+    return {"intermediate_size": hf.mamba_expand * hf.hidden_size, "n_groups": hf.mamba_n_groups,
+            "num_heads": hf.mamba_n_heads, "head_dim": hf.mamba_d_head, "state_size": hf.mamba_d_state,
+            "conv_kernel": hf.mamba_d_conv}
+
+
+# The ngram drafter keeps no page in the cache: SpeculativeConfig makes the target's config the draft's
+# (config/speculative.py:1329) and its proposer builds no layer. The only drafter of a class with no MTP
+# layers and no EAGLE interface.
+FAMILY_LIMITS = ("planned over a stated family, not at a checkpoint (engines/vllm/{module}.py); at FLASH_ATTN on "
+                 "sm_90 only, {stages}, up to 2 speculative tokens: every backend, stage and token multiplies each "
+                 "member's points, and the other backends' pages, deeper pipelines and 3 tokens are planned at the "
+                 "published checkpoints; speculation by ngram only (no MTP or EAGLE interface)")
+
+
+def _family_member(member: families.Member, module: Any, mixer: Callable[[Any], dict[str, int]],
+                   pipeline: bool = True) -> Model:
+    """A member of a stated family of a Mamba2 hybrid class that speculates by ngram only, planned at
+    FLASH_ATTN with its layers' own state shapes (`module`: the family's layers and their names)."""
+    stages = "pipeline stages at tp 1, pp 2 only" if pipeline else "no pipeline stages (the class is not SupportsPP)"
     return Model(
         member.name, f"family {member.family.name}, member {member.index}", (FAMILY_FLASH_ATTN,), MAMBA2,
         "MAMBA2",  # mamba_mixer2.py:1159
-        granite.layers, (False, True),
-        "planned over a stated family, not at a checkpoint (engines/vllm/granite.py); at FLASH_ATTN on sm_90 "
-        "only, pipeline stages at tp 1, pp 2 only, up to 2 speculative tokens: every backend, stage and token "
-        "multiplies each member's points, and the other backends' pages, deeper pipelines and 3 tokens are planned "
-        "at the published checkpoints; speculation by ngram only (no MTP or EAGLE interface)",
+        module.layers, (False, True), FAMILY_LIMITS.format(module=module.__name__.rsplit(".", 1)[1], stages=stages),
         draft="ngram", speculative=(0, 1, 2),
         # MambaMixer2's conv update and selective state update (mamba_mixer2.py)
-        readers=(CAUSAL_CONV1D, SELECTIVE_STATE_UPDATE, LMCACHE), state_init=_mamba2_layer_state, member=member)
+        readers=(CAUSAL_CONV1D, SELECTIVE_STATE_UPDATE, LMCACHE), state_init=_mamba2_layer_state(mixer), member=member,
+        hidden_layer=getattr(module, "hidden_layer", lambda name, _hf: _layer_number(name)), pipeline=pipeline)
 
 
-# GraniteMoeHybrid (Granite-4.0-H): no published config.json found whole, planned over its family's members.
-MODELS.update({m.name: _granite_member(m) for m in granite.MEMBERS})
+# Granite-4.0-H, Falcon-H1 and Zamba2: no published config.json found whole, each planned over its family's
+# members. GraniteMoeHybridForCausalLM (granitemoehybrid.py:582), FalconH1ForCausalLM (falcon_h1.py:495) and
+# Zamba2ForCausalLM (zamba2.py:833) have neither SupportsMTP nor SupportsEagle among their bases; Zamba2 has no
+# SupportsPP either.
+MODELS.update({m.name: _family_member(m, granite, _granite_mixer) for m in granite.MEMBERS})
+MODELS.update({m.name: _family_member(m, falcon_h1, falcon_h1.mixer) for m in falcon_h1.MEMBERS})
+MODELS.update({m.name: _family_member(m, zamba2, zamba2.mixer, pipeline=False) for m in zamba2.MEMBERS})

@@ -118,11 +118,11 @@ def _grid(model: catalog.Model) -> list[dict[str, Any]]:
     at tp > 1 repeat what these points show, and each stage costs a planning: pp 4 and 8 at every
     tp up to 8 made the domain 7,080 stage plannings, 2 min 43 s of CPU and 4 min 35 s wall on the
     2 shared cores (the gate allows 5), against 3,240 here. A backend whose assumption axes multiply
-    its points (FLASHINFER) plans pp 2 at tp 1 only."""
+    its points (FLASHINFER) plans pp 2 at tp 1 only; a model class that is not SupportsPP, none."""
     hf = json.loads(model.config_text())
     specs: tuple[int | None, ...] = model.speculative or (None,)
     shapes = [(tp, pp) for pp in (1, *PIPELINE) for tp in model.tps(hf)
-              if pp <= 2 or tp == 1]
+              if (pp <= 2 or tp == 1) and (model.pipeline or pp == 1)]
     return [{"tp": tp, "dtype": dtype, "mamba_dtype": mamba, "prefix": "on" if prefix else "off",
              "backend": backend.label, **({} if spec is None else {"spec": spec}), "pp": pp, **assumed}
             for backend in model.backends for assumed in _assumptions(model, backend)

@@ -24,7 +24,6 @@ import copy
 import importlib
 import inspect
 import math
-import re
 import tempfile
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -117,10 +116,9 @@ def _checkpoint(text: str) -> str:
 def _rank_layers(v: Vllm, layers: list[tuple[str, str]], hf: Any,
                  point: Point) -> tuple[tuple[int, int], list[tuple[str, str]]]:
     """The hidden layers a pipeline stage builds: vLLM's own split (make_layers asks
-    get_pp_indices, vllm/distributed/utils.py:198), so every model layer's name carries its index."""
+    get_pp_indices, vllm/distributed/utils.py:198), each cache layer in the decoder layer its name says."""
     start, end = v.dist_utils.get_pp_indices(hf.num_hidden_layers, point.rank, point.pp)
-    return (start, end), [(name, kind) for name, kind in layers
-                          if start <= int(re.search(r"layers\.(\d+)", name).group(1)) < end]  # type: ignore[union-attr]
+    return (start, end), [(name, kind) for name, kind in layers if start <= point.model.hidden_layer(name, hf) < end]
 
 
 def _plan(v: Vllm, point: Point, folder: str, patches: Patches | None, made: ModelConfigs | None) -> Planned:
