@@ -56,7 +56,7 @@ def render(proof: Proof, show_all: bool, bound: str) -> str:
     for prop in proof.properties:
         points = len({_point(c) for c in proof.counterexamples if c.property == prop})
         verdict = f"FAILS at {points} point(s)" if prop in failing else \
-            f"vacuous: no field declares {DECLARED_BY[prop]}" if prop in proof.vacuous else "proved"
+            f"vacuous: no plan declares {DECLARED_BY[prop]}" if prop in proof.vacuous else "proved"
         lines.append(f"  {prop:<16} {verdict:<22} solver {proof.solver_seconds[prop]:.3f} s")
     lines.append("")
     shown = proof.counterexamples if show_all else proof.counterexamples[:1]

@@ -14,7 +14,7 @@ from math import lcm
 from typing import Any
 
 from kvproof.spec import properties as P
-from kvproof.spec.facts import OTHER, PAGE, Affine, Facts, FieldFact, N, PlaneFact
+from kvproof.spec.facts import OTHER, PAGE, Affine, EndFact, Facts, FieldFact, GroupFact, N, PlaneFact
 from kvproof.spec.smt import Env, Term, all_of, any_of, lift, negate
 
 
@@ -273,6 +273,79 @@ def consumer_stride(facts: Facts) -> list[Violation]:
     return out
 
 
+def entry_alignment(facts: Facts) -> list[Violation]:
+    out = []
+    for f in facts.fields:
+        if f.aligned is None:
+            continue
+        entry, row, rows = f.aligned
+        for what, value, unit, name in (("stride", f.page_stride_bytes, entry, "entry"),
+                                        ("offset", f.offset_bytes, row, "row"),
+                                        ("row", f.payload_bytes // rows, row, "row")):
+            if not P.divides(unit, value):
+                out.append(Violation("entry_alignment", f"field {f.id}: its {what} of {value:,} B is not a multiple of "
+                                     f"the {name} alignment {unit} B its layout states"))
+    return out
+
+
+def front_crossing(g: GroupFact) -> Term:
+    """A violation of fronts_never_cross by the end `g`: with the other end at watermark q, any state the two
+    could be in before (apart, this end empty), this end may extend to watermark p past the other end's front."""
+    assert g.end is not None
+    own, peer = g.end.own, g.end.peer
+    if g.end.grows == "down":
+        up, down = P.up_front(OTHER, peer.page_bytes), P.down_front(PAGE, own.page_bytes)
+        return all_of(peer.min_page <= OTHER, peer.pages >= OTHER,
+                      P.fronts_apart(up, P.down_front(own.pages - 1, own.page_bytes)),
+                      own.min_page - 1 <= PAGE, own.pages - 1 >= PAGE, P.down_admits(PAGE, up, own.page_bytes),
+                      negate(P.fronts_apart(up, down)))
+    up, down = P.up_front(PAGE, own.page_bytes), P.down_front(OTHER, peer.page_bytes)
+    return all_of(peer.min_page - 1 <= OTHER, peer.pages - 1 >= OTHER,
+                  P.fronts_apart(P.up_front(own.min_page, own.page_bytes), down),
+                  own.min_page <= PAGE, own.pages >= PAGE, P.up_admits(PAGE, down, own.page_bytes),
+                  negate(P.fronts_apart(up, down)))
+
+
+def fronts_never_cross(facts: Facts) -> list[Violation]:
+    checks = []
+    for g in facts.groups:
+        if g.end is None:
+            continue
+        end = g.end
+
+        def say(m: Env, g: GroupFact = g, end: EndFact = end) -> str:
+            w, v = _val(m, PAGE), _val(m, OTHER)
+            if end.grows == "down":
+                up, down = P.up_front(v, end.peer.page_bytes), P.down_front(w, end.own.page_bytes)
+                where = f"with the end growing up at watermark {v:,} (front byte {up:,}), it may extend to {w:,}"
+            else:
+                up, down = P.up_front(w, end.own.page_bytes), P.down_front(v, end.peer.page_bytes)
+                where = f"with the end growing down at watermark {v:,} (front byte {down:,}), it may extend to {w:,}"
+            return (f"group {g.id} grows {end.grows} ({end.own.page_bytes:,} B pages): {where}, and the up front "
+                    f"{up:,} passes the down front {down:,}: {up - down:,} B of both ends' pages overlap")
+        checks.append((front_crossing(g), say))
+    return _witnesses(facts, "fronts_never_cross", checks)
+
+
+def sink_page(facts: Facts) -> list[Violation]:
+    out = []
+    buffer = _val({}, facts.arena.term()) if facts.arena.per_parent == 0 else None
+    for g in facts.groups:
+        if g.end is None:
+            continue
+        own, sink = g.end.own, g.end.sink_bytes
+        first = own.min_page * own.page_bytes
+        problems = [
+            (P.never_handed_out(0, own.min_page), f"its allocator hands out from page {own.min_page}, page 0 included"),
+            (P.within(own.page_bytes, sink), f"its page 0 (bytes 0..{own.page_bytes:,}) leaves the {sink:,} B sink"),
+            (buffer is None or P.within(sink, buffer), f"the {sink:,} B sink leaves the {buffer or 0:,} B buffer"),
+            (P.within(sink, first), f"its first page handed out, {own.min_page:,}, starts at byte {first:,}, "
+                                    f"inside the {sink:,} B sink"),
+        ]
+        out += [Violation("sink_page", f"group {g.id}: {message}") for holds, message in problems if not holds]
+    return out
+
+
 CHECKS: dict[str, Callable[[Facts], list[Violation]]] = {
     "exact_stride": exact_stride,
     "padding_bound": padding_bound,
@@ -284,6 +357,9 @@ CHECKS: dict[str, Callable[[Facts], list[Violation]]] = {
     "null_page": null_page,
     "kernel_page": kernel_page,
     "consumer_stride": consumer_stride,
+    "entry_alignment": entry_alignment,
+    "fronts_never_cross": fronts_never_cross,
+    "sink_page": sink_page,
 }
 
 

@@ -51,10 +51,30 @@ class PlaneFact:
 
 
 @dataclass(frozen=True)
+class Front:
+    """An allocator's pages of a shared buffer: page i spans [i x page_bytes, (i + 1) x page_bytes)."""
+
+    page_bytes: int
+    min_page: int  # the first page it may hand out
+    pages: int  # its index space: page ids below it
+
+
+@dataclass(frozen=True)
+class EndFact:
+    """A group that is one end of a buffer two allocators share, growing up or down, and the other end."""
+
+    grows: str  # "up" | "down"
+    own: Front
+    peer: Front
+    sink_bytes: int
+
+
+@dataclass(frozen=True)
 class GroupFact:
     id: str
     packing: int
     page_count: Affine
+    end: EndFact | None = None
 
 
 @dataclass(frozen=True)
@@ -82,6 +102,7 @@ class FieldFact:
     kernels: tuple[KernelFact, ...] = ()
     # (name, walks: page | payload | item, the item bytes it steps by for `item`, else None)
     readers: tuple[tuple[str, str, int | None], ...] = ()
+    aligned: tuple[int, int, int] | None = None  # (entry, row, rows): the alignments the engine's layout states
 
     @property
     def itemsize(self) -> int:

@@ -17,7 +17,7 @@ from typing import Any
 from kvproof.spec import properties as P
 from kvproof.spec.catalog import ConfigError
 from kvproof.spec.contract import DTYPE_BYTES
-from kvproof.spec.facts import Affine, Facts, FieldFact, GroupFact, KernelFact, PlaneFact
+from kvproof.spec.facts import Affine, EndFact, Facts, FieldFact, Front, GroupFact, KernelFact, PlaneFact
 from kvproof.spec.schema import validate
 
 # no_overlap checks every pair of fields one group keeps on one plane (a pair costs about 25 kB
@@ -117,7 +117,7 @@ def _static(plan: dict) -> StaticKeys:
             field_ids[i], group, plane, dtype, prod(shape) * DTYPE_BYTES[dtype],
             _get(f, "offset", int, at), _get(f, "stride", int, at), _get(f, "exact_stride", bool, at),
             tokens=f.get("tokens"), kernels=_kernels(f, at),
-            readers=_readers(f, at),
+            readers=_readers(f, at), aligned=_aligned(f, at),
         ))
     stacks: dict[tuple[str, str], int] = {}
     for i, f in enumerate(fields):
@@ -138,6 +138,17 @@ def _kernels(field: dict, at: str) -> tuple[KernelFact, ...]:
         raise ConfigError(f"plan key '{at}kernels' needs '{at}tokens', the tokens per page the kernels split")
     return tuple(KernelFact(k["name"], k["tokens"], k["block"], k["max_tokens"], k.get("power_of_two", False))
                  for k in kernels)
+
+
+def _aligned(field: dict, at: str) -> tuple[int, int, int] | None:
+    """(entry, row, rows): a field stating its alignments holds `rows` rows of equal size."""
+    if "aligned" not in field:
+        return None
+    stated = field["aligned"]
+    rows = stated.get("rows", 1)
+    if prod(field["shape"]) % rows:
+        raise ConfigError(f"plan key '{at}aligned.rows': {rows} rows do not divide the field's shape {field['shape']}")
+    return stated["entry"], stated["row"], rows
 
 
 def _readers(field: dict, at: str) -> tuple[tuple[str, str, int | None], ...]:
@@ -176,7 +187,15 @@ def _bound_group(group: dict, i: int, num_parents: int) -> GroupFact:
     if given != expected:
         raise ConfigError(f"plan key 'groups[{i}].page_count' of group {group['id']!r} is {given}; "
                           f"expected 1 + num_parents x packing = {expected}")
-    return GroupFact(group["id"], group["packing"], Affine(0, given))
+    return GroupFact(group["id"], group["packing"], Affine(0, given), _end(group.get("end")))
+
+
+def _end(end: dict | None) -> EndFact | None:
+    if end is None:
+        return None
+    peer = end["peer"]
+    return EndFact(end["grows"], Front(end["page_bytes"], end["min_page"], end["pages"]),
+                   Front(peer["page_bytes"], peer["min_page"], peer["pages"]), end["sink_bytes"])
 
 
 # What a binding of a plan may change with N: the parent count, the arena, each plane's offset in it and each
@@ -252,6 +271,9 @@ def affine_facts(documents: dict[int, dict]) -> Facts:
                   line(f"planes[{p.id}].arena_offset", lambda f, i=i: f.planes[i].arena_offset_bytes.fixed),
                   p.alignment)
         for i, p in enumerate(first.planes))
+    if any(g.end is not None for f in facts.values() for g in f.groups):
+        # an end's pages are a floor of the buffer's bytes, not a line in N: such a plan is checked at each binding
+        raise ConfigError("engine plan: a group's end is checked at each binding (verify check), not for every N")
     groups = tuple(
         GroupFact(g.id, g.packing, line(f"groups[{g.id}].page_count", lambda f, i=i: f.groups[i].page_count.fixed))
         for i, g in enumerate(first.groups))

@@ -35,11 +35,21 @@ PROPERTIES: dict[str, str] = {
     "consumer_stride": "every recorded reader of a field's pages that walks them by payload, or by an item length it "
     "is given, finds page p where the plan puts it: the page's payload (its fields on the plane), or that item "
     "length, equals the stride",
+    "entry_alignment": "every field that states its layout's alignments has a stride (its entry) that is a multiple "
+    "of the entry alignment, and an offset and a payload (its row, so every part offset and layer stride) that are "
+    "multiples of the row alignment",
+    "fronts_never_cross": "in a buffer two allocators share from its two ends, no watermark an end may extend to "
+    "takes it past the other end's front, whatever either watermark is: an end extends only while its new front, "
+    "counted in whole pages of its own, does not pass the other end's front",
+    "sink_page": "every end of a shared buffer keeps page 0 as a sink: its allocator never hands out a page below "
+    "min_page >= 1, its page 0 lies in the sink at the bottom of the buffer, the sink inside the buffer, and its first "
+    "page handed out past the sink",
 }
 
 # Properties over what a plan declares of its fields' readers (an engine's export names them);
 # a plan that declares none holds them vacuously, and the prover says so rather than "proved".
-DECLARED_BY: dict[str, str] = {"kernel_page": "kernels", "consumer_stride": "readers"}
+DECLARED_BY: dict[str, str] = {"kernel_page": "kernels", "consumer_stride": "readers", "entry_alignment": "aligned",
+                               "fronts_never_cross": "end", "sink_page": "end"}
 
 # A property of an engine's memory sizing, not of a plan: checked on the bytes a sizing priced for a pool
 # and the bytes the pool then allocated (SGLang's sizing, engines/sglang/sizing.py).
@@ -132,3 +142,39 @@ def max_parents(parent_bytes: int, packings: list[int]) -> int:
 def priced_covers_allocated(priced_bytes: int, allocated_bytes: int, bound_bytes: int) -> bool:
     """allocated <= priced <= allocated + bound. Concrete only: a sizing is a computation, not a plan."""
     return allocated_bytes <= priced_bytes <= allocated_bytes + bound_bytes
+
+
+def up_front(watermark: Num, page_bytes: Num) -> Num:
+    """The byte past the last page of an end growing up: its pages are [min_page, watermark)."""
+    return watermark * page_bytes
+
+
+def down_front(watermark: Num, page_bytes: Num) -> Num:
+    """The first byte of an end growing down: its pages are (watermark, pages)."""
+    return (watermark + 1) * page_bytes
+
+
+def fronts_apart(up_front_bytes: Num, down_front_bytes: Num) -> Any:
+    """The two ends' byte ranges are disjoint: the end growing up stops at or below the end growing down."""
+    return up_front_bytes <= down_front_bytes
+
+
+def up_admits(watermark: Num, down_front_bytes: Num, page_bytes: Num) -> Any:
+    """An end growing up may extend to `watermark` while it stays within the other end's front in whole pages."""
+    return watermark <= _div(down_front_bytes, page_bytes)
+
+
+def down_admits(watermark: Num, up_front_bytes: Num, page_bytes: Num) -> Any:
+    """An end growing down may extend to `watermark` while its front, in whole pages, is not below the other's."""
+    return watermark + 1 >= _div(up_front_bytes, page_bytes)
+
+
+def within(end_bytes: Num, limit_bytes: Num) -> Any:
+    """A byte range from 0 to `end_bytes` lies in one from 0 to `limit_bytes` (page 0 in the sink, the sink in the
+    buffer); with a page's first byte for `limit_bytes`, the range ends before that page starts."""
+    return end_bytes <= limit_bytes
+
+
+def never_handed_out(page: Num, min_page: Num) -> Any:
+    """An allocator that hands out pages from min_page on never hands out `page`."""
+    return page < min_page

@@ -88,9 +88,10 @@ class Proof:
 
     @property
     def vacuous(self) -> tuple[str, ...]:
-        """Properties no field of any plan gives anything to check (P.DECLARED_BY)."""
+        """Properties no field or group of any plan gives anything to check (P.DECLARED_BY)."""
         return tuple(prop for prop in self.properties if prop in P.DECLARED_BY
-                     and not any(f.get(P.DECLARED_BY[prop]) for p in self.points for f in p.plan["fields"]))
+                     and not any(item.get(P.DECLARED_BY[prop]) for p in self.points
+                                 for item in (*p.plan["fields"], *p.plan["groups"])))
 
     @property
     def proved(self) -> bool:

@@ -647,8 +647,9 @@ def test_plan_point_adds_each_propertys_seconds_to_the_callers_tally():
     # the dict it is handed (100 s already there stays and grows), one entry per property checked.
     seconds = {"partition": 100.0}
     plan_point(load_model("kimi-k3"), 32, "bf16", policy_named("search"), seconds)
-    assert sorted(seconds) == ["consumer_stride", "exact_stride", "field_alignment", "in_bounds", "kernel_page",
-                               "no_overlap", "null_page", "padding_bound", "page_id_limit", "partition"]
+    assert sorted(seconds) == ["consumer_stride", "entry_alignment", "exact_stride", "field_alignment",
+                               "fronts_never_cross", "in_bounds", "kernel_page", "no_overlap", "null_page",
+                               "padding_bound", "page_id_limit", "partition", "sink_page"]
     assert seconds["partition"] > 100.0 and all(s > 0 for s in seconds.values())
 
 

@@ -131,8 +131,24 @@ def _mutants():
         # a connector that steps through padded state pages by their payload (LMCache#5166)
         _field(p, "recurrent_state")["readers"] = [{"name": "lmcache", "walks": "payload"}]
 
+    def entry_alignment(p):
+        # a layout stating entries of twice the field's stride: its stride is no whole entry
+        latent = _field(p, "latent_kv")
+        latent["aligned"] = {"entry": 2 * latent["stride"], "row": 1}
+
+    def fronts_never_cross(p):
+        # an end of 3 B pages growing down against one of 2 B pages: with the other front at byte 4, counting it
+        # in whole pages (4 // 3 = 1) lets this end's front down to byte 3
+        p["groups"][0]["end"] = {"grows": "down", "page_bytes": 3, "min_page": 1, "pages": 10, "sink_bytes": 3,
+                                 "peer": {"page_bytes": 2, "min_page": 2, "pages": 15}}
+
+    def sink_page(p):
+        # an end whose allocator hands out page 0, the sink's
+        p["groups"][0]["end"] = {"grows": "up", "page_bytes": 2, "min_page": 0, "pages": 15, "sink_bytes": 2,
+                                 "peer": {"page_bytes": 3, "min_page": 1, "pages": 10}}
+
     return [exact_stride, padding_bound, partition, no_overlap, field_alignment, in_bounds, page_id_limit, null_page,
-            kernel_page, consumer_stride]
+            kernel_page, consumer_stride, entry_alignment, fronts_never_cross, sink_page]
 
 
 def test_every_property_has_a_mutant() -> None:
@@ -189,12 +205,15 @@ def test_cli_prove_exit_codes_and_json(capsys) -> None:
 
 def test_properties_over_undeclared_readers_are_vacuous_not_proved(capsys):
     """Our contract's plans name no kernels or readers: the prover says so for kernel_page and
-    consumer_stride instead of claiming them proved; the other eight are proved."""
+    consumer_stride, nor the alignments and buffer ends entry_alignment, fronts_never_cross and sink_page read:
+    the prover says so instead of claiming them proved; the other eight are proved."""
     assert main(["prove", "--model", "kimi-k3", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["vacuous"] == ["kernel_page", "consumer_stride"]
+    assert json.loads(capsys.readouterr().out)["vacuous"] == ["kernel_page", "consumer_stride", "entry_alignment",
+                                                              "fronts_never_cross", "sink_page"]
     assert main(["prove", "--model", "kimi-k3"]) == 0
     text = capsys.readouterr().out
-    assert "kernel_page      vacuous: no field declares kernels" in text
+    assert "kernel_page      vacuous: no plan declares kernels" in text
+    assert "sink_page        vacuous: no plan declares end" in text
     assert "exact_stride     proved" in text
 
 
