@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from kvproof.cli import progress
 from kvproof.engines import verdict
 from kvproof.engines.interface import Adapter, EngineAdapter
-from kvproof.engines.sglang import loader, mutants, pairs
+from kvproof.engines.sglang import loader, mutants, pairs, sizing
 from kvproof.engines.stubs import StubUsed
 from kvproof.engines.verdict import AdapterGap, EngineError, EngineRun, Finding, PointResult, RecipeResult
 from kvproof.spec.catalog import ConfigError
@@ -144,6 +144,7 @@ def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Seq
     if unknown:
         raise EngineError(f"sglang has no recipe {unknown[0]!r}; kvproof plans: {', '.join(RECIPES)}")
     chosen = [RECIPES[name] for name in recipes or RECIPES]
+    assume, sized = sizing.narrowing(assume)  # the sizing check's own axes (sizing.axes)
     only: dict[str, list[Any]] = {"tp": list(tps or ()), "dtype": list(dtypes or ()), **_assumed(assume)}
     domains = {r.name: r.points() for r in chosen}
     _check_narrowing(domains, only)
@@ -162,7 +163,8 @@ def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Seq
         with loader.session(source) as mods:
             for recipe in chosen:
                 if wanted[recipe.name]:
-                    results.append(_recipe(mods, source, recipe, wanted[recipe.name], engine_path, padding_bound))
+                    results.append(_recipe(mods, source, recipe, wanted[recipe.name], engine_path, padding_bound,
+                                           sized))
     except (StubUsed, AdapterGap, ImportError) as err:  # importing SGLang's modules, before any point
         raise EngineError(f"loading sglang {source.version} ({source.where}): {type(err).__name__}: "
                           f"{verdict.one_line(err)}; the adapter must follow it first") from None
@@ -201,19 +203,22 @@ def _check_narrowing(domains: dict[str, list[dict[str, Any]]], only: dict[str, l
 
 
 def _recipe(mods: dict[str, Any], source: loader.Source, recipe: Recipe, points: list[dict[str, Any]],
-            engine_path: str | None, padding_bound: Fraction | None) -> RecipeResult:
+            engine_path: str | None, padding_bound: Fraction | None, sized: dict[str, list[str]]) -> RecipeResult:
     patches = mutants.applied if mutants.active() else None
     with progress.task(len(points), f"sglang {recipe.name}", "points") as shown:
         outcomes, transfers = _planned(mods, source, recipe, shown.each(points), engine_path, padding_bound, patches)
     try:
         with patches(mods) if patches else nullcontext():
-            crossed = iter(pairs.cross(mods, transfers))
-    except Exception as err:  # what no pair's refusal is (pairs.py takes SGLang's ValueErrors as findings)
+            crossed = pairs.cross(mods, transfers)
+        # the pools as the server sizes them from a memory budget (sizing.py): priced_covers_allocated
+        checked, said = sizing.check(mods, recipe.name, recipe.hf(), crossed, sized, patches)
+    except Exception as err:  # what no pair's or launch's refusal is (pairs.py takes SGLang's ValueErrors as findings)
         b = verdict.blame(err, [source.package_dir])
         gap = verdict.undeclared(err, b) if b.engine else verdict.gap(err, b)
         return verdict.adapter_result(recipe.name, [*outcomes, (None, gap)], recipe.limits)
-    return verdict.adapter_result(recipe.name, [next(crossed) if isinstance(o, PointResult) else o
-                                                for o in outcomes], recipe.limits)
+    each = iter(checked)
+    return verdict.adapter_result(recipe.name, [next(each) if isinstance(o, PointResult) else o for o in outcomes],
+                                  f"{recipe.limits}; {said}")
 
 
 def _planned(mods: dict[str, Any], source: loader.Source, recipe: Recipe, points: Iterable[dict[str, Any]],

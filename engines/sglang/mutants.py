@@ -32,6 +32,12 @@ faults.declare({
     "sglang_pd_state_writer_unwrapped": "SGLang's Mamba state transfer from more prefill ranks to fewer decode ranks "
     "places a prefill rank's slice by its rank in the whole group, not by its index among the ranks writing one "
     "decode rank (compute_mamba_state_slice_blocks), so the later writers write past the decode slot",
+    "sglang_spec_state_decode_prealloc": "SGLang's HybridReqToTokenPool sizes the Mamba pool's speculative "
+    "intermediate states for its requests plus the decode side's pre-allocated ones (2 x size, the disaggregation "
+    "decode default for up to 32 requests), which never speculate, beyond what the sizing priced, as sglang#23643 did",
+    "sglang_spec_state_priced_prealloc": "SGLang's _handle_max_mamba_cache prices the speculative intermediate states "
+    "of the decode side's pre-allocated slots too (3 x its requests), which the pool does not allocate (as after "
+    "sglang#23643's fix), so the sizing takes gigabytes the pool never uses",
 })
 
 
@@ -90,6 +96,32 @@ def _writer_unwrapped(original: Callable[..., list[tuple[int, int, int]]]) -> Ca
     return broken
 
 
+def _decode_prealloc(original: Callable[..., None]) -> Callable[..., None]:
+    """HybridReqToTokenPool.__init__ whose speculative states are sized for size + pre_alloc_size slots, the
+    pre-allocated decode slots being 2 x size (memory_pool.py's HybridReqToTokenPool takes mamba_spec_state_size)."""
+    def broken(self: Any, *args: Any, mamba_spec_state_size: int, size: int, **kwargs: Any) -> None:
+        original(self, *args, size=size, mamba_spec_state_size=mamba_spec_state_size + 2 * size, **kwargs)
+    return broken
+
+
+def _priced_with_prealloc(original: Callable[..., float]) -> Callable[..., float]:
+    """_handle_max_mamba_cache that prices the intermediate states of the decode side's pre-allocated slots
+    too: 2 x (capped_reqs + 1) x per_req x D more than its own price (kv_cache_configurator.py:3365-3376)."""
+    def broken(self: Any, total_rest_memory: float) -> float:
+        import sys
+
+        rest = original(self, total_rest_memory)
+        runtime = sys.modules["sglang.srt.runtime_context"]
+        schedule, drafts = runtime.get_schedule(), runtime.get_spec().speculative_num_draft_tokens
+        if self.spec_algorithm.is_none() or not drafts:
+            return rest
+        capped = min(max(1, schedule.max_running_requests // self.attn_dp_size),
+                     schedule.max_mamba_cache_size // self._calculate_mamba_ratio())
+        per_req = self.mambaish_config.mamba2_cache_params.mamba_cache_per_req
+        return rest - 2 * (capped + 1) * per_req * drafts / (1 << 30)
+    return broken
+
+
 # fault name -> (module, Class.attribute, replacement factory)
 PATCHES: dict[str, tuple[str, str, Callable[[Callable[..., Any]], Callable[..., Any]]]] = {
     "sglang_mamba_no_dummy_slot": ("sglang.srt.mem_cache.memory_pool", "MambaPool.__init__", _no_dummy_slot),
@@ -99,6 +131,10 @@ PATCHES: dict[str, tuple[str, str, Callable[[Callable[..., Any]], Callable[..., 
                                     _heads_without_floor),
     "sglang_pd_state_writer_unwrapped": ("sglang.srt.disaggregation.utils", "compute_mamba_state_slice_blocks",
                                          _writer_unwrapped),
+    "sglang_spec_state_decode_prealloc": ("sglang.srt.mem_cache.memory_pool", "HybridReqToTokenPool.__init__",
+                                          _decode_prealloc),
+    "sglang_spec_state_priced_prealloc": ("sglang.srt.mem_cache.kv_cache_configurator",
+                                          "KVCacheConfigurator._handle_max_mamba_cache", _priced_with_prealloc),
 }
 
 
@@ -131,4 +167,13 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("sglang_pd_state_writer_unwrapped",
            ("verify engine sglang --recipe qwen3-next-80b-a3b --tp 2 4 --dtype bf16 --assume page_size=64",),
            expect="pd_state_slice"),
+    # Qwen3-Next at tp 4 on an H100 with SGLang's own speculative choice (3 steps, 4 draft tokens): 48 requests'
+    # intermediate states become 144 more, gigabytes past the price (engines/sglang/sizing.py)
+    Mutant("sglang_spec_state_decode_prealloc",
+           ("verify engine sglang --recipe qwen3-next-80b-a3b --tp 4 --dtype auto --assume page_size=1 "
+            "device=h100 spec=auto",), expect="priced_covers_allocated"),
+    # the same launch: 98 more slots' intermediate states priced, none allocated
+    Mutant("sglang_spec_state_priced_prealloc",
+           ("verify engine sglang --recipe qwen3-next-80b-a3b --tp 4 --dtype auto --assume page_size=1 "
+            "device=h100 spec=auto",), expect="priced_covers_allocated"),
 )
