@@ -239,7 +239,8 @@ def size(mods: dict[str, types.ModuleType], folder: str, weight_bytes: int, tp: 
         priced = round((rest - left) * GIB)
         budget = kvc.config_from_budget(int(left * GIB))
         reqs = kvc.resolve_max_num_reqs(budget.max_total_num_tokens)
-        pool = kvc._build_hybrid_req_pool(max_num_reqs=reqs, extra_max_context_len=0)
+        pool = kvc._build_hybrid_req_pool(max_num_reqs=reqs,
+                                          extra_max_context_len=configurator.get_req_to_token_extra_context_len())
         mamba = pool.mamba_pool
         drafts = runtime.get_spec().speculative_num_draft_tokens
         cache = config.hf_config.mamba2_cache_params
@@ -253,8 +254,8 @@ def size(mods: dict[str, types.ModuleType], folder: str, weight_bytes: int, tp: 
                   f"max_mamba_cache_size {schedule.max_mamba_cache_size}, max_running_requests "
                   f"{schedule.max_running_requests}, max_num_reqs {reqs}, draft tokens {drafts} "
                   f"(largest {runtime.max_speculative_num_draft_tokens()})")
-        return Sized(priced, allocated_bytes(mamba), bound, detail)
-    raise AssertionError("unreachable")
+        sized = Sized(priced, allocated_bytes(mamba), bound, detail)
+    return sized
 
 
 def _assuming(replay: str, pairs: list[str]) -> str:
