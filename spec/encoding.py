@@ -14,7 +14,7 @@ from math import lcm
 from typing import Any
 
 from kvproof.spec import properties as P
-from kvproof.spec.facts import OTHER, PAGE, Affine, EndFact, Facts, FieldFact, GroupFact, N, PlaneFact
+from kvproof.spec.facts import OTHER, PAGE, Affine, Facts, FieldFact, GroupFact, N, PlaneFact
 from kvproof.spec.smt import Env, Term, all_of, any_of, lift, negate
 
 
@@ -306,24 +306,22 @@ def front_crossing(g: GroupFact) -> Term:
                   negate(P.fronts_apart(up, down)))
 
 
-def fronts_never_cross(facts: Facts) -> list[Violation]:
-    checks = []
-    for g in facts.groups:
-        if g.end is None:
-            continue
-        end = g.end
+def front_message(g: GroupFact, m: Env) -> str:
+    """What a witness of front_crossing(g) says: the two watermarks, the two fronts and their overlap."""
+    assert g.end is not None
+    end, w, v = g.end, _val(m, PAGE), _val(m, OTHER)
+    if end.grows == "down":
+        up, down = P.up_front(v, end.peer.page_bytes), P.down_front(w, end.own.page_bytes)
+        where = f"with the end growing up at watermark {v:,} (front byte {up:,}), it may extend to {w:,}"
+    else:
+        up, down = P.up_front(w, end.own.page_bytes), P.down_front(v, end.peer.page_bytes)
+        where = f"with the end growing down at watermark {v:,} (front byte {down:,}), it may extend to {w:,}"
+    return (f"group {g.id} grows {end.grows} ({end.own.page_bytes:,} B pages): {where}, and the up front "
+            f"{up:,} passes the down front {down:,}: {up - down:,} B of both ends' pages overlap")
 
-        def say(m: Env, g: GroupFact = g, end: EndFact = end) -> str:
-            w, v = _val(m, PAGE), _val(m, OTHER)
-            if end.grows == "down":
-                up, down = P.up_front(v, end.peer.page_bytes), P.down_front(w, end.own.page_bytes)
-                where = f"with the end growing up at watermark {v:,} (front byte {up:,}), it may extend to {w:,}"
-            else:
-                up, down = P.up_front(w, end.own.page_bytes), P.down_front(v, end.peer.page_bytes)
-                where = f"with the end growing down at watermark {v:,} (front byte {down:,}), it may extend to {w:,}"
-            return (f"group {g.id} grows {end.grows} ({end.own.page_bytes:,} B pages): {where}, and the up front "
-                    f"{up:,} passes the down front {down:,}: {up - down:,} B of both ends' pages overlap")
-        checks.append((front_crossing(g), say))
+
+def fronts_never_cross(facts: Facts) -> list[Violation]:
+    checks = [(front_crossing(g), lambda m, g=g: front_message(g, m)) for g in facts.groups if g.end is not None]
     return _witnesses(facts, "fronts_never_cross", checks)
 
 

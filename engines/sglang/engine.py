@@ -1,8 +1,9 @@
-"""`verify engine sglang`: SGLang's non-unified hybrid pools at every point of each model's domain.
+"""`verify engine sglang`: SGLang's hybrid pools at every point of each model's domain.
 
-A point is (attention tp, --kv-cache-dtype, page size). At each, SGLang's own classes build the
-pools on the meta device (planner.py), every allocation (a Mamba state tensor, a full-attention
-layer's K/V buffer) is read into a plan document and checked with the shared encoding, and the
+A point is (attention tp, --kv-cache-dtype, page size, --enable-unified-memory). At each, SGLang's own
+classes build the pools on the meta device: the separate pools (planner.py), every allocation (a Mamba
+state tensor, a full-attention layer's K/V buffer), or with unified memory the one buffer both share
+(unified.py), each sub-pool; each is read into a plan document and checked with the shared encoding, and the
 allocations' verdicts merge into the point's: a finding names its allocation, the point is a
 counterexample when any allocation has one. SGLang's own code refusing a point (an assertion in
 its state shapes, a ValueError resolving the dtype) is that point's `boots` counterexample.
@@ -14,6 +15,7 @@ Where SGLang's launch reads the point's values from:
 - --kv-cache-dtype: the choices of arg_groups/fields/model.py:209-218 that the non-unified hybrid
   path stores in its plain MHA or MLA pool (DTYPES); SGLang has no fp16 choice.
 - page size: MHA_PAGES or MLA_PAGES, each with the line that sets it.
+- unified memory: UNIFIED_VALUES, off (the default) and on.
 """
 
 from __future__ import annotations
@@ -58,10 +60,11 @@ MLA_PAGES = (
     64,  # FlashMLA's, and what TensorRT-LLM MLA changes an unsupported page to (arg_groups/overrides.py:1147-1163)
 )
 PAGE = "page_size"  # an --assume axis: page size has no flag of its own in `verify engine`
-UNIFIED = "unified"  # an --assume axis: --enable-unified-memory (arg_groups/fields/memory.py), off or on
-UNIFIED_VALUES = ("off",)  # off: the launch default
-ALSO_NOT_MODELLED = ("the unified memory pool (--enable-unified-memory); speculative decoding; the memory split; "
-                     "pipeline stages; transfers")
+UNIFIED = "unified"  # an --assume axis: --enable-unified-memory (arg_groups/fields/memory.py:78-85), off or on
+# off: the launch default (the separate pools of planner.py); on: one byte buffer for both (unified.py), built
+# for every hybrid Mamba model of RECIPES (kv_cache_configurator.py:619-624)
+UNIFIED_VALUES = ("off", "on")
+ALSO_NOT_MODELLED = "speculative decoding; the memory split; pipeline stages; transfers"
 NOT_MODELLED = (
     "not modelled yet: --kv-cache-dtype mxfp8 (its MHATokenToKVPoolMXFP8 data and scale buffers, "
     "mem_cache/kv_cache_configurator.py:2738-2739) and nvfp4 / fp4_mx_block16 (a quant method's packed data "
@@ -226,7 +229,7 @@ def _planned(mods: dict[str, Any], source: loader.Source, recipe: Recipe, points
              ) -> tuple[list[PointResult | tuple[dict[str, Any] | None, AdapterGap]],
                         list[tuple[PointResult, pairs.Transfer | None]]]:
     """Each point's outcome, and what each planned point tells the disaggregation transfer."""
-    from kvproof.engines.sglang import planner  # imports torch: only when SGLang plans
+    from kvproof.engines.sglang import planner, unified  # import torch: only when SGLang plans
 
     hf = recipe.hf()
     outcomes: list[PointResult | tuple[dict[str, Any] | None, AdapterGap]] = []
@@ -236,8 +239,12 @@ def _planned(mods: dict[str, Any], source: loader.Source, recipe: Recipe, points
                   + " ".join(f"{axis}={p[axis]}" for axis in ASSUMED)
                   + (f" --engine-path {engine_path}" if engine_path else "")
                   + (f" --max-padding {float(padding_bound)}" if padding_bound is not None else ""))
+        point = planner.Point(p["tp"], p["dtype"], p[PAGE])
         try:
-            documents, transfer = planner.plan(mods, hf, planner.Point(p["tp"], p["dtype"], p[PAGE]), patches)
+            if p[UNIFIED] == "on":  # checked as built (unified.py); what its transfer is told is not read yet
+                checked, transfer = unified.checked(mods, hf, recipe.name, p, point, replay, patches), None
+            else:
+                documents, transfer = planner.plan(mods, hf, point, patches)
         except Exception as err:  # SGLang refusing the point, or the adapter failing to drive it
             judged = verdict.judge(recipe.name, p, err, replay, [source.package_dir])
             if isinstance(judged, PointResult):
@@ -245,8 +252,9 @@ def _planned(mods: dict[str, Any], source: loader.Source, recipe: Recipe, points
             outcomes.append(judged if isinstance(judged, PointResult) else (p, judged))
             continue
         try:
-            checked = {name: verdict.planned(recipe.name, p, docs, replay, padding_bound)
-                       for name, docs in documents.items()}
+            if p[UNIFIED] == "off":
+                checked = {name: verdict.planned(recipe.name, p, docs, replay, padding_bound)
+                           for name, docs in documents.items()}
         except ConfigError as err:  # a view the plan schema cannot hold (an empty buffer: a pool with no heads)
             outcomes.append((p, AdapterGap("planner.document", f"SGLang's pools read into a plan kvproof refuses: "
                                            f"{verdict.one_line(err)}")))

@@ -167,6 +167,8 @@ MODULES = ("sglang.srt.mem_cache.memory_pool", "sglang.srt.configs.model_config"
            "sglang.srt.configs.nemotron_h", "sglang.srt.configs.hybrid_arch", "sglang.srt.runtime_context",
            "sglang.srt.environ", "sglang.srt.utils.hf_transformers.common", "sglang.srt.mem_cache.kv_cache_dtype",
            "sglang.srt.mem_cache.kv_cache_configurator", "sglang.srt.mem_cache.device_pool_info",
+           "sglang.srt.mem_cache.unified_memory_pool", "sglang.srt.mem_cache.allocator.unified_sub_pool",
+           "sglang.srt.mem_cache.layout.token_major",
            "sglang.srt.disaggregation.utils", "sglang.srt.disaggregation.common.staging_buffer")
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from kvproof.engines.interface import Mutant
 from kvproof.engines.replaced import replaced
+from kvproof.engines.sglang import unified_mutants
 from kvproof.impl import faults
 
 faults.declare({
@@ -135,6 +136,7 @@ PATCHES: dict[str, tuple[str, str, Callable[[Callable[..., Any]], Callable[..., 
                                           _decode_prealloc),
     "sglang_spec_state_priced_prealloc": ("sglang.srt.mem_cache.kv_cache_configurator",
                                           "KVCacheConfigurator._handle_max_mamba_cache", _priced_with_prealloc),
+    **unified_mutants.PATCHES,  # the unified memory pool's (unified_mutants.py)
 }
 
 
@@ -153,27 +155,32 @@ def applied(mods: dict[str, types.ModuleType], names: list[str] | None = None) -
 
 MUTANTS: tuple[Mutant, ...] = (
     # the dummy slot is the conv tensor's: every slot the allocator hands out lies past the shortened end
-    Mutant("sglang_mamba_no_dummy_slot", ("verify engine sglang --tp 2 --dtype bf16 --assume page_size=1",),
+    Mutant("sglang_mamba_no_dummy_slot",
+           ("verify engine sglang --tp 2 --dtype bf16 --assume page_size=1 unified=off",),
            expect="in_bounds"),
     # at tp 2 a Qwen3-Next conv slot holds half of each sub-block: the transfer steps twice its stride
     Mutant("sglang_conv_item_merged_segments",
-           ("verify engine sglang --recipe qwen3-next-80b-a3b --tp 2 --dtype bf16 --assume page_size=1",),
+           ("verify engine sglang --recipe qwen3-next-80b-a3b --tp 2 --dtype bf16 --assume page_size=1 "
+            "unified=off",),
            expect="consumer_stride"),
     # Qwen3-Next has 2 KV heads: decode at tp 4 holds one per rank, and prefill at tp 2 would send it none
     Mutant("sglang_pd_kv_heads_no_floor",
-           ("verify engine sglang --recipe qwen3-next-80b-a3b --tp 2 4 --dtype bf16 --assume page_size=64",),
+           ("verify engine sglang --recipe qwen3-next-80b-a3b --tp 2 4 --dtype bf16 --assume page_size=64 "
+            "unified=off",),
            expect="pd_head_split"),
     # prefill at tp 4 into decode at tp 2: prefill ranks 2 and 3 write a decode slot of two shards at shards 2, 3
     Mutant("sglang_pd_state_writer_unwrapped",
-           ("verify engine sglang --recipe qwen3-next-80b-a3b --tp 2 4 --dtype bf16 --assume page_size=64",),
+           ("verify engine sglang --recipe qwen3-next-80b-a3b --tp 2 4 --dtype bf16 --assume page_size=64 "
+            "unified=off",),
            expect="pd_state_slice"),
     # Qwen3-Next at tp 4 on an H100 with SGLang's own speculative choice (3 steps, 4 draft tokens): 48 requests'
     # intermediate states become 144 more, gigabytes past the price (engines/sglang/sizing.py)
     Mutant("sglang_spec_state_decode_prealloc",
            ("verify engine sglang --recipe qwen3-next-80b-a3b --tp 4 --dtype auto --assume page_size=1 "
-            "device=h100 spec=auto",), expect="priced_covers_allocated"),
+            "unified=off device=h100 spec=auto",), expect="priced_covers_allocated"),
     # the same launch: 98 more slots' intermediate states priced, none allocated
     Mutant("sglang_spec_state_priced_prealloc",
            ("verify engine sglang --recipe qwen3-next-80b-a3b --tp 4 --dtype auto --assume page_size=1 "
-            "device=h100 spec=auto",), expect="priced_covers_allocated"),
+            "unified=off device=h100 spec=auto",), expect="priced_covers_allocated"),
+    *unified_mutants.MUTANTS,
 )

@@ -1,0 +1,206 @@
+"""SGLang's unified memory pool (--enable-unified-memory) at a point: one byte buffer two allocators share.
+
+For a hybrid Mamba model the server's configurator builds the pool with `init_unified_mamba_pools`
+(mem_cache/kv_cache_configurator.py:865-949): a `UnifiedKVPool` (mem_cache/unified_memory_pool.py)
+whose one uint8 buffer holds the Mamba state entries, growing up from byte 0, and the full-attention
+KV entries, growing down from the top, each sub-pool's per-layer views spanning the whole buffer
+with its entry as the slot stride (layout/token_major.py); a `MultiEndedAllocator` per end
+(allocator/unified_sub_pool.py) keeps the two apart by its watermark. Here that call is made with
+the configurator's arguments at the launch defaults, on the meta device, and what SGLang built is
+read: each sub-pool's views (sizes, strides, storage offsets into the one buffer) and each end's
+allocator (its page bytes, first page, page count and the sink both ends reserve).
+
+Each sub-pool is one plan document: its parent is one slot's entry, page p is slot p, every view a
+field at its storage offset within the entry, the arena the whole buffer. Its end (spec/plan.schema.json:
+`groups[].end`) carries the allocators' numbers, for fronts_never_cross and sink_page, and every field
+the alignments token_major.py:21-22 states, for entry_alignment. The sub-pools' slot counts are floors
+of one byte count, not a line in one parent count, so each size built is checked as it is (N pinned),
+the watermarks symbolic. A crossing of the fronts is replayed on SGLang's own allocators: its
+`_extend_watermark` admits the watermark and its `_chain_byte_accounting_violations` says so, or
+kvproof's model of the allocator no longer follows SGLang (an AdapterGap).
+"""
+
+from __future__ import annotations
+
+import math
+import types
+from contextlib import nullcontext
+from typing import Any
+
+from kvproof.engines.sglang import planner
+from kvproof.engines.stubs import StubUsed
+from kvproof.engines.verdict import AdapterGap, Finding, PointResult
+from kvproof.spec import encoding
+from kvproof.spec import properties as P
+from kvproof.spec.catalog import ConfigError
+from kvproof.spec.plan_reader import concrete_facts
+
+POOL = "sglang.srt.mem_cache.unified_memory_pool"
+ALLOCATOR = "sglang.srt.mem_cache.allocator.unified_sub_pool"
+LAYOUT = "sglang.srt.mem_cache.layout.token_major"
+# request slots (and pages of full-attention tokens) the pool is built for: the fewest SGLang's bs=1 floor admits
+# at every point, 3 state slots and the sink (unified_memory_pool.py:1697-1709), which is at most one state slot
+# more (its largest entry, or a page of full-attention entries: _reserved_floor_bytes); one size, as it is checked
+# as built rather than for every N
+SLOTS = 4
+SUB_POOLS = ("mamba", "full")  # init_unified_mamba_pools' names: Mamba state grows up, full-attention KV down
+
+
+def build(mods: dict[str, types.ModuleType], shell: Any, point: planner.Point, slots: int = SLOTS,
+          patches: planner.Patches | None = None) -> Any:
+    """SGLang's unified pool bundle for the point (`shell`: the model's ModelConfig, planner.model) at `slots`
+    request slots, as _init_unified_mamba_pools builds it (kv_cache_configurator.py:876-949), without a
+    profiled budget: its token-count sizing (kv_cache_configurator.py:3223), max_total_num_tokens = slots
+    pages."""
+    import torch
+
+    model_config = mods["sglang.srt.configs.model_config"]
+    config = mods["sglang.srt.configs.hybrid_arch"].mambaish_config(shell)  # as planner.allocations
+    use_mla = shell.attention_arch == model_config.AttentionArch.MLA
+    _, kv_dtype = mods["sglang.srt.mem_cache.kv_cache_dtype"].configure_kv_cache_dtype(
+        server_args_kv_cache_dtype=point.dtype, model=None,
+        model_dtype=planner._model_dtype(torch, shell.hf_text_config), is_draft_worker=False, is_dflash=False,
+        speculative_draft_attention_backend=None)
+    parallel = mods["sglang.srt.runtime_context"].get_parallel()
+    envs = mods["sglang.srt.environ"].envs
+    with parallel.override(attn_tp_size=point.tp, attn_dcp_size=1, enable_cp_tp_group_sharing=False), \
+            envs.SGLANG_MAMBA_CONV_DTYPE.override(point.mamba_conv), \
+            envs.SGLANG_MAMBA_SSM_DTYPE.override(point.mamba_ssm), \
+            planner._meta_device_module(torch), (patches(mods) if patches else nullcontext()):
+        params = config.mamba2_cache_params
+        # one pipeline stage: layer_info spans every layer, so no layer id is filtered out (876-897); no
+        # speculative decoding: no fused draft (_fused_draft_for_mamba_factory, 1385-1404) and
+        # extra_max_context_len 4 (882-884); the extra_buffer radix-cache strategy, as planner.allocations
+        # (its lazy variant only for extra_buffer_lazy, arg_groups/fields/exec_.py:479-482); no disaggregation
+        # (need_sort False, no decode pre-allocation); no CUDA stream on the meta device; lazy compaction, the
+        # default unless SGLANG_DISABLE_LAZY_COMPACTION is set (kv_cache_configurator.py:194-199)
+        return mods[POOL].init_unified_mamba_pools(
+            device="meta", kv_cache_dtype=kv_dtype,
+            head_num=model_config.ModelConfig.get_num_kv_heads(shell, parallel.attn_tp_size, parallel.attn_dcp_size),
+            head_dim=shell.head_dim, v_head_dim=shell.v_head_dim, fused_draft=None, page_size=point.page_size,
+            start_layer=0, end_layer=shell.hf_text_config.num_hidden_layers, is_draft_worker=False,
+            use_mla_backend=use_mla, kv_lora_rank=shell.kv_lora_rank if use_mla else None,
+            qk_rope_head_dim=shell.qk_rope_head_dim if use_mla else None,
+            mamba_layer_ids=list(params.layers), full_attention_layer_ids=list(config.full_attention_layer_ids),
+            mamba2_cache_params=params, model_context_len=model_config.get_context_length(shell.hf_text_config),
+            extra_max_context_len=4, max_total_num_tokens=slots * point.page_size, max_mamba_cache_size=slots,
+            max_num_reqs=slots, enable_memory_saver=False, enable_mamba_extra_buffer=True,
+            enable_mamba_extra_buffer_lazy=False, speculative_num_draft_tokens=None, disable_overlap_schedule=False,
+            need_sort=False, decode_pre_alloc_size=0, forward_stream=None, lazy_compaction=True,
+            unified_total_bytes=None)
+
+
+def _allocators(bundle: Any) -> dict[str, Any]:
+    """Each sub-pool's MultiEndedAllocator (UnifiedMambaTokenToKVPoolAllocator's two ends)."""
+    composite = bundle.token_to_kv_pool_allocator
+    return {"mamba": composite.mamba_allocator, "full": composite.full_attn_allocator}
+
+
+def _views(module: types.ModuleType, pool: Any, name: str) -> list[tuple[str, Any, int, int]]:
+    """(field id, a view, the rows one field of it holds, its slot axis) of a sub-pool: a dense layer's K, V
+    or latent view (slots first), one field each; a Mamba state tensor (layers, slots, ...), whose layers
+    lie back to back in the entry (build_mamba_entry_views: layer stride = row), one field of every layer."""
+    spec = pool.spec(name)
+    if isinstance(spec, module.MambaSubPoolSpec):
+        conv, temporal = pool.mamba_views_for(name)
+        out = []
+        for i, view in enumerate([*conv, temporal]):
+            tag = f"conv{i}" if i < len(conv) else "temporal"
+            if view.stride(0) != math.prod(view.shape[2:]):
+                raise StubUsed(f"{name}.{tag}: layers {view.stride(0)} elements apart, not back to back, which "
+                               "kvproof does not translate")
+            out.append((f"{name}.{tag}", view, int(view.shape[0]), 1))
+        return out
+    if isinstance(spec, module.MLASubPoolSpec):
+        return [(f"{name}.layer{i}.latent", view, 1, 0) for i, view in enumerate(pool.mla_views_for(name))]
+    k, v = pool.mha_views_for(name)
+    return [(f"{name}.layer{i}.{part}", view, 1, 0) for i in range(len(k)) for part, view in (("k", k[i]), ("v", v[i]))]
+
+
+def document(module: types.ModuleType, bundle: Any, name: str, alignments: tuple[int, int]) -> dict:
+    """One sub-pool of the bundle's buffer as a plan document (module docstring); `module`: SGLang's
+    unified_memory_pool."""
+    pool = bundle.unified_memory_pool
+    own, peer = (_allocators(bundle)[n] for n in (name, next(n for n in SUB_POOLS if n != name)))
+    raw = pool._raw
+    fields, slots, entry, alignment = [], None, None, 1
+    for fid, view, rows, slot_axis in _views(module, pool, name):
+        item = view.element_size()
+        alignment = math.lcm(alignment, item)
+        if view.untyped_storage().nbytes() != raw.untyped_storage().nbytes():
+            raise StubUsed(f"{fid}: a view outside the pool's one buffer")
+        stride, count = view.stride(slot_axis) * item, int(view.shape[slot_axis])
+        if (entry, slots) not in ((None, None), (stride, count)):
+            raise StubUsed(f"{fid}: {count} slots {stride} B apart, where the sub-pool's other views have {slots} "
+                           f"of {entry} B")
+        entry, slots = stride, count
+        inner = [int(d) for d in view.shape[slot_axis + 1:]]
+        shape = [rows, *inner] if rows > 1 else inner
+        fields.append({"id": fid, "group": name, "plane": f"{name}.entry", "shape": shape,
+                       "dtype": planner._dtype(view), "offset": view.storage_offset() * item, "stride": stride,
+                       "exact_stride": False, "aligned": {"entry": alignments[0], "row": alignments[1], "rows": rows}})
+    assert entry is not None and slots is not None
+    end = {"grows": own.grow_direction, "page_bytes": own.entry_bytes_per_page, "min_page": own.min_page_index,
+           "pages": own.num_pages, "sink_bytes": pool._reserved_floor,
+           "peer": {"page_bytes": peer.entry_bytes_per_page, "min_page": peer.min_page_index,
+                    "pages": peer.num_pages}}
+    return {
+        "num_parents": slots - 1, "parent_bytes": entry, "alignment": alignment, "max_padding": None,
+        "arena_bytes": raw.untyped_storage().nbytes(),
+        "planes": [{"id": f"{name}.entry", "bytes": entry, "arena_offset": pool.anchor_bytes(name)}],
+        "groups": [{"id": name, "packing": 1, "page_count": slots, "end": end}], "fields": fields,
+    }
+
+
+def replayed(mods: dict[str, types.ModuleType], bundle: Any, name: str, own_watermark: int, peer_watermark: int) -> str:
+    """What SGLang's own allocators say of a crossing kvproof found: the end `name` extends from empty to
+    `own_watermark` with the other end at `peer_watermark` (MultiEndedAllocator._extend_watermark), and
+    _chain_byte_accounting_violations reads the chain; both ends are cleared after."""
+    allocators = _allocators(bundle)
+    own = allocators[name]
+    peer = allocators[next(n for n in SUB_POOLS if n != name)]
+    module = mods[ALLOCATOR]
+    try:
+        peer.watermark_physical = peer_watermark
+        peer.live_page_count = peer._allocated_pages()
+        start = own.num_pages - 1 if own.grow_direction == "down" else own.min_page_index
+        own.watermark_physical = start
+        if not own._extend_watermark(abs(own_watermark - start)):
+            raise AdapterGap(f"{ALLOCATOR}.MultiEndedAllocator._extend_watermark",
+                             f"kvproof's model of the extension check admits {name} watermark {own_watermark} with "
+                             f"the other end at {peer_watermark}, which SGLang's refuses")
+        own.live_page_count = own._allocated_pages()
+        said = [m for m in module._chain_byte_accounting_violations(module._end_pair_chain(own, peer))
+                if m.startswith("[chain]")]
+    finally:
+        own.clear()
+        peer.clear()
+    return "; ".join(said) or "SGLang's _chain_byte_accounting_violations reports nothing"
+
+
+def checked(mods: dict[str, types.ModuleType], text: dict[str, Any], recipe: str, point: dict[str, Any],
+            planned: planner.Point, replay: str, patches: planner.Patches | None = None) -> dict[str, PointResult]:
+    """Each sub-pool's result, every crossing of the fronts replayed on SGLang's allocators."""
+    layout = mods[LAYOUT]
+    alignments = (layout.ENTRY_ALIGN_BYTES, layout.ROW_ALIGN_BYTES)
+    bundle = build(mods, planner.model(mods, text), planned, SLOTS, patches)
+    out = {}
+    for name in SUB_POOLS:
+        try:
+            facts = concrete_facts(document(mods[POOL], bundle, name, alignments))
+        except ConfigError as err:
+            raise AdapterGap("unified.document", f"SGLang's {name} sub-pool read into a plan kvproof refuses: "
+                             f"{err}") from None
+        found = []
+        for v in encoding.violations(facts, tuple(P.PROPERTIES)):
+            message = v.message
+            if v.property == "fronts_never_cross":  # said of the witness SGLang's allocators replay
+                witness = facts.witness(encoding.front_crossing(facts.groups[0]))
+                assert witness is not None
+                message = (f"{encoding.front_message(facts.groups[0], witness)}; "
+                           f"{replayed(mods, bundle, name, witness['p'], witness['q'])}")
+            found.append(Finding(v.property, message))
+        out[f"unified.{name}"] = PointResult(recipe, point, "counterexample" if found else "ok", tuple(found),
+                                             {name: 1}, facts.parent_bytes,
+                                             float(P.padding(facts.parent_bytes, 1, facts.raw(name))), None, replay)
+    return out

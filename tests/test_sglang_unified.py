@@ -1,0 +1,81 @@
+"""SGLang's unified memory pool (--enable-unified-memory): the pool its configurator builds, read into plan
+documents on the meta device; its entries aligned, its sink reserved, and its fronts crossing exactly where
+SGLang's own allocator and its own byte-accounting check say they do."""
+
+from __future__ import annotations
+
+from importlib import metadata
+from typing import Any
+
+import pytest
+
+try:  # the adapter imports SGLang's pools from the installed wheel (make .venv/.sglang)
+    metadata.version("sglang")
+except metadata.PackageNotFoundError:
+    pytest.skip("make .venv/.sglang installs SGLang's pools (engines/sglang-requirements.txt)", allow_module_level=True)
+
+from kvproof.cli.main import main
+from kvproof.engines.sglang import engine, loader, planner, unified
+from kvproof.spec.encoding import violations
+from kvproof.spec.plan_reader import concrete_facts
+
+RECIPE = "qwen3-next-80b-a3b"
+
+
+@pytest.fixture(scope="module")
+def mods() -> Any:
+    with loader.session(loader.source_of(None)) as loaded:
+        yield loaded
+
+
+def _documents(mods: Any, point: planner.Point) -> dict[str, dict]:
+    bundle = unified.build(mods, planner.model(mods, engine.RECIPES[RECIPE].hf()), point)
+    layout = mods[unified.LAYOUT]
+    return {name: unified.document(mods[unified.POOL], bundle, name, (layout.ENTRY_ALIGN_BYTES, layout.ROW_ALIGN_BYTES))
+            for name in unified.SUB_POOLS}
+
+
+def test_the_documents_are_sglangs_views_of_one_buffer(mods: Any) -> None:
+    """Qwen3-Next at tp 2, bf16, one-token pages: the Mamba entry holds 36 layers of a 4096 x 3 bf16 conv
+    state and a 16 x 128 x 128 fp32 SSM state; the full entry 12 layers' K and V, one 256-wide head each.
+    Both sub-pools' views lie in the one buffer, 4 slots of each side's tokens (unified.SLOTS)."""
+    docs = _documents(mods, planner.Point(2, "bf16", 1))
+    mamba, full = docs["mamba"], docs["full"]
+    assert mamba["parent_bytes"] == 36 * (4096 * 3 * 2 + 16 * 128 * 128 * 4)
+    assert full["parent_bytes"] == 12 * 2 * 256 * 2
+    assert mamba["arena_bytes"] == full["arena_bytes"] == 4 * (mamba["parent_bytes"] + full["parent_bytes"])
+    assert [(f["id"], f["shape"], f["offset"]) for f in mamba["fields"]] == [
+        ("mamba.conv0", [36, 4096, 3], 0), ("mamba.temporal", [36, 16, 128, 128], 36 * 4096 * 3 * 2)]
+    assert [f["offset"] for f in full["fields"][:4]] == [0, 512, 1024, 1536]  # K_0 | V_0 | K_1 | V_1
+    mamba_end, full_end = mamba["groups"][0]["end"], full["groups"][0]["end"]
+    assert (mamba_end["grows"], full_end["grows"]) == ("up", "down")
+    # the sink is one Mamba entry: the Mamba end hands out from slot 1, the full end past 3,144 of its slots
+    assert mamba_end["sink_bytes"] == full_end["sink_bytes"] == mamba["parent_bytes"]
+    assert (mamba_end["min_page"], full_end["min_page"]) == (1, mamba["parent_bytes"] // full["parent_bytes"])
+    for doc in docs.values():
+        assert violations(concrete_facts(doc)) == []
+
+
+def test_the_fronts_cross_where_sglangs_own_allocator_lets_them(mods: Any) -> None:
+    """At 64-token pages the full end's pages (786,432 B) do not divide the Mamba entry: its extension
+    check counts the Mamba front in whole pages, rounding down, and lets its front below it; SGLang's own
+    _chain_byte_accounting_violations reports the overlap kvproof's witness names."""
+    results = unified.checked(mods, engine.RECIPES[RECIPE].hf(), RECIPE, {}, planner.Point(2, "bf16", 64), "replay")
+    assert results["unified.mamba"].verdict == "ok"
+    (finding,) = results["unified.full"].findings
+    assert finding.property == "fronts_never_cross"
+    said, sglang = finding.message.split("; ")
+    fronts = said.split("the up front ")[1].split(":")[0].split(" passes the down front ")
+    up, down = (int(n.replace(",", "")) for n in fronts)
+    assert up > down and sglang == (f"[chain] full low frontier {down} overlaps the previous pool's high frontier {up}")
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["--assume", "unified=yes"], "sglang takes page_size=1|64|128; unified=off|on"),
+    (["--assume", "unified"], "unified=off|on"),
+])
+def test_bad_unified_values_exit_2_with_one_line(argv: list[str], says: str,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["engine", "sglang", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and says in err, err
