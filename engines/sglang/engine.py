@@ -64,7 +64,8 @@ UNIFIED = "unified"  # an --assume axis: --enable-unified-memory (arg_groups/fie
 # off: the launch default (the separate pools of planner.py); on: one byte buffer for both (unified.py), built
 # for every hybrid Mamba model of RECIPES (kv_cache_configurator.py:619-624)
 UNIFIED_VALUES = ("off", "on")
-ALSO_NOT_MODELLED = "speculative decoding; the memory split; pipeline stages; transfers"
+ALSO_NOT_MODELLED = ("speculative decoding and the memory split but the Mamba share's sizing (sizing.py); "
+                     "pipeline stages; transfers")
 NOT_MODELLED = (
     "not modelled yet: --kv-cache-dtype mxfp8 (its MHATokenToKVPoolMXFP8 data and scale buffers, "
     "mem_cache/kv_cache_configurator.py:2738-2739) and nvfp4 / fp4_mx_block16 (a quant method's packed data "

@@ -107,7 +107,7 @@ def _decode_prealloc(original: Callable[..., None]) -> Callable[..., None]:
 
 def _priced_with_prealloc(original: Callable[..., float]) -> Callable[..., float]:
     """_handle_max_mamba_cache that prices the intermediate states of the decode side's pre-allocated slots
-    too: 2 x (capped_reqs + 1) x per_req x D more than its own price (kv_cache_configurator.py:3365-3376)."""
+    too: 2 x (capped_reqs + 1) x per_req x D more than its own price (kv_cache_configurator.py:3372-3377)."""
     def broken(self: Any, total_rest_memory: float) -> float:
         import sys
 

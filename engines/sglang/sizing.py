@@ -246,7 +246,7 @@ def size(mods: dict[str, types.ModuleType], folder: str, weight_bytes: int, tp: 
         cache = config.hf_config.mamba2_cache_params
         conv_per_req = cache.mamba_cache_per_req - _ssm_bytes(cache)
         # the conv windows' whole price per spec slot: D states where the pool keeps D + window - 1 rows
-        # (memory_pool.py:598-628); the slots priced: capped_reqs + 1 (kv_cache_configurator.py:3365-3370)
+        # (memory_pool.py:598-628); the slots priced: capped_reqs + 1 (kv_cache_configurator.py:3372-3376)
         capped = min(max(1, schedule.max_running_requests or 1), schedule.max_mamba_cache_size
                      // kvc._calculate_mamba_ratio()) if drafts else 0
         bound = (capped + 1) * (drafts or 0) * conv_per_req
