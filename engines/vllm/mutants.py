@@ -37,6 +37,10 @@ faults.declare({
     "pages (FlashMLA's 64 tokens) is no longer one dense page",
     "vllm_mamba1_dtype_unaligned": "vLLM's hybrid alignment sizes a Mamba-1 state page by the model dtype, dropping "
     "--mamba-cache-dtype, while the layers keep their states at it (Jamba's model class and its MambaMixer disagree)",
+    "vllm_falcon_h1_state_unwidened": "FalconH1's model class sizes the Mamba2 state the alignment pads by without "
+    "the speculative conv rows its MambaMixer2 layers keep (vllm#57721 as 0.30.0 and 0.31.0 shipped it)",
+    "vllm_zamba2_head_dim_unexpanded": "Zamba2's model class sizes the Mamba2 state by a head of hidden_size / "
+    "n_mamba_heads, while its MambaMixer2 layers keep heads of the expanded intermediate size / n_mamba_heads",
     "lmcache_walks_by_payload": "the catalog records LMCache as walking state pages by their payload, not the padded "
     "page (LMCache#5166): one flipped reader entry",
 })
@@ -102,6 +106,31 @@ def _mamba1_dtype_dropped(original: Any) -> Any:
     return classmethod(broken)
 
 
+def _num_spec_dropped(original: Any) -> Any:
+    """A model class's get_mamba_state_shape_from_config as if no token were speculated: the shape
+    0.30.0 and 0.31.0 computed for FalconH1 (falcon_h1.py:542 / :540 there pass no num_spec), while
+    its MambaMixer2 layers keep 3 + num_spec conv rows (mamba_mixer2.py:555)."""
+    def broken(cls: Any, vllm_config: Any) -> Any:
+        speculative = vllm_config.speculative_config
+        object.__setattr__(vllm_config, "speculative_config", None)
+        try:
+            return original.__func__(cls, vllm_config)
+        finally:
+            object.__setattr__(vllm_config, "speculative_config", speculative)
+    return classmethod(broken)
+
+
+def _head_dim_unexpanded(original: Any) -> Any:
+    """Zamba2ForCausalLM.get_mamba_state_shape_from_config with the temporal state's head taken as
+    hidden_size / n_mamba_heads: the class and its layers computing the head twice, the layer from the
+    intermediate size (zamba2.py:545), the class here from the unexpanded width."""
+    def broken(cls: Any, vllm_config: Any) -> Any:
+        conv, (heads, _head, state) = original.__func__(cls, vllm_config)
+        hf = vllm_config.model_config.hf_config
+        return conv, (heads, hf.hidden_size // hf.n_mamba_heads, state)
+    return classmethod(broken)
+
+
 def _page_doubled(original: Callable[..., Any]) -> Callable[..., Any]:
     """_get_layer_block_stride reserving two aligned pages per block (a double-buffered page): every
     layer-outer page gains a tail as long as itself. A kernel that steps by the tensor's stride
@@ -135,6 +164,10 @@ PATCHES: dict[str, tuple[str, str, Callable[[Callable[..., Any]], Callable[..., 
     "vllm_split_page_padded": (PLANNING, "_get_layer_block_stride", _page_doubled),
     "vllm_mamba1_dtype_unaligned": ("vllm.platforms.interface", "Platform._align_hybrid_block_size",
                                     _mamba1_dtype_dropped),
+    "vllm_falcon_h1_state_unwidened": ("vllm.model_executor.models.falcon_h1",
+                                       "FalconH1ForCausalLM.get_mamba_state_shape_from_config", _num_spec_dropped),
+    "vllm_zamba2_head_dim_unexpanded": ("vllm.model_executor.models.zamba2",
+                                        "Zamba2ForCausalLM.get_mamba_state_shape_from_config", _head_dim_unexpanded),
 }
 
 
@@ -151,8 +184,9 @@ def applied(v: Vllm) -> Iterator[None]:
         yield
 
 
-# One tp, no pipeline stages: clean at 0.33.0 (its tp_block_size findings span tp, pp_block_size pp 8).
-TP1 = "verify engine vllm --tp 1 --assume pp=1"
+# One tp, no pipeline stages, against the baseline: clean at 0.33.0 (its tp_block_size findings span tp,
+# pp_block_size pp 8; Zamba2-7B's family pads past the bound at tp 1, baselined).
+TP1 = "verify engine vllm --tp 1 --assume pp=1 --baseline engines/vllm/baseline.json"
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant("vllm_hybrid_block_floor", (TP1,), expect="boots"),
@@ -166,6 +200,12 @@ MUTANTS: tuple[Mutant, ...] = (
     # only Jamba (the one Mamba-1 model) asks mamba1_state_dtype: its float32 states, unaligned
     Mutant("vllm_mamba1_dtype_unaligned", ("verify engine vllm --recipe jamba-v0.1 --tp 1 --assume pp=1 "
                                            "mamba_dtype=float32 backend=FLASH_ATTN",), expect="boots"),
+    # each family's own: FalconH1's two-token points (one token stays within the padding), Zamba2's drafted ones
+    # (no bound: its undrafted tp-1 points pad past 0.25, baselined)
+    Mutant("vllm_falcon_h1_state_unwidened", ("verify engine vllm --recipe falcon-h1-0.5b-family-0 --tp 1 "
+                                              "--assume pp=1 spec=2",), expect="boots"),
+    Mutant("vllm_zamba2_head_dim_unexpanded", ("verify engine vllm --recipe zamba2-7b-family-0 --tp 1 "
+                                               "--assume pp=1 spec=1 spec=2",), expect="boots"),
     # not a replaced vLLM function: the catalog's LMCache reader entry flipped (catalog.Model.state_readers)
     Mutant("lmcache_walks_by_payload", (TP1,), expect="consumer_stride"),
 )

@@ -7,19 +7,23 @@ huggingface_model_benchmark.py, `zamba_config`, registered there as "zamba2"; it
 transformers_version 4.43.0.dev0 predates transformers' Zamba2Config). What `verify engine vllm`
 plans for this model class is therefore a family (engines/families.py): that copy's values, each
 under the transformers key it is (state_size is mamba_d_state, conv_dimension mamba_d_conv,
-expansion_factor mamba_expand), and the one key the copy names differently, derived.
+expansion_factor mamba_expand), and the keys the copy does not give, derived from its values by
+the rule vLLM's layers hold them to (the Mamba2 heads, the shared attention's width and head) or by
+transformers' own (the hybrid layers' indices).
 
 What vLLM reads of this class to plan (vllm/model_executor/models/zamba2.py, 0.33.0): the layer
 kinds from layers_block_type ("hybrid": a shared attention block's own Attention plus a Mamba2
-mixer, any other: a Mamba2 mixer, :751-778), num_mem_blocks (which shared block, hence which name,
-:187-202, :739-746), the attention page from num_attention_heads and transformers' derived
-attention_head_dim = 2 x hidden_size / heads (:148-153; num_key_value_heads, which ModelConfig reads,
-is the heads), the state from get_mamba_state_shape_from_config (:869-897: mamba_expand x
+mixer, any other: a Mamba2 mixer, :751-778) and hybrid_layer_ids (:731), num_mem_blocks (which
+shared block, hence which name, :187-202, :739-746), the attention page from num_attention_heads,
+attention_hidden_size and attention_head_dim (:147-153; num_key_value_heads, which ModelConfig
+reads, is the heads), the state from get_mamba_state_shape_from_config (:869-897: mamba_expand x
 hidden_size, mamba_ngroups, n_mamba_heads, mamba_headdim, mamba_d_state, mamba_d_conv and the
-speculative tokens) and the model dtype (:858).
+speculative tokens) and the model dtype (:858). transformers' Zamba2Config derives
+attention_hidden_size, attention_head_dim, mamba_headdim and hybrid_layer_ids when a file names
+none, and takes a file's own when it does: each is a key of the member.
 
 Strictness, as for Granite-4.0-H (granite.py): a member's config.json is exactly the cited and
-derived keys, and tests/test_vllm_zamba2.py changes every model key a member lacks at once and
+derived keys, and tests/test_vllm_mamba2_families.py changes every model key a member lacks at once and
 shows a drafted, tensor-parallel, prefix-caching point plans exactly as before.
 """
 
@@ -34,14 +38,30 @@ COPY = ("the Zamba2-7B config in Zyphra's original key names held by a benchmark
         "`zamba_config`)")
 # Its layers_block_type: hybrid layers at 6, 11, 17, 23, ..., 77 (13 of the 81).
 PATTERN = ["mamba"] * 6 + ["hybrid"] + ["mamba"] * 4 + ["hybrid"] + (["mamba"] * 5 + ["hybrid"]) * 11 + ["mamba"] * 3
-HEAD_DIM = 64  # the copy's mamba_headdim
 
 
 def _mamba_heads(values: dict[str, Any]) -> int:
-    """transformers' Zamba2Config derives mamba_headdim = mamba_expand x hidden_size // n_mamba_heads
-    (configuration_zamba2.py, __post_init__) and ignores a mamba_headdim in the file, so the copy's
-    64 is kept by the one head count that gives it: 7,168 / 64 = 112."""
-    return int(values["mamba_expand"] * values["hidden_size"] // HEAD_DIM)
+    """The Mamba2 heads, which the copy does not name: MambaMixer2 shards its intermediate size as heads of
+    head_dim (intermediate_size = n_heads x head_dim, mamba_mixer2.py:303-304) and Zamba2's layer takes its
+    head as the intermediate size over the heads (zamba2.py:545), so 7,168 / 64 = 112 is the one count that
+    keeps the copy's mamba_headdim, which the model class reads (:893)."""
+    return int(values["mamba_expand"] * values["hidden_size"] // values["mamba_headdim"])
+
+
+def _attention_width(values: dict[str, Any]) -> int:
+    """The shared attention's width: it attends over the hidden state concatenated with the original
+    embedding (zamba2.py:479-485), 2 x hidden_size, what Zamba2Config derives when the file names none."""
+    return int(2 * values["hidden_size"])
+
+
+def _attention_head(values: dict[str, Any]) -> int:
+    """The one head Zamba2Attention accepts: attention_head_dim x heads must be the width (zamba2.py:155-163)."""
+    return _attention_width(values) // int(values["num_attention_heads"])
+
+
+def _hybrids(values: dict[str, Any]) -> list[int]:
+    """The hybrid layers' indices, as Zamba2Config derives them from layers_block_type."""
+    return [i for i, t in enumerate(values["layers_block_type"]) if t == "hybrid"]
 
 
 FAMILY = Family(
@@ -57,6 +77,7 @@ FAMILY = Family(
         Cited("num_attention_heads", 32, f"{COPY} (num_attention_heads 32)"),
         Cited("num_key_value_heads", 32, f"{COPY} (num_key_value_heads 32)"),
         Cited("num_mem_blocks", 2, f"{COPY} (num_mem_blocks 2)"),
+        Cited("mamba_headdim", 64, f"{COPY} (mamba_headdim 64)"),
         Cited("mamba_d_state", 64, f"{COPY} (state_size 64)"),
         Cited("mamba_d_conv", 4, f"{COPY} (conv_dimension 4)"),
         Cited("mamba_expand", 2, f"{COPY} (expansion_factor 2)"),
@@ -65,7 +86,10 @@ FAMILY = Family(
     ),
     axes=(),
     cap=1,
-    derived={"n_mamba_heads": _mamba_heads},
+    # Zamba2Config derives these when a file names none, and takes a file's own over its derivation: each is a
+    # key of the member, so no derivation of transformers' stands in for one
+    derived={"n_mamba_heads": _mamba_heads, "attention_hidden_size": _attention_width,
+             "attention_head_dim": _attention_head, "hybrid_layer_ids": _hybrids},
 )
 
 MEMBERS: tuple[Member, ...] = tuple(FAMILY.members())
