@@ -27,38 +27,50 @@ GOLDEN = Path(__file__).resolve().parent / "golden" / "cli" / "engine_tokenspeed
 
 
 def test_the_domain_is_the_models_own_and_a_slice_holds() -> None:
-    # Qwen3-Next: 16 attention heads and 2 KV heads (models/qwen3_next.py:623-634); Kimi-Linear: 32 MLA heads
-    # (models/kimi_linear.py:693-696); Nemotron-3 Nano: 32 heads, 2 KV heads, 64 Mamba heads in 8 groups, so
-    # 16 is refused by its Mamba mixer (layers/attention/mamba/mamba.py:249)
+    # Qwen3-Next and Qwen3.5-35B: 16 attention heads and 2 KV heads (models/qwen3_next.py:623-634,
+    # models/qwen3_5.py:1293-1299), the larger Qwen3.5 32; Kimi-Linear: 32 MLA heads (models/kimi_linear.py:693-696);
+    # Kimi-K3: 96 KDA and MLA heads (models/kimi_k3.py:1542, models/deepseek_v2.py:2057), every divisor;
+    # Nemotron-3 Nano: 32 heads, 2 KV heads, 64 Mamba heads in 8 groups, so 16 is refused by its Mamba mixer
+    # (layers/attention/mamba/mamba.py:249)
     domains = {name: r.tps(r.hf()) for name, r in engine.RECIPES.items()}
-    assert domains == {RECIPE: (1, 2, 4, 8, 16), "kimi-linear-48b-a3b": (1, 2, 4, 8, 16, 32),
+    assert domains == {RECIPE: (1, 2, 4, 8, 16), "qwen3.5-35b-a3b": (1, 2, 4, 8, 16),
+                       "qwen3.5-122b-a10b": (1, 2, 4, 8, 16, 32), "qwen3.5-397b-a17b": (1, 2, 4, 8, 16, 32),
+                       "kimi-linear-48b-a3b": (1, 2, 4, 8, 16, 32),
+                       "kimi-k3": (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 96),
                        "nemotron-3-nano-30b-a3b-bf16": (1, 2, 4, 8), "nemotron-3-ultra-550b-a55b-bf16": (1, 2, 4, 8)}
     assert engine.RECIPES["kimi-linear-48b-a3b"].pages == engine.MLA_PAGES  # FA4's 128 is for a model not MLA
     recipe = engine.RECIPES[RECIPE]
-    assert len(recipe.points()) == 5 * len(engine.DTYPES) * len(engine.MHA_PAGES) * len(engine.UNIFIED_VALUES)
+    # every tp at 4 dtypes x 3 pages, unified off and on, and mxfp8 at page 128 with unified off; then the other
+    # 2 values of each Mamba dtype, paired
+    points = recipe.points()
+    assert len(points) == 5 * (len(engine.DTYPES) * len(engine.MHA_PAGES) * len(engine.UNIFIED_VALUES) + 1) + 5 * 2
+    assert {(p["page_size"], p["unified"]) for p in points if p["dtype"] == engine.MXFP8} == {(128, "off")}
+    assert {(p["mamba_conv"], p["mamba_ssm"], p["dtype"], p["page_size"]) for p in points} >= {
+        ("float32", "bfloat16", "auto", 1), ("float16", "float16", "auto", 1)}
+    assert engine.MXFP8 not in {p["dtype"] for p in engine.RECIPES["kimi-k3"].points()}
 
     run = engine.verify([RECIPE], [2, 16], ["bf16", "fp8_e5m2"], None, assume=["page_size=64", "unified=off"])
     assert (run.engine, run.version, run.commit) == ("sglang", metadata.version("sglang"), None)
     assert "installed" in run.source
     (result,) = run.recipes
-    assert result.not_verified is None and "mxfp8" in result.limits
+    assert result.not_verified is None and "nvfp4" in result.limits
     assert [(p.point["tp"], p.point["dtype"]) for p in result.points] == [
         (2, "bf16"), (2, "fp8_e5m2"), (16, "bf16"), (16, "fp8_e5m2")]
     assert all(p.verdict == "ok" and p.point["page_size"] == 64 for p in result.points), result.points
     assert result.points[0].packing == {"mamba": 1, "full_attention": 1}
     assert result.points[0].replay == (f"verify engine sglang --recipe {RECIPE} --tp 2 --dtype bf16 "
-                                       "--assume page_size=64 unified=off")
+                                       "--assume page_size=64 unified=off mamba_conv=bfloat16 mamba_ssm=float32")
 
 
 @pytest.mark.parametrize(("argv", "says"), [
-    (["--tp", "3"], "--tp 3: no point"),
+    (["--tp", "5"], "--tp 5: no point"),
     (["--dtype", "fp16"], "--dtype fp16: no point"),
     (["--assume", "page_size=7"], "sglang takes page_size=1|64|128"),
     (["--drafts", "1"], "do not apply to sglang"),
     (["--recipe", "kimi-linear"], "no recipe 'kimi-linear'"),
     (["--recipe", "kimi-linear-48b-a3b", "--assume", "page_size=128"], "--assume page_size 128: no point"),
     (["--recipe", "qwen3-next-80b-a3b", "kimi-linear-48b-a3b", "--tp", "32"], "leaves qwen3-next-80b-a3b no point"),
-    (["--tp", "32", "--assume", "page_size=128"], "no point"),
+    (["--tp", "96", "--assume", "page_size=128"], "no point"),
 ])
 def test_bad_input_exits_2_with_one_line(argv: list[str], says: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["engine", "sglang", *argv]) == 2
@@ -67,15 +79,16 @@ def test_bad_input_exits_2_with_one_line(argv: list[str], says: str, capsys: pyt
 
 
 def test_a_recipe_the_narrowing_empties_is_named_not_verified_with_no_point() -> None:
-    run = engine.verify(None, [32], ["bf16"], None, assume=["page_size=1"])
-    assert [r.recipe for r in run.recipes] == ["kimi-linear-48b-a3b"]
-    assert "narrowed out: qwen3-next-80b-a3b, nemotron-3-nano-30b-a3b-bf16, nemotron-3-ultra-550b-a55b-bf16" \
-        in run.source
+    run = engine.verify(None, [96], ["bf16"], None, assume=["page_size=1"])
+    assert [r.recipe for r in run.recipes] == ["kimi-k3"]
+    assert ("narrowed out: qwen3-next-80b-a3b, qwen3.5-35b-a3b, qwen3.5-122b-a10b, qwen3.5-397b-a17b, "
+            "kimi-linear-48b-a3b, nemotron-3-nano-30b-a3b-bf16, nemotron-3-ultra-550b-a55b-bf16") in run.source
 
 
 # the allocation each seeded bug breaks: the conv tensor that lost its dummy slot, the conv entries whose
 # transfer item spans every rank's segments
 BROKEN = {"sglang_mamba_no_dummy_slot": "mamba.conv0: ", "sglang_conv_item_merged_segments": "mamba.conv0: ",
+          "sglang_mxfp8_scales_no_padding_page": "kv.layer",  # every layer's K and V scales
           # the KV heads of either pair (prefill 2 into decode 4, 4 into 2); the state of prefill 4 into decode 2,
           # whose prefill ranks 2 and 3 write past the slot
           "sglang_pd_kv_heads_no_floor": "prefill at tp ",
@@ -146,13 +159,13 @@ def test_every_buffer_is_walked_by_the_item_length_sglang_gives_its_transfer() -
 
 
 def test_json_has_every_engines_keys(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["engine", "sglang", "--tp", "1", "--dtype", "auto", "--assume", "page_size=1", "unified=off",
-                 "--json"]) == 0
+    assert main(["engine", "sglang", "--recipe", RECIPE, "--tp", "1", "--dtype", "auto", "--assume", "page_size=1",
+                 "unified=off", "mamba_conv=bfloat16", "mamba_ssm=float32", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     golden = json.loads(GOLDEN.read_text())
     assert list(doc) == list(golden)
     assert list(doc["recipes"][0]) == list(golden["recipes"][0])
-    axes = {"tp", "dtype", "page_size", "unified"}
+    axes = {"tp", "dtype", "page_size", "unified", "mamba_conv", "mamba_ssm"}
     (point,) = doc["recipes"][0]["points"]
     assert [k for k in point if k not in axes] == [k for k in golden["recipes"][0]["points"][0]
                                                    if k not in {"tp", "dtype", "drafts"}]

@@ -20,7 +20,7 @@ except metadata.PackageNotFoundError:
     pytest.skip("make .venv/.sglang installs SGLang's pools (engines/sglang-requirements.txt)", allow_module_level=True)
 
 from kvproof.engines import verdict
-from kvproof.engines.sglang import loader, mutants, planner
+from kvproof.engines.sglang import engine, loader, mutants, planner
 
 CONFIG = json.loads((Path(__file__).resolve().parents[1] / "engines/vllm/models/qwen3-next-80b-a3b.json").read_text())
 
@@ -96,3 +96,67 @@ def test_nemotron_h_plans_its_mamba2_and_attention_layers(mods: dict[str, Any]) 
     assert docs["mamba.conv0"][1]["planes"][0]["bytes"] == (64 * 64 + 2 * 8 * 128) // 2 * 3 * 2
     assert docs["mamba.temporal"][1]["planes"][0]["bytes"] == 64 // 2 * 64 * 128 * 4
     assert docs["kv.layer5"][1]["planes"][0]["bytes"] == 2 // 2 * 128 * 2
+
+
+def test_mxfp8_builds_the_block_scaled_pool_and_its_scales_lie_in_their_own_tensors(mods: dict[str, Any]) -> None:
+    """--kv-cache-dtype mxfp8 on an MHA model: SGLang's configurator picks MHATokenToKVPoolMXFP8
+    (kv_cache_configurator.py:2738-2739), whose K, V, K scales and V scales are four tensors per layer. At
+    page 128 the scales are interleaved with pages on the leading axis: Qwen3-Next's 1 KV head per rank at
+    tp 2 and 256 / 32 UE8M0 scales per token, 1,024 B a page, beside 128 x 256 B of float8 data; SGLang
+    registers no transfer for the scales of a hybrid pool (disaggregation/utils.py:1513-1518), so they have
+    no reader, and every allocation holds."""
+    docs, _ = planner.plan(mods, CONFIG, planner.Point(2, "mxfp8", 128))
+    assert sorted(n for n in docs if n.startswith("kv.layer3.")) == [
+        "kv.layer3.k", "kv.layer3.k_scale", "kv.layer3.v", "kv.layer3.v_scale"]
+    (scale,) = docs["kv.layer3.k_scale"][1]["fields"]
+    assert (scale["dtype"], scale["shape"], scale["stride"], scale["tokens"]) == (
+        "float8_e8m0fnu", [1, 32, 128 // 32, 256 // 32], 128 * 256 // 32, 128)
+    assert "readers" not in scale
+    (data,) = docs["kv.layer3.k"][1]["fields"]
+    assert (data["dtype"], data["stride"], data["readers"][0]["item_bytes"]) == ("float8_e4m3fn", 128 * 256,
+                                                                                  128 * 256)
+    results = [verdict.planned("qwen3-next", {"allocation": n}, d, "") for n, d in docs.items()]
+    assert len(results) == 2 + 12 * 4 and all(r.verdict == "ok" for r in results), \
+        [f.message for r in results for f in r.findings]
+
+
+def test_mxfp8_scales_without_their_padding_page_are_caught(mods: dict[str, Any]) -> None:
+    """The seeded bug of engines/sglang/mutants.py: the scale buffers one page short of the data's."""
+    results = {r.point["allocation"]: r for r in _check(
+        mods, planner.Point(2, "mxfp8", 128),
+        lambda m: mutants.applied(m, ["sglang_mxfp8_scales_no_padding_page"]))}
+    assert "in_bounds" in {f.property for f in results["kv.layer3.k_scale"].findings}
+    assert results["kv.layer3.k"].verdict == "ok" and results["mamba.conv0"].verdict == "ok"
+
+
+def test_the_mamba_dtypes_are_the_states_own(mods: dict[str, Any]) -> None:
+    """SGLANG_MAMBA_CONV_DTYPE float32 doubles a Qwen3-Next conv slot at tp 2 (4096 x 3), --mamba-ssm-dtype
+    bfloat16 halves a temporal slot (16 x 128 x 128); unset, both are each recipe's first axis value, as
+    SGLang's mamba2_state_dtype resolves them (configs/mamba_utils.py:47-107)."""
+    docs, _ = planner.plan(mods, CONFIG, planner.Point(2, "bf16", 1, "float32", "bfloat16"))
+    assert docs["mamba.conv0"][1]["planes"][0]["bytes"] == 4096 * 3 * 4
+    assert docs["mamba.temporal"][1]["planes"][0]["bytes"] == 16 * 128 * 128 * 2
+    assert {docs["mamba.conv0"][1]["fields"][0]["dtype"], docs["mamba.temporal"][1]["fields"][0]["dtype"]} == {
+        "float32", "bfloat16"}
+    hybrid, parallel = mods["sglang.srt.configs.hybrid_arch"], mods["sglang.srt.runtime_context"].get_parallel()
+    for recipe in engine.RECIPES.values():
+        with parallel.override(attn_tp_size=1, attn_dcp_size=1, enable_cp_tp_group_sharing=False):
+            resolved = hybrid.mambaish_config(planner.model(mods, recipe.hf())).mamba2_cache_params.dtype
+        assert (str(resolved.conv), str(resolved.temporal)) == (
+            f"torch.{engine.MAMBA_CONV_VALUES[0]}", f"torch.{engine.MAMBA_SSM_VALUES[0]}"), recipe.name
+
+
+def test_qwen3_5_and_kimi_k3_are_read_from_their_text_configs(mods: dict[str, Any]) -> None:
+    """Qwen3.5-397B-A17B (Qwen3_5MoeConfig): 60 layers, 15 of them full attention, 2 KV heads of 256, 64 value
+    heads of 128 over tp; at tp 32 each rank keeps one KV head and 2 value heads. Kimi-K3 (KimiK3Config, its
+    KimiLinearConfig text config): 24 MLA layers of one 512 + 64 latent, 69 KDA layers whose q, k, v convs of
+    96 x 128 channels each are split over tp (KimiLinearStateShape.create), 3 kept columns."""
+    docs, _ = planner.plan(mods, _published("qwen3.5-397b-a17b"), planner.Point(32, "bf16", 1))
+    assert len([n for n in docs if n.startswith("kv.")]) == 15 and len(docs["mamba.temporal"][1]["planes"]) == 45
+    assert docs["kv.layer3"][1]["planes"][0]["bytes"] == 1 * 256 * 2
+    assert docs["mamba.temporal"][1]["planes"][0]["bytes"] == 64 // 32 * 128 * 128 * 4
+    k3 = json.loads((Path(__file__).resolve().parents[1] / "engines/tokenspeed/models/kimi-k3.json").read_text())
+    docs, _ = planner.plan(mods, k3, planner.Point(2, "bf16", 64))
+    assert len([n for n in docs if n.startswith("kv.")]) == 24 and len(docs["mamba.conv0"][1]["planes"]) == 69
+    assert docs["kv.layer3"][1]["planes"][0]["bytes"] == 64 * (512 + 64) * 2
+    assert docs["mamba.conv0"][1]["planes"][0]["bytes"] == 3 * (3 * 96 * 128 // 2) * 2

@@ -13,9 +13,12 @@ Where SGLang's launch reads the point's values from:
   up to the head count that passes those asserts is in the domain; what SGLang's pool code then
   refuses at one of them is a finding.
 - --kv-cache-dtype: the choices of arg_groups/fields/model.py:209-218 that the non-unified hybrid
-  path stores in its plain MHA or MLA pool (DTYPES); SGLang has no fp16 choice.
-- page size: MHA_PAGES or MLA_PAGES, each with the line that sets it.
+  path stores in its plain MHA or MLA pool (DTYPES), and for an MHA model mxfp8, its block-scaled pool
+  (MXFP8); SGLang has no fp16 choice.
+- page size: MHA_PAGES or MLA_PAGES, each with the line that sets it; mxfp8 only at MXFP8_PAGES.
 - unified memory: UNIFIED_VALUES, off (the default) and on.
+- the Mamba state dtypes (VARIED): each value but the default at every tp, the other axes at their
+  first value (Recipe.points says why that plans every layout the other combinations have).
 """
 
 from __future__ import annotations
@@ -47,6 +50,18 @@ BASELINE = Path(__file__).with_name("baseline.json")  # the known findings of th
 # "auto" resolves to the checkpoint's dtype and "bf16" to bfloat16 (mem_cache/kv_cache_dtype.py:49-75);
 # both fp8 formats are stored as uint8 by MHATokenToKVPool (memory_pool.py:2030-2031).
 DTYPES = ("auto", "bf16", "fp8_e4m3", "fp8_e5m2")
+# the block-scaled pool the hybrid path builds for an MHA model (kv_cache_configurator.py:2736-2739); an MLA
+# model gets its MLA pool before that test (2734-2735), storing mxfp8 as float8_e4m3fn (kv_cache_dtype.py:72-73)
+# exactly as fp8_e4m3 (67-71): the same pool, the same layout, so no MLA recipe plans it
+MXFP8 = "mxfp8"
+# MHATokenToKVPoolMXFP8 writes only the scale layout it interleaves at page 128 (memory_pool.py:3918, 4040-4042),
+# the page FA4, the backend mxfp8 is for (arg_groups/fields/model.py:203-204), forces for an MHA model
+# (arg_groups/overrides.py:1294-1296)
+MXFP8_PAGES = (128,)
+# and only with unified memory off: _init_unified_mamba_pools hands the unified pool the torch dtype alone
+# (kv_cache_configurator.py:901), float8_e4m3fn for mxfp8 as for fp8_e4m3, so it is fp8_e4m3's pool, with no
+# scale buffers (unified_memory_pool.py allocates none)
+MXFP8_UNIFIED = ("off",)
 DEFAULT_PAGE = 1  # where no backend sets one, on every platform but MUSA (arg_groups/overrides.py:1361-1362)
 MHA_PAGES = (
     DEFAULT_PAGE,
@@ -64,16 +79,24 @@ UNIFIED = "unified"  # an --assume axis: --enable-unified-memory (arg_groups/fie
 # off: the launch default (the separate pools of planner.py); on: one byte buffer for both (unified.py), built
 # for every hybrid Mamba model of RECIPES (kv_cache_configurator.py:619-624)
 UNIFIED_VALUES = ("off", "on")
+# --assume axes: the Mamba state dtypes, the default first. The conv states' from SGLANG_MAMBA_CONV_DTYPE
+# (environ.py:1628: bfloat16 unset; configs/mamba_utils.py:64-68 maps the three), the SSM states' from
+# --mamba-ssm-dtype (arg_groups/fields/exec_.py:490-496), unset the config's mamba_ssm_dtype or float32
+# (mamba_utils.py:70-92): float32 for every recipe here (a test reads it from SGLang)
+MAMBA_CONV, MAMBA_SSM = "mamba_conv", "mamba_ssm"
+MAMBA_CONV_VALUES = ("bfloat16", "float32", "float16")
+MAMBA_SSM_VALUES = ("float32", "bfloat16", "float16")
 ALSO_NOT_MODELLED = ("speculative decoding and the memory split but the Mamba share's sizing (sizing.py); "
                      "pipeline stages; transfers")
-NOT_MODELLED = (
-    "not modelled yet: --kv-cache-dtype mxfp8 (its MHATokenToKVPoolMXFP8 data and scale buffers, "
-    "mem_cache/kv_cache_configurator.py:2738-2739) and nvfp4 / fp4_mx_block16 (a quant method's packed data "
-    f"and scales, kv_cache_configurator.py:436-455); {ALSO_NOT_MODELLED}"
+FP4_NOT_MODELLED = (
+    "--kv-cache-dtype nvfp4 / fp4_mx_block16 (a quant method's packed data and scales, "
+    "mem_cache/kv_cache_configurator.py:436-455, whose buffers follow the attention backends the launch resolves, "
+    "layers/quantization/fp4_kv_cache_quant_method.py:143-158, 572-660)"
 )
+NOT_MODELLED = f"not modelled yet: {FP4_NOT_MODELLED}; {ALSO_NOT_MODELLED}"
 MLA_NOT_MODELLED = (
-    "not modelled yet: --kv-cache-dtype mxfp8, nvfp4 and fp4_mx_block16 for an MLA pool (which backends take "
-    f"them for an MLA model); {ALSO_NOT_MODELLED}"
+    f"not modelled yet: {FP4_NOT_MODELLED} for an MLA pool; mxfp8 is not planned for one: it gets the plain MLA pool "
+    f"in float8_e4m3fn (kv_cache_configurator.py:2734-2735), fp8_e4m3's layout; {ALSO_NOT_MODELLED}"
 )
 
 
@@ -85,10 +108,13 @@ class Recipe:
     name: str
     config: str  # under kvproof.engines: the published config file (its sources: vllm/models/SOURCES.md)
     pages: tuple[int, ...]
-    divides: tuple[str, ...]  # config keys: counts tp must divide
+    # config keys (of the text config where the checkpoint has one; a dotted key reads a nested one): counts
+    # tp must divide
+    divides: tuple[str, ...]
     kv: str | None = None  # config key: KV heads, which tp divides or which are replicated to tp
     groups: str | None = None  # config key: groups, which tp divides or which are one
     limits: str = NOT_MODELLED
+    dtypes: tuple[str, ...] = (*DTYPES, MXFP8)
 
     def hf(self) -> dict[str, Any]:
         text: dict[str, Any] = json.loads(resources.files("kvproof.engines").joinpath(self.config)
@@ -97,18 +123,43 @@ class Recipe:
 
     def tps(self, hf: dict[str, Any]) -> tuple[int, ...]:
         """Every tp the model's layers accept, up to its smallest divided count."""
-        counts = [hf[key] for key in self.divides]
-        kv = hf[self.kv] if self.kv else None
-        groups = hf[self.groups] if self.groups else 1
+        def count(key: str) -> int:
+            value: Any = hf.get("text_config", hf)
+            for step in key.split("."):
+                value = value[step]
+            return int(value)
+
+        counts = [count(key) for key in self.divides]
+        kv = count(self.kv) if self.kv else None
+        groups = count(self.groups) if self.groups else 1
         return tuple(tp for tp in range(1, min(counts) + 1)
                      if all(c % tp == 0 for c in counts) and (kv is None or (kv % tp if kv >= tp else tp % kv) == 0)
                      and (groups % tp == 0 or groups == 1))
 
     def points(self) -> list[dict[str, Any]]:
-        """Every tp, dtype and value of each --assume axis (ASSUMED)."""
-        return [{"tp": tp, "dtype": dtype, **dict(zip(ASSUMED, values, strict=True))}
-                for tp in self.tps(self.hf()) for dtype in DTYPES
-                for values in itertools.product(*(axis(self) for axis in ASSUMED.values()))]
+        """Every tp, dtype and value of each --assume axis (ASSUMED), the Mamba state dtypes (VARIED) at
+        their defaults; then at every tp the other values of VARIED, paired off in order, with every other
+        axis at its first value. That plans every layout the other combinations have: the Mamba pool is
+        built from none of the KV axes (HybridReqToTokenPool's arguments, kv_cache_configurator.py:1718-1752)
+        and the KV pool from neither Mamba dtype (it is handed the built MambaPool, 2692-2712), and the conv
+        and SSM states are tensors of their own (memory_pool.py: MambaPool.__init__), each of one dtype."""
+        tps = self.tps(self.hf())
+        values = {axis: of(self) for axis, of in ASSUMED.items()}
+        fixed = {axis: vs[0] for axis, vs in values.items() if axis in VARIED}
+        out = [{"tp": tp, "dtype": dtype, **dict(zip(ASSUMED, chosen, strict=True))}
+               for tp in tps for dtype in self.dtypes
+               for chosen in itertools.product(*((fixed[a],) if a in fixed else vs for a, vs in values.items()))
+               if dtype != MXFP8 or _mxfp8(dict(zip(ASSUMED, chosen, strict=True)))]
+        first = {axis: vs[0] for axis, vs in values.items()}
+        others = itertools.zip_longest(*(values[axis][1:] for axis in VARIED))
+        return out + [{"tp": tp, "dtype": self.dtypes[0], **first,
+                       **{axis: v if v is not None else first[axis] for axis, v in zip(VARIED, pair, strict=True)}}
+                      for pair in others for tp in tps]
+
+
+def _mxfp8(values: dict[str, Any]) -> bool:
+    """Whether SGLang builds the block-scaled pool at these --assume values (MXFP8_PAGES, MXFP8_UNIFIED)."""
+    return values[PAGE] in MXFP8_PAGES and values[UNIFIED] in MXFP8_UNIFIED
 
 
 # the axes with no flag of their own in `verify engine` (--assume NAME=VALUE): each recipe's values, every
@@ -116,7 +167,10 @@ class Recipe:
 ASSUMED: dict[str, Callable[[Recipe], tuple[Any, ...]]] = {
     PAGE: lambda recipe: recipe.pages,
     UNIFIED: lambda recipe: UNIFIED_VALUES,
+    MAMBA_CONV: lambda recipe: MAMBA_CONV_VALUES,
+    MAMBA_SSM: lambda recipe: MAMBA_SSM_VALUES,
 }
+VARIED = (MAMBA_CONV, MAMBA_SSM)  # planned apart from the product of the others (Recipe.points)
 
 
 RECIPES: dict[str, Recipe] = {r.name: r for r in (
@@ -124,9 +178,18 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
     # (models/qwen3_next.py:623-634)
     Recipe("qwen3-next-80b-a3b", "vllm/models/qwen3-next-80b-a3b.json", MHA_PAGES, ("num_attention_heads",),
            kv="num_key_value_heads"),
+    # Qwen3_5AttentionDecoderLayer: heads divide by tp, KV heads divide or are replicated
+    # (models/qwen3_5.py:1293-1299); Qwen3_5MoeForConditionalGeneration (models/qwen3_5.py:3021)
+    *(Recipe(name, f"vllm/models/{name}.json", MHA_PAGES, ("num_attention_heads",), kv="num_key_value_heads")
+      for name in ("qwen3.5-35b-a3b", "qwen3.5-122b-a10b", "qwen3.5-397b-a17b")),
     # KimiLinearModel: heads divide by tp (models/kimi_linear.py:693-696); MLA keeps one latent head
     Recipe("kimi-linear-48b-a3b", "vllm/models/kimi-linear-48b-a3b.json", MLA_PAGES, ("num_attention_heads",),
-           limits=MLA_NOT_MODELLED),
+           limits=MLA_NOT_MODELLED, dtypes=DTYPES),
+    # KimiK3ForConditionalGeneration (models/kimi_k3.py:3876): its KDA heads divide by tp (KimiK3DeltaAttention,
+    # models/kimi_k3.py:1542) and its MLA heads (KimiK3MLAAttention, a DeepseekV2AttentionMLA:
+    # models/deepseek_v2.py:2057)
+    Recipe("kimi-k3", "tokenspeed/models/kimi-k3.json", MLA_PAGES,
+           ("num_attention_heads", "linear_attn_config.num_heads"), limits=MLA_NOT_MODELLED, dtypes=DTYPES),
     # NemotronHAttention: heads divide, KV heads divide or are replicated (models/nemotron_h.py:696-706);
     # MambaMixer2: Mamba heads divide, groups divide or are one (layers/attention/mamba/mamba.py:245-252)
     *(Recipe(name, f"vllm/models/{name}.json", MHA_PAGES, ("num_attention_heads", "mamba_num_heads"),
@@ -233,6 +296,7 @@ def _planned(mods: dict[str, Any], source: loader.Source, recipe: Recipe, points
     from kvproof.engines.sglang import planner, unified  # import torch: only when SGLang plans
 
     hf = recipe.hf()
+    seen: dict[str, PointResult] = {}
     outcomes: list[PointResult | tuple[dict[str, Any] | None, AdapterGap]] = []
     transfers: list[tuple[PointResult, pairs.Transfer | None]] = []
     for p in points:
@@ -240,7 +304,7 @@ def _planned(mods: dict[str, Any], source: loader.Source, recipe: Recipe, points
                   + " ".join(f"{axis}={p[axis]}" for axis in ASSUMED)
                   + (f" --engine-path {engine_path}" if engine_path else "")
                   + (f" --max-padding {float(padding_bound)}" if padding_bound is not None else ""))
-        point = planner.Point(p["tp"], p["dtype"], p[PAGE])
+        point = planner.Point(p["tp"], p["dtype"], p[PAGE], p[MAMBA_CONV], p[MAMBA_SSM])
         try:
             if p[UNIFIED] == "on":  # checked as built (unified.py); what its transfer is told is not read yet
                 checked, transfer = unified.checked(mods, hf, recipe.name, p, point, replay, patches), None
@@ -254,7 +318,7 @@ def _planned(mods: dict[str, Any], source: loader.Source, recipe: Recipe, points
             continue
         try:
             if p[UNIFIED] == "off":
-                checked = {name: verdict.planned(recipe.name, p, docs, replay, padding_bound)
+                checked = {name: _checked(seen, recipe.name, p, docs, replay, padding_bound)
                            for name, docs in documents.items()}
         except ConfigError as err:  # a view the plan schema cannot hold (an empty buffer: a pool with no heads)
             outcomes.append((p, AdapterGap("planner.document", f"SGLang's pools read into a plan kvproof refuses: "
@@ -264,6 +328,16 @@ def _planned(mods: dict[str, Any], source: loader.Source, recipe: Recipe, points
         transfers.append((result, transfer))
         outcomes.append(result)
     return outcomes, transfers
+
+
+def _checked(seen: dict[str, PointResult], recipe: str, point: dict[str, Any], documents: dict[int, dict],
+             replay: str, padding_bound: Fraction | None) -> PointResult:
+    """verdict.planned, once for each distinct set of documents (a verdict is theirs alone): the Mamba
+    pool's at every dtype and page of a tp, an MHA pool's at auto and bf16 (one torch dtype)."""
+    key = json.dumps(documents, sort_keys=True)
+    if key not in seen:
+        seen[key] = verdict.planned(recipe, point, documents, replay, padding_bound)
+    return seen[key]
 
 
 def merged(recipe: str, point: dict[str, Any], allocations: dict[str, PointResult], replay: str) -> PointResult:

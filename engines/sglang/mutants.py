@@ -33,6 +33,9 @@ faults.declare({
     "sglang_pd_state_writer_unwrapped": "SGLang's Mamba state transfer from more prefill ranks to fewer decode ranks "
     "places a prefill rank's slice by its rank in the whole group, not by its index among the ranks writing one "
     "decode rank (compute_mamba_state_slice_blocks), so the later writers write past the decode slot",
+    "sglang_mxfp8_scales_no_padding_page": "SGLang's MHATokenToKVPoolMXFP8 allocates its UE8M0 scale buffers for "
+    "the pool's size tokens, not size + page_size as its K and V data (memory_pool.py), so the last page the "
+    "allocator hands out has no scales",
     "sglang_spec_state_decode_prealloc": "SGLang's HybridReqToTokenPool sizes the Mamba pool's speculative "
     "intermediate states for its requests plus the decode side's pre-allocated ones (2 x size, the disaggregation "
     "decode default for up to 32 requests), which never speculate, beyond what the sizing priced, as sglang#23643 did",
@@ -123,6 +126,20 @@ def _priced_with_prealloc(original: Callable[..., float]) -> Callable[..., float
     return broken
 
 
+def _scales_without_padding_page(original: Callable[..., None]) -> Callable[..., None]:
+    """MHATokenToKVPoolMXFP8._create_buffers whose scale buffers lack one page of rows: a page fewer on their
+    first axis (memory_pool.py's allocates m = size + page_size rows, as for the data)."""
+    def broken(self: Any) -> None:
+        import torch
+
+        original(self)
+        drop = 1 if self.mxfp8_sf_interleaved else self.page_size  # the first axis counts pages or rows
+        for name in ("k_scale_buffer", "v_scale_buffer"):
+            setattr(self, name, [torch.zeros((b.shape[0] - drop, *b.shape[1:]), dtype=b.dtype, device=b.device)
+                                 for b in getattr(self, name)])
+    return broken
+
+
 # fault name -> (module, Class.attribute, replacement factory)
 PATCHES: dict[str, tuple[str, str, Callable[[Callable[..., Any]], Callable[..., Any]]]] = {
     "sglang_mamba_no_dummy_slot": ("sglang.srt.mem_cache.memory_pool", "MambaPool.__init__", _no_dummy_slot),
@@ -132,6 +149,8 @@ PATCHES: dict[str, tuple[str, str, Callable[[Callable[..., Any]], Callable[..., 
                                     _heads_without_floor),
     "sglang_pd_state_writer_unwrapped": ("sglang.srt.disaggregation.utils", "compute_mamba_state_slice_blocks",
                                          _writer_unwrapped),
+    "sglang_mxfp8_scales_no_padding_page": ("sglang.srt.mem_cache.memory_pool",
+                                            "MHATokenToKVPoolMXFP8._create_buffers", _scales_without_padding_page),
     "sglang_spec_state_decode_prealloc": ("sglang.srt.mem_cache.memory_pool", "HybridReqToTokenPool.__init__",
                                           _decode_prealloc),
     "sglang_spec_state_priced_prealloc": ("sglang.srt.mem_cache.kv_cache_configurator",
@@ -183,4 +202,8 @@ MUTANTS: tuple[Mutant, ...] = (
            ("verify engine sglang --recipe qwen3-next-80b-a3b --tp 4 --dtype auto --assume page_size=1 "
             "unified=off device=h100 spec=auto",), expect="priced_covers_allocated"),
     *unified_mutants.MUTANTS,
+    # at page 128 a scale buffer's first axis counts pages: the pool's last page lies past the shortened end
+    Mutant("sglang_mxfp8_scales_no_padding_page",
+           ("verify engine sglang --recipe qwen3-next-80b-a3b --tp 2 --dtype mxfp8 --assume page_size=128",),
+           expect="in_bounds"),
 )

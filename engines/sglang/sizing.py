@@ -79,7 +79,7 @@ SPECS: dict[str, dict[str, Any]] = {
 SPECULATES = ("qwen3-next-80b-a3b", "nemotron-3-ultra-550b-a55b-bf16")
 # the points sized: the launch defaults of --kv-cache-dtype (auto), the page size (1 where no backend sets
 # one, arg_groups/overrides.py:1361-1362) and the non-unified pools; every tp
-SIZED = {"dtype": "auto", "page_size": 1, "unified": "off"}
+SIZED = {"dtype": "auto", "page_size": 1, "unified": "off", "mamba_conv": "bfloat16", "mamba_ssm": "float32"}
 
 
 def axes(recipe: str) -> dict[str, tuple[str, ...]]:
@@ -243,7 +243,7 @@ def size(mods: dict[str, types.ModuleType], folder: str, weight_bytes: int, tp: 
                                           extra_max_context_len=configurator.get_req_to_token_extra_context_len())
         mamba = pool.mamba_pool
         drafts = runtime.get_spec().speculative_num_draft_tokens
-        cache = config.hf_config.mamba2_cache_params
+        cache = kvc.mambaish_config.mamba2_cache_params  # the text config's for Qwen3.5 (kv_cache_configurator.py:380)
         conv_per_req = cache.mamba_cache_per_req - _ssm_bytes(cache)
         # the conv windows' whole price per spec slot: D states where the pool keeps D + window - 1 rows
         # (memory_pool.py:598-628); the slots priced: capped_reqs + 1 (kv_cache_configurator.py:3372-3376)
@@ -274,7 +274,8 @@ def _with_configurator(mods: dict[str, types.ModuleType]) -> dict[str, types.Mod
 def _itemsize(hf: dict[str, Any]) -> int:
     import torch
 
-    stated = hf.get("torch_dtype") or hf.get("dtype")
+    text = hf.get("text_config", hf)  # ModelConfig's dtype is its text config's (model_config.py:881)
+    stated = text.get("torch_dtype") or text.get("dtype")
     if not isinstance(stated, str) or not isinstance(getattr(torch, stated, None), torch.dtype):
         raise StubUsed(f"the config states no dtype the weights' bytes can be read from ({stated!r})")
     itemsize: int = getattr(torch, stated).itemsize
