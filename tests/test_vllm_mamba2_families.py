@@ -14,6 +14,8 @@ import pytest
 
 pytest.importorskip("vllm", reason="vllm is not installed: `make .venv/.vllm` installs it (make test does)")
 
+from kvproof.cli.cmd_engine import render
+from kvproof.engines import baseline, verdict
 from kvproof.engines.families import Member
 from kvproof.engines.vllm import catalog, engine, falcon_h1, planner, zamba2
 from kvproof.impl import faults
@@ -64,6 +66,13 @@ def test_both_plan_at_the_installed_vllm_and_stand_for_their_family_not_a_checkp
     """At 0.33.0 both boot at 0 and 2 ngram tokens (both classes pass num_spec there); each result says
     family, one member, and which checkpoint it is no verdict on."""
     run = engine.run([FALCON.recipe, ZAMBA.recipe], {**AT_TP1, "spec": [0, 2]})
+    text = render(run, baseline.compare([], set(), "vllm", run.version, set()), False, set())
+    # the way to a checkpoint verdict the text names is one verify engine vllm has: it refuses --config
+    assert "--config FILE gives one" not in text
+    assert text.count("not a verdict on Zyphra/Zamba2-7B; a verdict on it needs its published config.json in "
+                      "kvproof's catalog (engines/vllm/models/; verify engine vllm takes no --config)") == 1
+    with pytest.raises(verdict.EngineError, match="--config does not apply to vllm"):
+        engine.verify([ZAMBA.recipe], [1], ["auto"], None, config="config.json")
     for r, checkpoint in zip(run.recipes, ("tiiuae/Falcon-H1-0.5B-Instruct", "Zyphra/Zamba2-7B"), strict=True):
         assert r.not_verified is None and [p.point["spec"] for p in r.points] == [0, 2]
         assert all(f.property == "padding_bound" for p in r.points for f in p.findings)

@@ -183,6 +183,11 @@ def _layer_number(name: str) -> int:
     return int(found.group(1))
 
 
+# verify engine vllm refuses --config (engine.run): a verdict on a family's checkpoint needs its config.json
+CHECKPOINT_BY = ("a verdict on it needs its published config.json in kvproof's catalog "
+                 "(engines/vllm/models/; verify engine vllm takes no --config)")
+
+
 @dataclass(frozen=True)
 class Model:
     recipe: str  # the name --recipe takes
@@ -220,7 +225,8 @@ class Model:
             return None
         family = self.member.family
         return Coverage({**family.as_dict(), "member": self.member.name, "member_values": self.member.varied()},
-                        family.size(), len(family.members()), tuple(family.citations()))
+                        family.size(), len(family.members()), tuple(family.citations()),
+                        checkpoint_by=CHECKPOINT_BY)
 
     def state_readers(self) -> tuple[Reader, ...]:
         """The readers, with LMCache's entry flipped to walking by payload while the seeded
