@@ -41,7 +41,7 @@ POOL = "sglang.srt.mem_cache.unified_memory_pool"
 ALLOCATOR = "sglang.srt.mem_cache.allocator.unified_sub_pool"
 LAYOUT = "sglang.srt.mem_cache.layout.token_major"
 # request slots (and pages of full-attention tokens) the pool is built for: the fewest SGLang's bs=1 floor admits
-# at every point, 3 state slots and the sink (unified_memory_pool.py:1697-1709), which is at most one state slot
+# at every point, 3 state slots and the sink (unified_memory_pool.py:1692-1703), which is at most one state slot
 # more (its largest entry, or a page of full-attention entries: _reserved_floor_bytes); one size, as it is checked
 # as built rather than for every N
 SLOTS = 4
