@@ -364,6 +364,38 @@ def test_vllm_57721_is_found_on_0_30_and_0_31_at_the_granite_family(release) -> 
                for p in points[1:])
 
 
+@pytest.mark.parametrize("release", ["0.30.0", "0.31.0", "0.32.0"])
+def test_vllm_57721_is_found_on_0_30_and_0_31_at_the_falcon_h1_family(release) -> None:
+    """vllm#57721 in FalconH1 as shipped: its model class pads the state page to 409,600 B for a 403,968 B state
+    without the speculative rows; the layers keep 407,552 B at 1 ngram token (within the padding) and 411,136 B
+    at 2, so vLLM's own assertion fails at 2; 0.32.0 passes num_spec and boots all three."""
+    code, report = plan_release(release, "--recipe", "falcon-h1-0.5b-family-0", "--tp", "1", "--dtype", "auto",
+                                "--assume", "backend=FLASH_ATTN", "mamba_dtype=auto", "prefix=off", "spec=0", "spec=1",
+                                "spec=2", "pp=1")
+    points = report["recipes"][0]["points"]
+    assert report["recipes"][0]["coverage"] == "family"
+    if release == "0.32.0":
+        assert code == 0
+        assert [(p["spec"], p["verdict"], p["parent_bytes"]) for p in points] == [
+            (0, "ok", 14745600), (1, "ok", 14745600), (2, "ok", 15040512)]
+        return
+    assert code == 1
+    assert [(p["spec"], p["verdict"], p["property"]) for p in points] == [
+        (0, "ok", None), (1, "ok", None), (2, "counterexample", "boots")]
+    assert points[2]["message"] == ("AssertionError: assertion failed at vllm/v1/kv_cache_interface.py:"
+                                    f"{PADDED_PAGE_ASSERT[release]}")
+
+
+def test_vllm_57721_is_not_found_on_0_31_at_the_zamba2_family_its_page_leaves_room() -> None:
+    """Zamba2's class ships the same bug in 0.31.0, but Zamba2-7B's 48-token attention page (1,376,256 B at tp 1)
+    holds the layers' state even at 2 ngram tokens (991,744 B): every drafted point boots."""
+    code, report = plan_release("0.31.0", "--recipe", "zamba2-7b-family-0", "--dtype", "auto", "--assume",
+                                "backend=FLASH_ATTN", "mamba_dtype=auto", "prefix=off", "spec=1", "spec=2")
+    assert code == 0
+    assert [(p["tp"], p["spec"], p["verdict"]) for p in report["recipes"][0]["points"]] == [
+        (1, 1, "ok"), (2, 1, "ok"), (1, 2, "ok"), (2, 2, "ok")]
+
+
 def function_source(path: Path, name: str) -> str:
     """The source of the first function NAME defined in PATH, up to the next definition at its indent."""
     text = path.read_text(encoding="utf-8")
