@@ -14,8 +14,8 @@ Each sub-pool is one plan document: its parent is one slot's entry, page p is sl
 field at its storage offset within the entry, the arena the whole buffer. Its end (spec/plan.schema.json:
 `groups[].end`) carries the allocators' numbers, for fronts_never_cross and sink_page, and every field
 the alignments token_major.py:21-22 states, for entry_alignment. The sub-pools' slot counts are floors
-of one byte count, not a line in one parent count, so each size built is checked as it is (N pinned),
-the watermarks symbolic. A crossing of the fronts is replayed on SGLang's own allocators: its
+of one byte count, not a line in one parent count, so the pool is checked as built at one size (SLOTS),
+N pinned and the watermarks symbolic. A crossing of the fronts is replayed on SGLang's own allocators: its
 `_extend_watermark` admits the watermark and its `_chain_byte_accounting_violations` says so, or
 kvproof's model of the allocator no longer follows SGLang (an AdapterGap).
 """
@@ -41,10 +41,9 @@ from kvproof.spec.smt import lift
 POOL = "sglang.srt.mem_cache.unified_memory_pool"
 ALLOCATOR = "sglang.srt.mem_cache.allocator.unified_sub_pool"
 LAYOUT = "sglang.srt.mem_cache.layout.token_major"
-# request slots (and pages of full-attention tokens) the pool is built for: the fewest SGLang's bs=1 floor admits
-# at every point, 3 state slots and the sink (unified_memory_pool.py:1692-1703), which is at most one state slot
-# more (its largest entry, or a page of full-attention entries: _reserved_floor_bytes); one size, as it is checked
-# as built rather than for every N
+# request slots (and pages of full-attention tokens) the pool is built for: the fewest SGLang's bs=1 floor, 3 state
+# slots and the sink (unified_memory_pool.py:1692-1703), admits at every point, as the sink is the larger of a state
+# slot and a page of full-attention entries (_reserved_floor_bytes, 388-409)
 SLOTS = 4
 SUB_POOLS = ("mamba", "full")  # init_unified_mamba_pools' names: Mamba state grows up, full-attention KV down
 
