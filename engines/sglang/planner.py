@@ -32,6 +32,7 @@ buffer's pointer + p x item length; `consumer_stride` holds when that length is 
 
 from __future__ import annotations
 
+import json
 import math
 import types
 from collections.abc import Callable, Iterator
@@ -122,9 +123,16 @@ def hf_config(mods: dict[str, types.ModuleType], text: dict[str, Any]) -> Any:
     return getattr(mods[module], cls).from_dict(dict(text))
 
 
+# (the ModelConfig module, the config.json's text) -> its ModelConfig: read once, as the pools only read it
+_MODELS: dict[tuple[int, str], Any] = {}
+
+
 def model(mods: dict[str, types.ModuleType], text: dict[str, Any]) -> Any:
-    """SGLang's ModelConfig for the published config.json, its shapes derived."""
+    """SGLang's ModelConfig for the published config.json, its shapes derived (once for each text)."""
     model_config = mods["sglang.srt.configs.model_config"]
+    key = (id(model_config), json.dumps(text, sort_keys=True))
+    if key in _MODELS:
+        return _MODELS[key]
     # ModelConfig's own shapes and head split, on an instance whose constructor never ran (it would
     # read the checkpoint folder and the launch flags): its text config as the constructor takes it
     # (model_config.py:636), _derive_model_shapes (model_config.py:1331) sets head_dim, attention_arch
@@ -135,6 +143,7 @@ def model(mods: dict[str, types.ModuleType], text: dict[str, Any]) -> Any:
     shell.hf_text_config = mods["sglang.srt.utils.hf_transformers.common"].get_hf_text_config(shell.hf_config)
     shell.is_draft_model = False
     shell._derive_model_shapes()
+    _MODELS[key] = shell
     return shell
 
 
