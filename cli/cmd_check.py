@@ -12,7 +12,7 @@ from kvproof.cli.args import UsageError
 from kvproof.spec.catalog import ConfigError, read_json
 from kvproof.spec.check import check
 from kvproof.spec.plan_reader import padding_bound_of
-from kvproof.spec.properties import PROPERTIES
+from kvproof.spec.properties import NAME_WIDTH, PROPERTIES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         failing = Counter(v["property"] for v in violations)
         for prop in checked:
             note = " (no bound)" if prop == "padding_bound" and bound is None else ""
-            print(f"{prop:<16} {'FAIL' if failing[prop] else 'ok'}{note}")
+            print(f"{prop:<{NAME_WIDTH}} {'FAIL' if failing[prop] else 'ok'}{note}")
         for v in violations:
             print(f"  {v['property']}: {v['message']}")
         print(f"verdict: {'OK' if not violations else 'VIOLATED'} ({args.plan})")

@@ -8,7 +8,7 @@ import json
 from kvproof.cli.args import accepted_bound_text, add_draft_arguments, add_model_arguments
 from kvproof.spec.catalog import CACHE_DTYPES, load_model
 from kvproof.spec.policy import POLICIES, policy_named
-from kvproof.spec.properties import DECLARED_BY, PROPERTIES
+from kvproof.spec.properties import DECLARED_BY, NAME_WIDTH, PROPERTIES
 from kvproof.spec.prover import Counterexample, Proof, prove
 
 
@@ -53,11 +53,14 @@ def render(proof: Proof, show_all: bool, bound: str) -> str:
              f"{', '.join(dtypes)}{draft} ({len(proof.points)} points); padding bound {bound}; "
              "N parents and page ids symbolic", ""]
     failing = {c.property for c in proof.counterexamples}
+    verdicts: dict[str, str] = {}
     for prop in proof.properties:
         points = len({_point(c) for c in proof.counterexamples if c.property == prop})
-        verdict = f"FAILS at {points} point(s)" if prop in failing else \
+        verdicts[prop] = f"FAILS at {points} point(s)" if prop in failing else \
             f"vacuous: no plan declares {DECLARED_BY[prop]}" if prop in proof.vacuous else "proved"
-        lines.append(f"  {prop:<16} {verdict:<22} solver {proof.solver_seconds[prop]:.3f} s")
+    width = max(map(len, verdicts.values()), default=0)
+    lines += [f"  {prop:<{NAME_WIDTH}} {verdict:<{width}} solver {proof.solver_seconds[prop]:.3f} s"
+              for prop, verdict in verdicts.items()]
     lines.append("")
     shown = proof.counterexamples if show_all else proof.counterexamples[:1]
     for c in shown:

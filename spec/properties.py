@@ -46,6 +46,9 @@ PROPERTIES: dict[str, str] = {
     "page handed out past the sink",
 }
 
+# The longest name: the width of the property column where verdicts are listed one per line.
+NAME_WIDTH = max(map(len, PROPERTIES))
+
 # Properties over what a plan declares of its fields' readers (an engine's export names them);
 # a plan that declares none holds them vacuously, and the prover says so rather than "proved".
 DECLARED_BY: dict[str, str] = {"kernel_page": "kernels", "consumer_stride": "readers", "entry_alignment": "aligned",

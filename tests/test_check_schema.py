@@ -153,7 +153,7 @@ def test_null_max_padding_is_no_bound_and_the_flag_imposes_one(
 ) -> None:
     plan = json.loads(json.dumps(base_plan)) | {"max_padding": None}
     code, out = _check(plan, tmp_path, capsys)
-    assert code == 0 and "padding_bound    ok (no bound)" in out
+    assert code == 0 and "padding_bound      ok (no bound)" in out
     # The K3 fp8 tp 8 state groups pad 0.134 (parent 21,233,664 B for 18,723,840 B of state).
     code, out = _check(plan, tmp_path, capsys, "--max-padding", "0.1")
     assert code == 1 and "pads 0.134 > bound 0.100" in out
@@ -219,7 +219,7 @@ def test_misaligned_field_fails_only_field_alignment(tmp_path: Path, capsys: pyt
     plan = _misaligned_plan()
     code, out = _check(plan, tmp_path, capsys)
     assert code == 1
-    assert "field_alignment  FAIL" in out and out.count("FAIL") == 1
+    assert "field_alignment    FAIL" in out and out.count("FAIL") == 1
     assert "field_alignment: field b (float32) starts at page byte 3, not a multiple of its element size 4" in out
     plan["fields"][1]["offset"] = 4
     assert _check(plan, tmp_path, capsys)[0] == 0
