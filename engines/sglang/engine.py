@@ -142,7 +142,9 @@ class Recipe:
         axis at its first value. That plans every layout the other combinations have: the Mamba pool is
         built from none of the KV axes (HybridReqToTokenPool's arguments, kv_cache_configurator.py:1718-1752)
         and the KV pool from neither Mamba dtype (it is handed the built MambaPool, 2692-2712), and the conv
-        and SSM states are tensors of their own (memory_pool.py: MambaPool.__init__), each of one dtype."""
+        and SSM states are tensors of their own (memory_pool.py: MambaPool.__init__), each of one dtype. That
+        holds for the separate pools only: with unified memory both share one buffer, and the other Mamba dtypes
+        are not planned there."""
         tps = self.tps(self.hf())
         values = {axis: of(self) for axis, of in ASSUMED.items()}
         fixed = {axis: vs[0] for axis, vs in values.items() if axis in VARIED}
