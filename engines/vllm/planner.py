@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from kvproof.engines.stubs import StubUsed
+from kvproof.engines.vllm import kept
 from kvproof.engines.vllm.catalog import Backend, Model
 from kvproof.engines.vllm.platform import ENTRY, Answers, Vllm, cuda_assumed, modules, point_answers
 
@@ -167,7 +168,8 @@ def _plan(v: Vllm, point: Point, folder: str, patches: Patches | None, made: Mod
             kernel_tokens = select(cache_config.block_size, [backend], *(
                 [attention[:1]] if "kv_cache_specs" in inspect.signature(select).parameters else [])
             ) if attention else None
-            configs = engine_core_configs(v, platform, vllm_config, specs)
+            with kept.layer_block_strides(v.planning):
+                configs = engine_core_configs(v, platform, vllm_config, specs)
         documents = _documents(point, configs, layout, kernel_tokens)
         return Planned(cache_config.block_size, documents, cache_config.mamba_page_size_padded, kernel_tokens,
                        span, attends, dict(answers.asked), configs, layout)
@@ -224,7 +226,14 @@ def _documents(point: Point, configs: dict[int, Any], layout: Any, kernel_tokens
                 **({"power_of_two": True} if k.power_of_two else {})}
                for k in point.backend.kernels_at(point.trtllm)] if kernel_tokens else []
     readers = [{"name": r.name, "walks": r.walks} for r in point.model.state_readers()]
-    return {n: document(cfg, layout, n, kernels, readers) for n, cfg in configs.items()}
+    translated: Translated = {}
+    return {n: document(cfg, layout, n, kernels, readers, translated) for n, cfg in configs.items()}
+
+
+# (group, layer, plane, the spec object's id, block stride) -> the layer's fields and stride alignment, for the
+# configs of one planning: each parent count's KVCacheConfig holds the same groups and spec objects, so a
+# layer whose slot, spec and stride are those of another count's translates to the same fields
+Translated = dict[tuple[str, str, str, int, int], tuple[list[dict], int]]
 
 
 class Plans:
@@ -370,7 +379,7 @@ def _dtype(torch_dtype: Any) -> str:
 
 
 def document(kv_config: Any, layout: Any, parents: int, kernels: list[dict] | None = None,
-             readers: list[dict] | None = None) -> dict:
+             readers: list[dict] | None = None, translated: Translated | None = None) -> dict:
     """vLLM's KVCacheConfig as kvproof's plan document.
 
     Block 0 is vLLM's null block, so num_blocks = N + 1 parents. vLLM 0.33.0 allocates one buffer
@@ -387,7 +396,10 @@ def document(kv_config: Any, layout: Any, parents: int, kernels: list[dict] | No
     another, so their stride is the page (P) and not their payload. An attention field declares an
     exact stride only where vLLM splits its block into kernel pages (see _fields). `kernels` read
     the attention fields' pages (each handed pages of its `tokens`); `readers` read the state pages.
+    `translated`: the layers translated for the other parent counts of the same planning, the
+    configs' spec objects alive while it is (its keys hold their ids).
     """
+    translated = {} if translated is None else translated
     if layout.is_block_outermost:
         raise StubUsed(f"the block-outermost layout {layout.name} is not translated by kvproof yet")
     if kv_config.num_blocks != parents + 1:
@@ -410,8 +422,13 @@ def document(kv_config: Any, layout: Any, parents: int, kernels: list[dict] | No
                                f"{t.block_stride}; kvproof does not translate that yet")
             spec = group.kv_cache_spec
             spec = getattr(spec, "kv_cache_specs", {}).get(name, spec)
-            alignment = math.lcm(alignment, _stride_alignment(spec))
-            fields += _fields(f"{gid}.{name}", gid, plane[0], spec, t.block_stride, kernels or [], readers or [])
+            key = (gid, name, plane[0], id(spec), t.block_stride)
+            if key not in translated:
+                translated[key] = (_fields(f"{gid}.{name}", gid, plane[0], spec, t.block_stride, kernels or [],
+                                           readers or []), _stride_alignment(spec))
+            layer_fields, layer_alignment = translated[key]
+            alignment = math.lcm(alignment, layer_alignment)
+            fields += layer_fields
     ordered = sorted(planes.items())
     parent = sum(stride for _, (_, stride) in ordered)
     return {
