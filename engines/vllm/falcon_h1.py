@@ -18,7 +18,7 @@ mamba_n_groups, mamba_n_heads, mamba_d_head, mamba_d_state, mamba_d_conv, the sp
 and get_mamba_state_dtype_from_config (the model dtype, :527).
 
 Strictness, as for Granite-4.0-H (granite.py): a member's config.json is exactly the cited and
-derived keys, and tests/test_vllm_falcon_h1.py changes every model key a member lacks at once and
+derived keys, and tests/test_vllm_mamba2_families.py changes every model key a member lacks at once and
 shows a drafted, tensor-parallel, prefix-caching point plans exactly as before.
 """
 
