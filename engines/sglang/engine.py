@@ -30,12 +30,13 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import partial
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvproof.cli import progress
-from kvproof.engines import verdict
+from kvproof.engines import spread, verdict
 from kvproof.engines.interface import Adapter, EngineAdapter
 from kvproof.engines.sglang import loader, mutants, pairs, sizing
 from kvproof.engines.stubs import StubUsed
@@ -203,9 +204,10 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
 def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Sequence[str] | None,
            engine_path: str | None, drafts: Sequence[int] | None = None, models: Sequence[str] | None = None,
            assume: Sequence[str] | None = None, padding_bound: Fraction | None = None,
-           config: str | None = None) -> EngineRun:
+           config: str | None = None, workers: int | None = None) -> EngineRun:
     """The installed SGLang, or the checkout at --engine-path; SGLang states no padding bound, and
-    none is held by default (`padding_bound`: --max-padding)."""
+    none is held by default (`padding_bound`: --max-padding). `workers`: the processes that plan the
+    points (default: spread.processes, one per core)."""
     if drafts or models or config:
         raise EngineError("--drafts, --model and --config do not apply to sglang: --recipe names the model, "
                           "and no recipe plans draft layers yet")
@@ -227,13 +229,10 @@ def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Seq
                           "every combination)")
     source = loader.source_of(engine_path)
     start = time.perf_counter()
-    results: list[RecipeResult] = []
     try:
         with loader.session(source) as mods:
-            for recipe in chosen:
-                if wanted[recipe.name]:
-                    results.append(_recipe(mods, source, recipe, wanted[recipe.name], engine_path, padding_bound,
-                                           sized))
+            results = _run(mods, source, [(r, wanted[r.name]) for r in chosen if wanted[r.name]], engine_path,
+                           padding_bound, sized, workers)
     except (StubUsed, AdapterGap, ImportError) as err:  # importing SGLang's modules, before any point
         raise EngineError(f"loading sglang {source.version} ({source.where}): {type(err).__name__}: "
                           f"{verdict.one_line(err)}; the adapter must follow it first") from None
@@ -271,11 +270,59 @@ def _check_narrowing(domains: dict[str, list[dict[str, Any]]], only: dict[str, l
                               f"{axis} takes {', '.join(map(str, have))}")
 
 
-def _recipe(mods: dict[str, Any], source: loader.Source, recipe: Recipe, points: list[dict[str, Any]],
-            engine_path: str | None, padding_bound: Fraction | None, sized: dict[str, list[str]]) -> RecipeResult:
+# One point's outcome, and what it tells the disaggregation transfer (None: it takes no part in the pairs)
+Outcome = PointResult | tuple[dict[str, Any] | None, AdapterGap]
+Planned = tuple[Outcome, tuple[PointResult, pairs.Transfer | None] | None]
+Chunk = tuple[str, list[dict[str, Any]], str | None, Fraction | None]  # recipe, its points, --engine-path, bound
+
+
+def _run(mods: dict[str, Any], source: loader.Source, chosen: list[tuple[Recipe, list[dict[str, Any]]]],
+         engine_path: str | None, padding_bound: Fraction | None, sized: dict[str, list[str]],
+         workers: int | None) -> list[RecipeResult]:
+    """Every recipe's result: its points planned in chunks of one tp each (a tp's pools share documents: the
+    Mamba pool's at every dtype and page, checked once in the process that plans them) by `workers` processes
+    (engines/spread.py), forked after SGLang's modules and the planner's are imported; then, here, the pairs
+    and the sizing of each recipe over its points in their order."""
+    # imported before a worker forks, which would import torch again otherwise (only when SGLang plans)
+    from kvproof.engines.sglang import planner, unified  # noqa: F401
+
+    of = {recipe.name: points for recipe, points in chosen}
+    parts = [(name, [i for i, p in enumerate(points) if p["tp"] == tp])
+             for name, points in of.items() for tp in dict.fromkeys(p["tp"] for p in points)]
+    chunks: list[Chunk] = [(name, [of[name][i] for i in at], engine_path, padding_bound) for name, at in parts]
+    _WORKER[:] = [(mods, source)]
+    try:
+        with progress.task(sum(map(len, of.values())), "sglang", "points") as shown:
+            planned = spread.run(chunks, _chunk, partial(_chunk, shown=shown),
+                                 spread.processes(len(chunks)) if workers is None else workers,
+                                 lambda i: shown.advance(len(chunks[i][1]), chunks[i][0]))
+    finally:
+        _WORKER.clear()
+    at: dict[str, dict[int, Planned]] = {name: {} for name in of}
+    for (name, indices), each in zip(parts, planned, strict=True):
+        at[name].update(zip(indices, each, strict=True))
+    return [_finished(mods, source, recipe, [at[recipe.name][i] for i in range(len(points))], sized)
+            for recipe, points in chosen]
+
+
+_WORKER: list[tuple[dict[str, Any], loader.Source]] = []  # SGLang's modules and their source, a forked worker's too
+
+
+def _chunk(chunk: Chunk, shown: progress.Task | None = None) -> list[Planned]:
+    """One chunk's points planned; `shown`: the run's progress, each point counted (this process's chunks)."""
+    (mods, source), = _WORKER
+    name, points, engine_path, padding_bound = chunk
     patches = mutants.applied if mutants.active() else None
-    with progress.task(len(points), f"sglang {recipe.name}", "points") as shown:
-        outcomes, transfers = _planned(mods, source, recipe, shown.each(points), engine_path, padding_bound, patches)
+    return _planned(mods, source, RECIPES[name], shown.each(points, name) if shown else points, engine_path,
+                    padding_bound, patches)
+
+
+def _finished(mods: dict[str, Any], source: loader.Source, recipe: Recipe, planned: list[Planned],
+              sized: dict[str, list[str]]) -> RecipeResult:
+    """The recipe's result from its points' outcomes: the pairs across its tp and the sizing checked."""
+    patches = mutants.applied if mutants.active() else None
+    outcomes = [outcome for outcome, _ in planned]
+    transfers = [transfer for _, transfer in planned if transfer is not None]
     try:
         with patches(mods) if patches else nullcontext():
             crossed = pairs.cross(mods, transfers)
@@ -291,16 +338,13 @@ def _recipe(mods: dict[str, Any], source: loader.Source, recipe: Recipe, points:
 
 
 def _planned(mods: dict[str, Any], source: loader.Source, recipe: Recipe, points: Iterable[dict[str, Any]],
-             engine_path: str | None, padding_bound: Fraction | None, patches: Patches | None
-             ) -> tuple[list[PointResult | tuple[dict[str, Any] | None, AdapterGap]],
-                        list[tuple[PointResult, pairs.Transfer | None]]]:
+             engine_path: str | None, padding_bound: Fraction | None, patches: Patches | None) -> list[Planned]:
     """Each point's outcome, and what each planned point tells the disaggregation transfer."""
     from kvproof.engines.sglang import planner, unified  # import torch: only when SGLang plans
 
     hf = recipe.hf()
     seen: dict[str, PointResult] = {}
-    outcomes: list[PointResult | tuple[dict[str, Any] | None, AdapterGap]] = []
-    transfers: list[tuple[PointResult, pairs.Transfer | None]] = []
+    out: list[Planned] = []
     for p in points:
         replay = (f"verify engine sglang --recipe {recipe.name} --tp {p['tp']} --dtype {p['dtype']} --assume "
                   + " ".join(f"{axis}={p[axis]}" for axis in ASSUMED)
@@ -314,22 +358,19 @@ def _planned(mods: dict[str, Any], source: loader.Source, recipe: Recipe, points
                 documents, transfer = planner.plan(mods, hf, point, patches)
         except Exception as err:  # SGLang refusing the point, or the adapter failing to drive it
             judged = verdict.judge(recipe.name, p, err, replay, [source.package_dir])
-            if isinstance(judged, PointResult):
-                transfers.append((judged, None))
-            outcomes.append(judged if isinstance(judged, PointResult) else (p, judged))
+            out.append((judged, (judged, None)) if isinstance(judged, PointResult) else ((p, judged), None))
             continue
         try:
             if p[UNIFIED] == "off":
                 checked = {name: _checked(seen, recipe.name, p, docs, replay, padding_bound)
                            for name, docs in documents.items()}
         except ConfigError as err:  # a view the plan schema cannot hold (an empty buffer: a pool with no heads)
-            outcomes.append((p, AdapterGap("planner.document", f"SGLang's pools read into a plan kvproof refuses: "
-                                           f"{verdict.one_line(err)}")))
+            out.append(((p, AdapterGap("planner.document", f"SGLang's pools read into a plan kvproof refuses: "
+                                       f"{verdict.one_line(err)}")), None))
             continue
         result = merged(recipe.name, p, checked, replay)
-        transfers.append((result, transfer))
-        outcomes.append(result)
-    return outcomes, transfers
+        out.append((result, (result, transfer)))
+    return out
 
 
 def _checked(seen: dict[str, PointResult], recipe: str, point: dict[str, Any], documents: dict[int, dict],
