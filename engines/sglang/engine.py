@@ -291,6 +291,7 @@ def _run(mods: dict[str, Any], source: loader.Source, chosen: list[tuple[Recipe,
              for name, points in of.items() for tp in dict.fromkeys(p["tp"] for p in points)]
     chunks: list[Chunk] = [(name, [of[name][i] for i in at], engine_path, padding_bound) for name, at in parts]
     _WORKER[:] = [(mods, source)]
+    _SEEN.clear()
     try:
         with progress.task(sum(map(len, of.values())), "sglang", "points") as shown:
             planned = spread.run(chunks, _chunk, partial(_chunk, shown=shown),
@@ -306,6 +307,9 @@ def _run(mods: dict[str, Any], source: loader.Source, chosen: list[tuple[Recipe,
 
 
 _WORKER: list[tuple[dict[str, Any], loader.Source]] = []  # SGLang's modules and their source, a forked worker's too
+# a run's verdicts by their documents (_checked), each process's own: a document of one recipe's point is checked
+# once for every point and recipe of the run that builds it (the bound is the run's)
+_SEEN: dict[str, PointResult] = {}
 
 
 def _chunk(chunk: Chunk, shown: progress.Task | None = None) -> list[Planned]:
@@ -343,7 +347,6 @@ def _planned(mods: dict[str, Any], source: loader.Source, recipe: Recipe, points
     from kvproof.engines.sglang import planner, unified  # import torch: only when SGLang plans
 
     hf = recipe.hf()
-    seen: dict[str, PointResult] = {}
     out: list[Planned] = []
     for p in points:
         replay = (f"verify engine sglang --recipe {recipe.name} --tp {p['tp']} --dtype {p['dtype']} --assume "
@@ -362,7 +365,7 @@ def _planned(mods: dict[str, Any], source: loader.Source, recipe: Recipe, points
             continue
         try:
             if p[UNIFIED] == "off":
-                checked = {name: _checked(seen, recipe.name, p, docs, replay, padding_bound)
+                checked = {name: _checked(_SEEN, recipe.name, p, docs, replay, padding_bound)
                            for name, docs in documents.items()}
         except ConfigError as err:  # a view the plan schema cannot hold (an empty buffer: a pool with no heads)
             out.append(((p, AdapterGap("planner.document", f"SGLang's pools read into a plan kvproof refuses: "

@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import math
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -151,9 +151,34 @@ def allocations(mods: dict[str, types.ModuleType], shell: Any, point: Point, par
                 patches: Patches | None = None) -> tuple[list[Allocation], Transfer]:
     """Every allocation of the point's pools (`shell`: the model's ModelConfig), built for `parents` Mamba
     slots and KV pages, and what the pools tell the disaggregation transfer."""
+    (built,) = at_counts(mods, shell, point, (parents,), patches)
+    return built
+
+
+@dataclass(frozen=True)
+class _Launch:
+    """What the pools' constructors are handed at a point but their sizes, read once for every size."""
+
+    shell: Any  # the model's ModelConfig
+    point: Point
+    params: Any  # the Mamba state shapes and dtypes (mamba2_cache_params)
+    context_len: int
+    attention: tuple[int, ...]  # the full-attention layer ids
+    head_num: int
+    kv_dtype: Any
+    full_class: type
+    use_mla: bool
+    latent: dict[str, int]
+
+
+def at_counts(mods: dict[str, types.ModuleType], shell: Any, point: Point, counts: Sequence[int],
+              patches: Patches | None = None) -> list[tuple[list[Allocation], Transfer]]:
+    """`allocations` at each of `counts` parents, every pool built within one context of the point's launch
+    (its tp, Mamba dtypes, the meta device, the seeded bug): what SGLang derives there from the model and the
+    point alone (the state shapes, the layer ids, the KV heads per rank, the pool class) is read once for all
+    sizes, as the configurator reads it once for its one pool; only the pools are built at each size."""
     import torch
 
-    memory_pool = mods["sglang.srt.mem_cache.memory_pool"]
     model_config = mods["sglang.srt.configs.model_config"]
     # the config the configurator reads the hybrid layers from (kv_cache_configurator.py:380): the text
     # config of a multimodal checkpoint (Qwen3.5, Kimi-K3), the config itself otherwise
@@ -173,35 +198,54 @@ def allocations(mods: dict[str, types.ModuleType], shell: Any, point: Point, par
             envs.SGLANG_MAMBA_CONV_DTYPE.override(point.mamba_conv), \
             envs.SGLANG_MAMBA_SSM_DTYPE.override(point.mamba_ssm), \
             _meta_device_module(torch), (patches(mods) if patches else nullcontext()):
-        params = config.mamba2_cache_params
-        context_len = model_config.get_context_length(shell.hf_text_config)  # model_config.py:1293
-        # as _build_hybrid_req_pool passes them at the launch defaults: no speculative decoding, no
-        # memory saver, no ReplaySSM, no page-major envelope, and the extra_buffer Mamba radix-cache
-        # strategy, which --mamba-radix-cache-strategy auto resolves to for each model of CONFIGS (all in
-        # _MAMBA_EXTRA_BUFFER_ARCHS) with the overlap schedule on (the default) or a page over 1 token
-        # (arg_groups/overrides.py:477-483; no_buffer
-        # refuses a page over 1, arg_groups/mamba_hook.py:157); its ping-pong slots are tracking
-        # indices, not state tensors (memory_pool.py:1523-1531)
-        req = memory_pool.HybridReqToTokenPool(
-            size=parents, mamba_size=parents, mamba_spec_state_size=parents, max_context_len=context_len,
-            device="meta", enable_memory_saver=False, cache_params=params, mamba_layer_ids=params.layers,
-            enable_mamba_extra_buffer=True)
-        # as _build_hybrid_linear_kv_pool passes them: the MHA or MLA pool for the full-attention layers
-        kv = memory_pool.HybridLinearKVPool(
-            page_size=point.page_size, size=parents * point.page_size, dtype=kv_dtype,
-            head_num=model_config.ModelConfig.get_num_kv_heads(shell, parallel.attn_tp_size, parallel.attn_dcp_size),
-            head_dim=shell.head_dim, full_attention_layer_ids=config.full_attention_layer_ids, device="meta",
-            mamba_pool=req.mamba_pool, enable_memory_saver=False, enable_kv_cache_copy=False, start_layer=0,
-            full_kv_pool_class=_full_pool_class(mods, shell, use_mla, resolved or point.dtype),
-            quant_method=None, use_mla=use_mla, **latent)
-        # what the pools tell the disaggregation transfer of their buffers, as the prefill and decode
-        # workers register them (disaggregation/prefill.py, decode.py: kv_args.state_item_lens and
-        # kv_item_lens from get_state_buf_infos and get_contiguous_buf_infos)
-        _, _, state_items = kv.get_state_buf_infos()
-        _, _, kv_items = kv.get_contiguous_buf_infos()
-        state_layers, kv_layers = kv.get_state_layer_ids(), kv.get_kv_layer_ids()
-        # and what the heterogeneous-tp transfer slices each state entry by (mooncake/conn.py:2378-2422)
-        slicing = (kv.get_state_dim_per_tensor(), kv.get_state_slice_outer_counts(), kv.get_state_conv_shard_groups())
+        launch = _Launch(
+            shell, point, config.mamba2_cache_params,
+            model_config.get_context_length(shell.hf_text_config),  # model_config.py:1293
+            tuple(config.full_attention_layer_ids),
+            model_config.ModelConfig.get_num_kv_heads(shell, parallel.attn_tp_size, parallel.attn_dcp_size),
+            kv_dtype, _full_pool_class(mods, shell, use_mla, resolved or point.dtype), use_mla, latent)
+        built = [_pools(mods, launch, parents) for parents in counts]
+    return [_read(mods, launch, *pools) for pools in built]
+
+
+def _pools(mods: dict[str, types.ModuleType], launch: _Launch, parents: int) -> tuple[Any, Any, tuple[Any, ...]]:
+    """The point's two pools at `parents` Mamba slots and KV pages (within the launch's context, at_counts), and
+    what they tell the transfer: the state and KV item lengths and layer ids, and the state slicing."""
+    memory_pool = mods["sglang.srt.mem_cache.memory_pool"]
+    point, params = launch.point, launch.params
+    # as _build_hybrid_req_pool passes them at the launch defaults: no speculative decoding, no
+    # memory saver, no ReplaySSM, no page-major envelope, and the extra_buffer Mamba radix-cache
+    # strategy, which --mamba-radix-cache-strategy auto resolves to for each model of CONFIGS (all in
+    # _MAMBA_EXTRA_BUFFER_ARCHS) with the overlap schedule on (the default) or a page over 1 token
+    # (arg_groups/overrides.py:477-483; no_buffer
+    # refuses a page over 1, arg_groups/mamba_hook.py:157); its ping-pong slots are tracking
+    # indices, not state tensors (memory_pool.py:1523-1531)
+    req = memory_pool.HybridReqToTokenPool(
+        size=parents, mamba_size=parents, mamba_spec_state_size=parents, max_context_len=launch.context_len,
+        device="meta", enable_memory_saver=False, cache_params=params, mamba_layer_ids=params.layers,
+        enable_mamba_extra_buffer=True)
+    # as _build_hybrid_linear_kv_pool passes them: the MHA or MLA pool for the full-attention layers
+    kv = memory_pool.HybridLinearKVPool(
+        page_size=point.page_size, size=parents * point.page_size, dtype=launch.kv_dtype, head_num=launch.head_num,
+        head_dim=launch.shell.head_dim, full_attention_layer_ids=list(launch.attention), device="meta",
+        mamba_pool=req.mamba_pool, enable_memory_saver=False, enable_kv_cache_copy=False, start_layer=0,
+        full_kv_pool_class=launch.full_class, quant_method=None, use_mla=launch.use_mla, **launch.latent)
+    # what the pools tell the disaggregation transfer of their buffers, as the prefill and decode
+    # workers register them (disaggregation/prefill.py, decode.py: kv_args.state_item_lens and
+    # kv_item_lens from get_state_buf_infos and get_contiguous_buf_infos)
+    _, _, state_items = kv.get_state_buf_infos()
+    _, _, kv_items = kv.get_contiguous_buf_infos()
+    # and what the heterogeneous-tp transfer slices each state entry by (mooncake/conn.py:2378-2422)
+    slicing = (kv.get_state_dim_per_tensor(), kv.get_state_slice_outer_counts(), kv.get_state_conv_shard_groups())
+    return req, kv, (state_items, kv_items, kv.get_state_layer_ids(), kv.get_kv_layer_ids(), slicing)
+
+
+def _read(mods: dict[str, types.ModuleType], launch: _Launch, req: Any, kv: Any,
+          told: tuple[Any, ...]) -> tuple[list[Allocation], Transfer]:
+    """The pools' allocations and what they tell the transfer (_pools)."""
+    model_config = mods["sglang.srt.configs.model_config"]
+    state_items, kv_items, state_layers, kv_layers, slicing = told
+    use_mla, attention = launch.use_mla, launch.attention
     mamba, full = req.mamba_pool, kv.full_kv_pool
     state = mamba.mamba_cache
     layers = mamba.mamba_layer_ids
@@ -216,7 +260,6 @@ def allocations(mods: dict[str, types.ModuleType], shell: Any, point: Point, par
                       tuple(next(state_item) for _ in views)) for i, views in enumerate(state_views[:-1])]
     out.append(Allocation("mamba.temporal", "mamba", mamba.size, None, tuple(state_views[-1]),
                           tuple(next(state_item) for _ in state_views[-1])))
-    attention = config.full_attention_layer_ids
     # an MHA pool's entries are every layer's K buffer, then every layer's V buffer (_pd_registerable_tensors:
     # k_buffer + v_buffer); an MLA pool's, each layer's one latent buffer
     kv_item = _aligned(f"{type(full).__name__}.get_contiguous_buf_infos", kv_items, kv_layers,
@@ -244,8 +287,8 @@ def allocations(mods: dict[str, types.ModuleType], shell: Any, point: Point, par
     # prefill.py:336-340: an MHA pool's head_num and the model's total KV heads (an MLA pool gives neither)
     entries = tuple(StateEntry(layer, item, dim, outer, tuple(groups) if groups else None)
                     for layer, item, dim, outer, groups in zip(state_layers, state_items, *slicing, strict=True))
-    return out, Transfer(point.tp, None if use_mla else full.head_num,
-                         model_config.ModelConfig.get_total_num_kv_heads(shell), entries)
+    return out, Transfer(launch.point.tp, None if use_mla else full.head_num,
+                         model_config.ModelConfig.get_total_num_kv_heads(launch.shell), entries)
 
 
 def _full_pool_class(mods: dict[str, types.ModuleType], shell: Any, use_mla: bool, dtype: str) -> type:
@@ -343,8 +386,7 @@ def plan(mods: dict[str, types.ModuleType], text: dict[str, Any], point: Point,
     out: dict[str, dict[int, dict]] = {}
     transfers = []
     shell = model(mods, text)
-    for n in BIND_AT:
-        built, transfer = allocations(mods, shell, point, n, patches)
+    for n, (built, transfer) in zip(BIND_AT, at_counts(mods, shell, point, BIND_AT, patches), strict=True):
         transfers.append(transfer)
         for allocation in built:
             out.setdefault(allocation.name, {})[n] = document(allocation)
