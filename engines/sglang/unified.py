@@ -17,7 +17,10 @@ the alignments token_major.py:21-22 states, for entry_alignment. The sub-pools' 
 of one byte count, not a line in one parent count, so the pool is checked as built at one size (SLOTS),
 N pinned and the watermarks symbolic. A crossing of the fronts is replayed on SGLang's own allocators: its
 `_extend_watermark` admits the watermark and its `_chain_byte_accounting_violations` says so, or
-kvproof's model of the allocator no longer follows SGLang (an AdapterGap).
+kvproof's model of the allocator no longer follows SGLang (an AdapterGap). The replay calls that backstop
+directly; SGLang's alloc paths first gate on `available_size()` (allocator/unified_sub_pool.py:1160, 1225, 1288,
+2122), whose page count is exact (725-738) and which neither the property nor the replay models, so a crossing
+found here is of the backstop alone, not one an allocation reaches.
 """
 
 from __future__ import annotations

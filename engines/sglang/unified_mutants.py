@@ -17,9 +17,11 @@ faults.declare({
     "bookkeeping past the raw state, left unrounded as the unfused entry is (unified_memory_pool.py:363-366), so "
     "every slot after the first starts off the 32 B entry alignment",
     "sglang_unified_full_entry_overrounded": "SGLang's MHA sub-pool rounds its host bytes plus one up to the 32 B "
-    "entry alignment, an entry 32 B too large wherever the bytes were already aligned, so its pages no longer tile "
-    "the Mamba end's and the grow-down end's check, counting the other front in whole pages of its own, lets the "
-    "fronts cross",
+    "entry alignment, an entry 32 B too large wherever the bytes were already aligned: its real effect is 32 B "
+    "wasted per entry. It is killed only through the grow-down end's backstop in _extend_watermark "
+    "(allocator/unified_sub_pool.py:918-928), which counts the other front in whole pages of its own, rounded down: "
+    "the pages no longer tile the Mamba end's, so the backstop admits a crossing the available_size() gate "
+    "(725-738) keeps any allocation from reaching",
     "sglang_unified_sink_smallest_entry": "SGLang's reserved sink is sized by the smallest sub-pool entry, not the "
     "largest (_reserved_floor_bytes), so the Mamba end's slot 0, where every dummy state write lands, reaches past "
     "the sink into the full-attention end's pages",
