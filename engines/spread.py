@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from functools import partial
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from kvproof.engines.verdict import EngineError, one_line
 
@@ -38,15 +38,18 @@ def processes(chunks: int) -> int:
 
 
 def run(chunks: Sequence[C], work: Callable[[C], R], here: Callable[[C], R], processes: int,
-        counted: Callable[[int], None]) -> list[R]:
+        counted: Callable[[int], None], start: str = "fork", prepare: Callable[..., None] | None = None,
+        prepared_with: tuple[Any, ...] = ()) -> list[R]:
     """Each chunk's result, in order. A worker runs `work` (a module-level function: it is handed over
     pickled, with the chunk); this process runs `here` (the same work, which may also show progress);
-    `counted(i)` is called once a worker has finished chunk i."""
+    `counted(i)` is called once a worker has finished chunk i. A worker starts by `start` (a
+    multiprocessing start method) and first calls `prepare(*prepared_with)` where given (what a spawned
+    worker must do to start as this process did)."""
     if processes <= 1:
         return [here(chunk) for chunk in chunks]
     done: dict[int, R] = {}
-    with ProcessPoolExecutor(processes - 1, mp_context=multiprocessing.get_context("fork"),
-                             initializer=_start_worker) as pool:
+    with ProcessPoolExecutor(processes - 1, mp_context=multiprocessing.get_context(start),
+                             initializer=_start_worker, initargs=(prepare, prepared_with)) as pool:
         futures = [pool.submit(work, chunk) for chunk in chunks]
         for i, future in enumerate(futures):
             future.add_done_callback(partial(_counted, counted, i))
@@ -71,10 +74,12 @@ def _counted(counted: Callable[[int], None], i: int, future: Future[R]) -> None:
         counted(i)
 
 
-def _start_worker() -> None:
+def _start_worker(prepare: Callable[..., None] | None, prepared_with: tuple[Any, ...]) -> None:
     parent = multiprocessing.parent_process()
     if parent is not None:  # a worker ends with the run's process however that ends (a kill leaves it no shutdown)
         threading.Thread(target=_end_with, args=(parent.sentinel,), daemon=True).start()
+    if prepare is not None:
+        prepare(*prepared_with)
 
 
 def _end_with(sentinel: int) -> None:

@@ -15,16 +15,12 @@ import hashlib
 import importlib
 import json
 import multiprocessing
-import multiprocessing.connection
 import os
 import re
 import sys
-import threading
 import time
 import traceback
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import partial
@@ -33,7 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kvproof.cli import progress
-from kvproof.engines import verdict
+from kvproof.engines import spread, verdict
 from kvproof.engines.checkout import commit_at
 from kvproof.engines.interface import Adapter, EngineAdapter
 from kvproof.engines.verdict import EngineError, EngineRun, Finding, PointResult
@@ -332,41 +328,27 @@ def _spread(plannings: dict[str, list[dict[str, Any]]], only: Only | None, paddi
         return _spread_over(plannings, only, padding_bound, workers, stages, seen, shown)
 
 
+Chunk = tuple[str, list[dict[str, Any]], list[int]]  # a model, some of its points, and their indices in its list
+
+
 def _spread_over(plannings: dict[str, list[dict[str, Any]]], only: Only | None, padding_bound: Bound, workers: int,
                  stages: int, seen: Seen, shown: progress.Task) -> dict[str, list[Outcome]]:
     size = -(-stages // (workers * CHUNKS_PER_PROCESS))
     chunks = [(name, [plannings[name][i] for i in part], part) for name, points in plannings.items()
               for part in _parts(points, size)]
-    done: dict[int, list[Outcome]] = {}
-    with ProcessPoolExecutor(workers - 1, mp_context=multiprocessing.get_context(_START), initializer=_start_worker,
-                             initargs=(list(plannings), only, faults.switched_on())) as pool:
-        futures = [pool.submit(_plan_chunk, name, points, padding_bound) for name, points, _ in chunks]
-        for future, (name, points, _) in zip(futures, chunks, strict=True):
-            future.add_done_callback(partial(_counted, shown, len(points), name))
-        try:
-            for i in reversed(range(len(chunks))):
-                if not futures[i].cancel():  # a worker has it, and every chunk before it
-                    break
-                done[i] = _plan_all(catalog.MODELS[chunks[i][0]], chunks[i][1], padding_bound, seen, shown)
-            done.update((i, f.result()) for i, f in enumerate(futures) if i not in done)
-        except BrokenProcessPool as err:  # a worker was killed (out of memory, a signal): no point of vLLM's failed
-            pool.shutdown(cancel_futures=True)
-            raise EngineError(f"a worker process planning the run ended abruptly ({_one_line(err)}); "
-                              "nothing is known of the points it held: rerun") from None
-        except BaseException:
-            pool.shutdown(cancel_futures=True)  # not the rest of the run first
-            raise
+
+    def here(chunk: Chunk) -> list[Outcome]:
+        return _plan_all(catalog.MODELS[chunk[0]], chunk[1], padding_bound, seen, shown)
+
+    def counted(i: int) -> None:
+        shown.advance(len(chunks[i][1]), chunks[i][0])
+
+    done = spread.run(chunks, partial(_plan_chunk, padding_bound), here, workers, counted, _START,
+                      _prepare_worker, (list(plannings), only, faults.switched_on()))
     at: dict[str, dict[int, Outcome]] = {name: {} for name in plannings}
-    for i, (name, _, part) in enumerate(chunks):
-        at[name].update(zip(part, done[i], strict=True))
+    for (name, _, part), outcomes in zip(chunks, done, strict=True):
+        at[name].update(zip(part, outcomes, strict=True))
     return {name: [outcomes[i] for i in range(len(outcomes))] for name, outcomes in at.items()}
-
-
-def _counted(shown: progress.Task, points: int, model: str, future: Future[list[Outcome]]) -> None:
-    """A worker's chunk counted in the run's progress once done (one this process took back is counted as
-    it plans it)."""
-    if not future.cancelled():
-        shown.advance(points, model)
 
 
 # How a worker starts: forked, where it can be, before this process has planned anything or started a thread
@@ -413,23 +395,15 @@ class Seen:
 _SEEN = Seen()  # a worker's (a worker serves one run)
 
 
-def _start_worker(names: list[str], only: Only | None, on: frozenset[str]) -> None:
-    parent = multiprocessing.parent_process()
-    if parent is not None:  # a worker ends with the run's process however that ends (a kill leaves it no shutdown)
-        threading.Thread(target=_end_with, args=(parent.sentinel,), daemon=True).start()
+def _prepare_worker(names: list[str], only: Only | None, on: frozenset[str]) -> None:
     faults.switch_on(on)
     platform.cuda_assumed(platform.modules())
     for name in names:
         _domain(catalog.MODELS[name], only)
 
 
-def _end_with(sentinel: int) -> None:
-    multiprocessing.connection.wait([sentinel])
-    os._exit(1)
-
-
-def _plan_chunk(name: str, points: list[dict[str, Any]], padding_bound: Bound) -> list[Outcome]:
-    return _plan_all(catalog.MODELS[name], points, padding_bound, _SEEN)
+def _plan_chunk(padding_bound: Bound, chunk: Chunk) -> list[Outcome]:
+    return _plan_all(catalog.MODELS[chunk[0]], chunk[1], padding_bound, _SEEN)
 
 
 def _check(recipe: str, point: dict[str, Any], documents: dict[int, dict], replay: str, bound: Fraction | None,
