@@ -461,9 +461,9 @@ def test_sm_90_and_sm_100_plan_in_one_process_each_with_its_own_answers() -> Non
     """vLLM modules bind current_platform when first imported (kda.py among them); kvproof's one
     platform answers for the point being planned, so K3's KDA layers resolve their prefill backend
     on each point's GPU (FlashKDA on both, kda.py:363) and sm_90 plans the same after sm_100."""
+    first = planner.plan(point(K3, tp=2))  # first, so kda.py is first imported under planning, as in a run
     from vllm.models.kimi_k3.nvidia import kda
 
-    first = planner.plan(point(K3, tp=2))
     blackwell = planner.plan(planner.Point(K3, 2, "auto", "auto", True, catalog.FLASHINFER_MLA))
     again = planner.plan(point(K3, tp=2))
     assert kda.current_platform is platform.cuda_assumed(platform.modules())
