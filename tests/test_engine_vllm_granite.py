@@ -12,6 +12,8 @@ import pytest
 
 pytest.importorskip("vllm", reason="vllm is not installed: `make .venv/.vllm` installs it (make test does)")
 
+import config_defaults
+
 from kvproof.engines.families import Member
 from kvproof.engines.vllm import catalog, engine, granite, planner
 from kvproof.impl import faults
@@ -75,20 +77,7 @@ def test_the_seeded_unwidened_padding_is_killed_on_the_family() -> None:
     assert "vllm/v1/kv_cache_interface.py:" in found.findings[0].message
 
 
-def _other(key: str, value: Any) -> Any:
-    """A value transformers' class accepts for the key, other than its default."""
-    if isinstance(value, bool):
-        return not value
-    if isinstance(value, int):
-        return value + 1
-    if isinstance(value, float):
-        return value * 2 + 0.5
-    return {"hidden_act": "gelu", "position_embedding_type": "rope"}.get(key, value)
-
-
-# The keys transformers' PretrainedConfig keeps about the file and its use, not the model.
-BOOKKEEPING = {"_name_or_path", "transformers_version", "id2label", "label2id", "return_dict", "output_attentions",
-               "output_hidden_states", "problem_type", "chunk_size_feed_forward", "is_encoder_decoder"}
+STRINGS = {"hidden_act": "gelu", "position_embedding_type": "rope"}  # another value for each string key
 
 
 def test_no_default_of_transformers_config_class_moves_a_plan() -> None:
@@ -100,8 +89,7 @@ def test_no_default_of_transformers_config_class_moves_a_plan() -> None:
 
     member = granite.MEMBERS[0]
     defaults = GraniteMoeHybridConfig().to_dict()
-    lacking = sorted(set(defaults) - set(member.config()) - BOOKKEEPING)
-    changed = {key: _other(key, defaults[key]) for key in lacking}
+    lacking, changed = config_defaults.changed(defaults, member.config(), config_defaults.BOOKKEEPING, STRINGS)
     kept = sorted(key for key in lacking if changed[key] == defaults[key])
     assert kept == ["pad_token_id", "rope_parameters", "time_step_limit"]  # None / structured: left as they are
     values = {**member.values, **{k: v for k, v in changed.items() if k not in kept}}

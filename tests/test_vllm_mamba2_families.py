@@ -14,6 +14,8 @@ import pytest
 
 pytest.importorskip("vllm", reason="vllm is not installed: `make .venv/.vllm` installs it (make test does)")
 
+import config_defaults
+
 from kvproof.cli.cmd_engine import render
 from kvproof.engines import baseline, verdict
 from kvproof.engines.families import Member
@@ -125,22 +127,9 @@ def test_each_familys_seeded_bug_is_killed(fault: str, model: catalog.Model, spe
     assert "vllm/v1/kv_cache_interface.py:" in found.findings[0].message
 
 
-def _other(key: str, value: Any) -> Any:
-    """A value transformers' class accepts for the key, other than its default."""
-    if isinstance(value, bool):
-        return not value
-    if isinstance(value, int):
-        return value + 1
-    if isinstance(value, float):
-        return value * 2 + 0.5
-    return {"hidden_act": "relu"}.get(key, value)
-
-
-# The keys transformers' PretrainedConfig keeps about the file and its use, not the model; and dtype, the name
-# it gives the members' torch_dtype.
-BOOKKEEPING = {"dtype", "_name_or_path", "transformers_version", "id2label", "label2id", "return_dict",
-               "output_attentions", "output_hidden_states", "problem_type", "chunk_size_feed_forward",
-               "is_encoder_decoder"}
+# transformers names the members' torch_dtype dtype: bookkeeping too.
+BOOKKEEPING = config_defaults.BOOKKEEPING | {"dtype"}
+STRINGS = {"hidden_act": "relu"}  # another value for each string key
 
 
 @pytest.mark.parametrize(("module", "model", "config_class", "kept"), [
@@ -157,8 +146,7 @@ def test_no_default_of_transformers_config_class_moves_a_plan(module: ModuleType
 
     member = module.MEMBERS[0]
     defaults = getattr(transformers, config_class)().to_dict()
-    lacking = sorted(set(defaults) - set(member.config()) - BOOKKEEPING)
-    changed = {key: _other(key, defaults[key]) for key in lacking}
+    lacking, changed = config_defaults.changed(defaults, member.config(), BOOKKEEPING, STRINGS)
     assert sorted(key for key in lacking if changed[key] == defaults[key]) == kept  # structured: as they are
     values = {**member.values, **{k: v for k, v in changed.items() if k not in kept}}
     other = replace(model, member=Member(module.FAMILY, member.index, values))
