@@ -14,7 +14,7 @@ from math import lcm
 from typing import Any
 
 from kvproof.spec import properties as P
-from kvproof.spec.facts import OTHER, PAGE, Affine, Facts, FieldFact, GroupFact, N, PlaneFact
+from kvproof.spec.facts import OTHER, PAGE, Affine, EndFact, Facts, FieldFact, GroupFact, N, PlaneFact
 from kvproof.spec.smt import Env, Term, all_of, any_of, lift, negate
 
 
@@ -288,36 +288,30 @@ def entry_alignment(facts: Facts) -> list[Violation]:
     return out
 
 
+def _fronts(end: EndFact, own: Any, other: Any) -> tuple[Any, Any]:
+    """(the up front, the down front) with this end at watermark `own` and the other at `other`."""
+    if end.grows == "down":
+        return P.up_front(other, end.peer.page_bytes), P.down_front(own, end.own.page_bytes)
+    return P.up_front(own, end.own.page_bytes), P.down_front(other, end.peer.page_bytes)
+
+
 def front_crossing(g: GroupFact) -> Term:
-    """A violation of fronts_never_cross by the end `g`: with the other end at watermark q, any state the two
-    could be in before (apart, this end empty), this end may extend to watermark p past the other end's front."""
+    """A violation of fronts_never_cross by the end `g`: the other end at a watermark q of one of the end's
+    runs, and this end where its allocations then reach, p, past the other's front."""
     assert g.end is not None
-    own, peer = g.end.own, g.end.peer
-    if g.end.grows == "down":
-        up, down = P.up_front(OTHER, peer.page_bytes), P.down_front(PAGE, own.page_bytes)
-        return all_of(peer.min_page <= OTHER, peer.pages >= OTHER,
-                      P.fronts_apart(up, P.down_front(own.pages - 1, own.page_bytes)),
-                      own.min_page - 1 <= PAGE, own.pages - 1 >= PAGE, P.down_admits(PAGE, up, own.page_bytes),
-                      negate(P.fronts_apart(up, down)))
-    up, down = P.up_front(PAGE, own.page_bytes), P.down_front(OTHER, peer.page_bytes)
-    return all_of(peer.min_page - 1 <= OTHER, peer.pages - 1 >= OTHER,
-                  P.fronts_apart(P.up_front(own.min_page, own.page_bytes), down),
-                  own.min_page <= PAGE, own.pages >= PAGE, P.up_admits(PAGE, down, own.page_bytes),
-                  negate(P.fronts_apart(up, down)))
+    return any_of(*(all_of(r.peer_from <= OTHER, r.peer_to >= OTHER, r.own == PAGE,
+                           negate(P.fronts_apart(*_fronts(g.end, PAGE, OTHER)))) for r in g.end.reach))
 
 
 def front_message(g: GroupFact, m: Env) -> str:
     """What a witness of front_crossing(g) says: the two watermarks, the two fronts and their overlap."""
     assert g.end is not None
     end, w, v = g.end, _val(m, PAGE), _val(m, OTHER)
-    if end.grows == "down":
-        up, down = P.up_front(v, end.peer.page_bytes), P.down_front(w, end.own.page_bytes)
-        where = f"with the end growing up at watermark {v:,} (front byte {up:,}), it may extend to {w:,}"
-    else:
-        up, down = P.up_front(w, end.own.page_bytes), P.down_front(v, end.peer.page_bytes)
-        where = f"with the end growing down at watermark {v:,} (front byte {down:,}), it may extend to {w:,}"
-    return (f"group {g.id} grows {end.grows} ({end.own.page_bytes:,} B pages): {where}, and the up front "
-            f"{up:,} passes the down front {down:,}: {up - down:,} B of both ends' pages overlap")
+    up, down = _fronts(end, w, v)
+    peer = "down" if end.grows == "up" else "up"
+    return (f"group {g.id} grows {end.grows} ({end.own.page_bytes:,} B pages): with the end growing {peer} at "
+            f"watermark {v:,}, its allocations reach watermark {w:,}, and the up front {up:,} passes the down "
+            f"front {down:,}: {up - down:,} B of both ends' pages overlap")
 
 
 def fronts_never_cross(facts: Facts) -> list[Violation]:

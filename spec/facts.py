@@ -60,6 +60,16 @@ class Front:
 
 
 @dataclass(frozen=True)
+class Reach:
+    """With the other end at any watermark in [peer_from, peer_to], the farthest watermark an end's allocations
+    reach, from empty."""
+
+    peer_from: int
+    peer_to: int
+    own: int
+
+
+@dataclass(frozen=True)
 class EndFact:
     """A group that is one end of a buffer two allocators share, growing up or down, and the other end."""
 
@@ -67,6 +77,7 @@ class EndFact:
     own: Front
     peer: Front
     sink_bytes: int
+    reach: tuple[Reach, ...]
 
 
 @dataclass(frozen=True)

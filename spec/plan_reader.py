@@ -17,7 +17,7 @@ from typing import Any
 from kvproof.spec import properties as P
 from kvproof.spec.catalog import ConfigError
 from kvproof.spec.contract import DTYPE_BYTES
-from kvproof.spec.facts import Affine, EndFact, Facts, FieldFact, Front, GroupFact, KernelFact, PlaneFact
+from kvproof.spec.facts import Affine, EndFact, Facts, FieldFact, Front, GroupFact, KernelFact, PlaneFact, Reach
 from kvproof.spec.schema import validate
 
 # no_overlap checks every pair of fields one group keeps on one plane (a pair costs about 25 kB
@@ -195,7 +195,8 @@ def _end(end: dict | None) -> EndFact | None:
         return None
     peer = end["peer"]
     return EndFact(end["grows"], Front(end["page_bytes"], end["min_page"], end["pages"]),
-                   Front(peer["page_bytes"], peer["min_page"], peer["pages"]), end["sink_bytes"])
+                   Front(peer["page_bytes"], peer["min_page"], peer["pages"]), end["sink_bytes"],
+                   tuple(Reach(r["peer_from"], r["peer_to"], r["own"]) for r in end["reach"]))
 
 
 # What a binding of a plan may change with N: the parent count, the arena, each plane's offset in it and each

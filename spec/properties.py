@@ -38,9 +38,9 @@ PROPERTIES: dict[str, str] = {
     "entry_alignment": "every field that states its layout's alignments has a stride (its entry) that is a multiple "
     "of the entry alignment, and an offset and a payload (its row, so every part offset and layer stride) that are "
     "multiples of the row alignment",
-    "fronts_never_cross": "in a buffer two allocators share from its two ends, no watermark an end may extend to "
-    "takes it past the other end's front, whatever either watermark is: an end extends only while its new front, "
-    "counted in whole pages of its own, does not pass the other end's front",
+    "fronts_never_cross": "in a buffer two allocators share from its two ends, the farthest an end's allocations "
+    "reach, with the other end at any watermark the other's allocations reach, leaves the two ends' byte ranges "
+    "disjoint (the end growing up stops at or below the end growing down)",
     "sink_page": "every end of a shared buffer keeps page 0 as a sink: its allocator never hands out a page below "
     "min_page >= 1, its page 0 lies in the sink at the bottom of the buffer, the sink inside the buffer, and its first "
     "page handed out past the sink",
@@ -160,16 +160,6 @@ def down_front(watermark: Num, page_bytes: Num) -> Num:
 def fronts_apart(up_front_bytes: Num, down_front_bytes: Num) -> Any:
     """The two ends' byte ranges are disjoint: the end growing up stops at or below the end growing down."""
     return up_front_bytes <= down_front_bytes
-
-
-def up_admits(watermark: Num, down_front_bytes: Num, page_bytes: Num) -> Any:
-    """An end growing up may extend to `watermark` while it stays within the other end's front in whole pages."""
-    return watermark <= _div(down_front_bytes, page_bytes)
-
-
-def down_admits(watermark: Num, up_front_bytes: Num, page_bytes: Num) -> Any:
-    """An end growing down may extend to `watermark` while its front, in whole pages, is not below the other's."""
-    return watermark + 1 >= _div(up_front_bytes, page_bytes)
 
 
 def within(end_bytes: Num, limit_bytes: Num) -> Any:

@@ -137,15 +137,17 @@ def _mutants():
         latent["aligned"] = {"entry": 2 * latent["stride"], "row": 1}
 
     def fronts_never_cross(p):
-        # an end of 3 B pages growing down against one of 2 B pages: with the other front at byte 4, counting it
-        # in whole pages (4 // 3 = 1) lets this end's front down to byte 3
+        # an end of 3 B pages growing down against one of 2 B pages: with the other end at watermark 2 (its front
+        # at byte 4), this end's allocations reach watermark 0, its front at byte 3
         p["groups"][0]["end"] = {"grows": "down", "page_bytes": 3, "min_page": 1, "pages": 10, "sink_bytes": 3,
-                                 "peer": {"page_bytes": 2, "min_page": 2, "pages": 15}}
+                                 "peer": {"page_bytes": 2, "min_page": 2, "pages": 15},
+                                 "reach": [{"peer_from": 2, "peer_to": 2, "own": 0}]}
 
     def sink_page(p):
         # an end whose allocator hands out page 0, the sink's
         p["groups"][0]["end"] = {"grows": "up", "page_bytes": 2, "min_page": 0, "pages": 15, "sink_bytes": 2,
-                                 "peer": {"page_bytes": 3, "min_page": 1, "pages": 10}}
+                                 "peer": {"page_bytes": 3, "min_page": 1, "pages": 10},
+                                 "reach": [{"peer_from": 9, "peer_to": 9, "own": 15}]}
 
     return [exact_stride, padding_bound, partition, no_overlap, field_alignment, in_bounds, page_id_limit, null_page,
             kernel_page, consumer_stride, entry_alignment, fronts_never_cross, sink_page]

@@ -92,10 +92,11 @@ BROKEN = {"sglang_mamba_no_dummy_slot": "mamba.conv0: ", "sglang_conv_item_merge
           # the KV heads of either pair (prefill 2 into decode 4, 4 into 2); the state of prefill 4 into decode 2,
           # whose prefill ranks 2 and 3 write past the slot
           "sglang_pd_kv_heads_no_floor": "prefill at tp ",
-          # the unified pool's sub-pool each bug breaks: the Mamba entry's alignment, the full end's front, the
-          # Mamba end's slot 0 past the sink
+          # the unified pool's sub-pool each bug breaks: the Mamba entry's alignment, the full end's front (the
+          # gap rounded up), both ends' fronts (each looking through the other), the Mamba end's slot 0 past the sink
           "sglang_unified_mamba_entry_slack": "unified.mamba: ",
-          "sglang_unified_full_entry_overrounded": "unified.full: ",
+          "sglang_unified_gap_rounded_up": "unified.full: ",
+          "sglang_unified_end_opaque_lost": "unified.",
           "sglang_unified_sink_smallest_entry": "unified.mamba: ",
           "sglang_pd_state_writer_unwrapped": "prefill at tp 4, decode at tp 2: state entry 0 (layer 0): prefill "
           "rank 2 writes bytes 24,576..30,720 of decode rank 1's 24,576 B slot",

@@ -1,6 +1,6 @@
 """SGLang's unified memory pool (--enable-unified-memory): the pool its configurator builds, read into plan
-documents on the meta device; its entries aligned, its sink reserved, and its fronts crossing exactly where
-SGLang's own allocator and its own byte-accounting check say they do."""
+documents on the meta device; its entries aligned, its sink reserved, and its fronts where SGLang's own
+allocators' gate lets them reach, crossing only under a seeded bug."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ except metadata.PackageNotFoundError:
     pytest.skip("make .venv/.sglang installs SGLang's pools (engines/sglang-requirements.txt)", allow_module_level=True)
 
 from kvproof.cli.main import main
-from kvproof.engines.sglang import engine, loader, planner, unified
+from kvproof.engines.sglang import engine, loader, mutants, planner, unified
+from kvproof.impl import faults
 from kvproof.spec.encoding import violations
 from kvproof.spec.plan_reader import concrete_facts
 
@@ -56,18 +57,44 @@ def test_the_documents_are_sglangs_views_of_one_buffer(mods: Any) -> None:
         assert violations(concrete_facts(doc)) == []
 
 
-def test_the_fronts_cross_where_sglangs_own_allocator_lets_them(mods: Any) -> None:
-    """At 64-token pages the full end's pages (786,432 B) do not divide the Mamba entry: its extension
-    check counts the Mamba front in whole pages, rounding down, and lets its front below it; SGLang's own
-    _chain_byte_accounting_violations reports the overlap kvproof's witness names."""
+def test_the_gate_keeps_the_fronts_apart_where_the_pages_do_not_divide(mods: Any) -> None:
+    """At 64-token pages the full end's pages (786,432 B) do not divide the Mamba entry (38,633,472 B), and
+    SGLang's available_size() gate still keeps the fronts apart: the Mamba end reaches slot 2 only once the
+    full end's front is at or above 2 entries (watermark q with (q + 1) x 786,432 >= 77,266,944: q >= 98), and
+    the full end stops at the page whose front is the Mamba end's or above it."""
+    bundle = unified.build(mods, planner.model(mods, engine.RECIPES[RECIPE].hf()), planner.Point(2, "bf16", 64))
+    assert unified.reach(bundle, "mamba") == [
+        {"peer_from": 49, "peer_to": 97, "own": 1}, {"peer_from": 98, "peer_to": 146, "own": 2},
+        {"peer_from": 147, "peer_to": 195, "own": 3}, {"peer_from": 196, "peer_to": 199, "own": 4}]
+    assert unified.reach(bundle, "full") == [{"peer_from": q, "peer_to": q, "own": own}
+                                             for q, own in ((1, 49), (2, 98), (3, 147), (4, 196))]
     results = unified.checked(mods, engine.RECIPES[RECIPE].hf(), RECIPE, {}, planner.Point(2, "bf16", 64), "replay")
-    assert results["unified.mamba"].verdict == "ok"
-    (finding,) = results["unified.full"].findings
-    assert finding.property == "fronts_never_cross"
-    said, sglang = finding.message.split("; ")
-    fronts = said.split("the up front ")[1].split(":")[0].split(" passes the down front ")
-    up, down = (int(n.replace(",", "")) for n in fronts)
-    assert up > down and sglang == (f"[chain] full low frontier {down} overlaps the previous pool's high frontier {up}")
+    assert {name: r.verdict for name, r in results.items()} == {"unified.mamba": "ok", "unified.full": "ok"}
+
+
+@pytest.mark.parametrize(("fault", "page_size", "sglang_says"), [
+    # the gap counted in pages rounded up: the full end is promised a page the gap only partly holds, and its
+    # backstop, which rounds the Mamba front down, lets the allocation through; SGLang's chain check sees it
+    ("sglang_unified_gap_rounded_up", 64, {"unified.full": "[chain] full low frontier 77070336 overlaps the "
+                                           "previous pool's high frontier 77266944"}),
+    # ends that look through each other: both cross, and SGLang's own chain check, walking the same chain, does not
+    # see it
+    ("sglang_unified_end_opaque_lost", 1, {name: "SGLang's _chain_byte_accounting_violations reports nothing"
+                                           for name in ("unified.mamba", "unified.full")}),
+])
+def test_the_fronts_cross_where_a_seeded_bug_lets_sglangs_allocations_cross(
+        mods: Any, fault: str, page_size: int, sglang_says: dict[str, str]) -> None:
+    with faults.inject(fault):
+        results = unified.checked(mods, engine.RECIPES[RECIPE].hf(), RECIPE, {}, planner.Point(2, "bf16", page_size),
+                                  "replay", lambda loaded: mutants.applied(loaded, [fault]))
+    crossed = {name: r.findings for name, r in results.items() if r.findings}
+    assert set(crossed) == set(sglang_says)
+    for name, (finding,) in crossed.items():
+        assert finding.property == "fronts_never_cross"
+        said, sglang = finding.message.split("; ")
+        up, down = (int(n.replace(",", "")) for n in said.split("the up front ")[1].split(":")[0].split(
+            " passes the down front "))
+        assert up > down and sglang == sglang_says[name]
 
 
 @pytest.mark.parametrize(("argv", "says"), [

@@ -12,15 +12,20 @@ allocator (its page bytes, first page, page count and the sink both ends reserve
 
 Each sub-pool is one plan document: its parent is one slot's entry, page p is slot p, every view a
 field at its storage offset within the entry, the arena the whole buffer. Its end (spec/plan.schema.json:
-`groups[].end`) carries the allocators' numbers, for fronts_never_cross and sink_page, and every field
-the alignments token_major.py:21-22 states, for entry_alignment. The sub-pools' slot counts are floors
-of one byte count, not a line in one parent count, so the pool is checked as built at one size (SLOTS),
-N pinned and the watermarks symbolic. A crossing of the fronts is replayed on SGLang's own allocators: its
-`_extend_watermark` admits the watermark and its `_chain_byte_accounting_violations` says so, or
-kvproof's model of the allocator no longer follows SGLang (an AdapterGap). The replay calls that backstop
-directly; SGLang's alloc paths first gate on `available_size()` (allocator/unified_sub_pool.py:1160, 1225, 1288,
-2122), whose page count is exact (725-738) and which neither the property nor the replay models, so a crossing
-found here is of the backstop alone, not one an allocation reaches.
+`groups[].end`) carries the allocators' numbers and what its allocations reach, for fronts_never_cross and
+sink_page, and every field the alignments token_major.py:21-22 states, for entry_alignment. The sub-pools' slot
+counts are floors of one byte count, not a line in one parent count, so the pool is checked as built at one
+size (SLOTS).
+
+What an end's allocations reach is measured on SGLang's own allocators, never modelled: with the other end put
+at each watermark its allocations reach (from its empty watermark, one page further while its own
+`available_size()` admits one), this end asks its `available_size()`, the gate every alloc path checks first
+(allocator/unified_sub_pool.py:1160, 1225, 1288, 2122), for the pages it may take from empty. Where that
+would take its front past the other's, the allocation is made (`alloc`, so `_extend_watermark`'s backstop has
+its say) and the watermark it leaves is the one recorded. An end's earlier pages only move its start: SGLang's
+gate counts whole pages of the gap between the fronts, so from any start it reaches the same front as from
+empty; frees and lazy compaction's holes are outside the walk. A crossing is replayed on the allocators, and
+SGLang's `_chain_byte_accounting_violations` says what it sees there.
 """
 
 from __future__ import annotations
@@ -122,11 +127,12 @@ def _views(module: types.ModuleType, pool: Any, name: str) -> list[tuple[str, An
     return [(f"{name}.layer{i}.{part}", view, 1, 0) for i in range(len(k)) for part, view in (("k", k[i]), ("v", v[i]))]
 
 
-def document(module: types.ModuleType, bundle: Any, name: str, alignments: tuple[int, int]) -> dict:
+def document(module: types.ModuleType, bundle: Any, name: str, alignments: tuple[int, int],
+             seeded: bool = False) -> dict:
     """One sub-pool of the bundle's buffer as a plan document (module docstring); `module`: SGLang's
-    unified_memory_pool."""
+    unified_memory_pool; `seeded`: under a seeded bug."""
     pool = bundle.unified_memory_pool
-    own, peer = (_allocators(bundle)[n] for n in (name, next(n for n in SUB_POOLS if n != name)))
+    own, peer = _ends(bundle, name)
     raw = pool._raw
     fields, slots, entry, alignment = [], None, None, 1
     for fid, view, rows, slot_axis in _views(module, pool, name):
@@ -148,7 +154,7 @@ def document(module: types.ModuleType, bundle: Any, name: str, alignments: tuple
     end = {"grows": own.grow_direction, "page_bytes": own.entry_bytes_per_page, "min_page": own.min_page_index,
            "pages": own.num_pages, "sink_bytes": pool._reserved_floor,
            "peer": {"page_bytes": peer.entry_bytes_per_page, "min_page": peer.min_page_index,
-                    "pages": peer.num_pages}}
+                    "pages": peer.num_pages}, "reach": reach(bundle, name, seeded)}
     return {
         "num_parents": slots - 1, "parent_bytes": entry, "alignment": alignment, "max_padding": None,
         "arena_bytes": raw.untyped_storage().nbytes(),
@@ -157,24 +163,99 @@ def document(module: types.ModuleType, bundle: Any, name: str, alignments: tuple
     }
 
 
-def replayed(mods: dict[str, types.ModuleType], bundle: Any, name: str, own_watermark: int, peer_watermark: int) -> str:
-    """What SGLang's own allocators say of a crossing kvproof found: the end `name` extends from empty to
-    `own_watermark` with the other end at `peer_watermark` (MultiEndedAllocator._extend_watermark), and
-    _chain_byte_accounting_violations reads the chain; both ends are cleared after."""
+def _ends(bundle: Any, name: str) -> tuple[Any, Any]:
+    """(the sub-pool's allocator, the other end's)."""
     allocators = _allocators(bundle)
-    own = allocators[name]
-    peer = allocators[next(n for n in SUB_POOLS if n != name)]
+    return allocators[name], allocators[next(n for n in SUB_POOLS if n != name)]
+
+
+def _put(allocator: Any, watermark: int) -> None:
+    """An end at `watermark`, as its allocations from empty leave it (lazy compaction: live pages = its span)."""
+    allocator.watermark_physical = watermark
+    allocator.live_page_count = allocator._allocated_pages()
+
+
+def _step(allocator: Any) -> int:
+    return 1 if allocator.grow_direction == "up" else -1
+
+
+def _apart(own: Any, peer: Any, own_watermark: int) -> bool:
+    """The ends' byte ranges disjoint with this end at `own_watermark` and the other where it is."""
+    mine, theirs = (own_watermark, own), (peer.watermark_physical, peer)
+    (u, up), (d, down) = (mine, theirs) if own.grow_direction == "up" else (theirs, mine)
+    return bool(P.fronts_apart(P.up_front(u, up.entry_bytes_per_page), P.down_front(d, down.entry_bytes_per_page)))
+
+
+# (SGLang's allocator module, both ends' numbers) -> the end's reach runs: ends built alike walk alike (the other
+# dtypes of a point, its Mamba dtypes where the entries come out the same size); never under a seeded bug
+_WALKED: dict[tuple[Any, ...], list[dict[str, int]]] = {}
+
+
+def _numbers(allocator: Any) -> tuple[Any, ...]:
+    """What an allocator's walk depends on: how it was built (MultiEndedAllocator.__init__'s arguments)."""
+    return (allocator.grow_direction, allocator.entry_bytes_per_page, allocator.min_page_index, allocator.num_pages,
+            allocator.page_size, allocator.lazy_compaction, allocator.unified_buffer.total_bytes)
+
+
+def reach(bundle: Any, name: str, seeded: bool = False) -> list[dict[str, int]]:
+    """The end's `reach` runs (module docstring), ascending in the other end's watermark; both ends cleared after;
+    `seeded`: under a seeded bug, walked afresh."""
+    own, peer = _ends(bundle, name)
+    key = (id(type(own)), _numbers(own), _numbers(peer))
+    if not seeded and key in _WALKED:
+        return [dict(r) for r in _WALKED[key]]
+    runs = _walk(own, peer)
+    if not seeded:
+        _WALKED[key] = [dict(r) for r in runs]
+    return runs
+
+
+def _farthest(own: Any, peer: Any) -> int:
+    """The watermark the end's allocations reach from where it is, with the other end where it is: what its gate
+    admits, or, where that would cross the other's front, what an allocation of it leaves (cleared after)."""
+    start = own.watermark_physical
+    pages = own.available_size() // own.page_size
+    farthest = start + _step(own) * pages
+    if _apart(own, peer, farthest):
+        return farthest
+    own.alloc(pages * own.page_size)  # the backstop may refuse what the gate admitted
+    farthest = own.watermark_physical
+    own.clear()
+    return farthest
+
+
+def _walk(own: Any, peer: Any) -> list[dict[str, int]]:
+    rows: dict[int, int] = {}
+    try:
+        last = _farthest(peer, own)  # the other end's walk: every watermark its allocations reach, this end empty
+        for q in range(peer.watermark_physical, last + _step(peer), _step(peer)):
+            _put(peer, q)
+            rows[q] = _farthest(own, peer)
+    finally:
+        own.clear()
+        peer.clear()
+    runs: list[dict[str, int]] = []
+    for q in sorted(rows):
+        if runs and runs[-1]["own"] == rows[q] and runs[-1]["peer_to"] == q - 1:
+            runs[-1]["peer_to"] = q
+        else:
+            runs.append({"peer_from": q, "peer_to": q, "own": rows[q]})
+    return runs
+
+
+def replayed(mods: dict[str, types.ModuleType], bundle: Any, name: str, own_watermark: int, peer_watermark: int) -> str:
+    """What SGLang's own allocators say of a crossing kvproof found: the other end at `peer_watermark`, this end
+    allocates from empty to `own_watermark`, and _chain_byte_accounting_violations reads the chain; both ends are
+    cleared after."""
+    own, peer = _ends(bundle, name)
     module = mods[ALLOCATOR]
     try:
-        peer.watermark_physical = peer_watermark
-        peer.live_page_count = peer._allocated_pages()
-        start = own.num_pages - 1 if own.grow_direction == "down" else own.min_page_index
-        own.watermark_physical = start
-        if not own._extend_watermark(abs(own_watermark - start)):
-            raise AdapterGap(f"{ALLOCATOR}.MultiEndedAllocator._extend_watermark",
-                             f"kvproof's model of the extension check admits {name} watermark {own_watermark} with "
-                             f"the other end at {peer_watermark}, which SGLang's refuses")
-        own.live_page_count = own._allocated_pages()
+        _put(peer, peer_watermark)
+        start = own.watermark_physical
+        if own.alloc(abs(own_watermark - start) * own.page_size) is None or own.watermark_physical != own_watermark:
+            raise AdapterGap(f"{ALLOCATOR}.MultiEndedAllocator.alloc",
+                             f"the {name} end's allocation from watermark {start} to {own_watermark}, with the other "
+                             f"end at {peer_watermark}, no longer does what the walk it was measured by did")
         said = [m for m in module._chain_byte_accounting_violations(module._end_pair_chain(own, peer))
                 if m.startswith("[chain]")]
     finally:
@@ -185,16 +266,19 @@ def replayed(mods: dict[str, types.ModuleType], bundle: Any, name: str, own_wate
 
 def _least(facts: Facts) -> dict[str, int]:
     """The crossing with the other end at its lowest watermark: one witness per sub-pool whatever the solver
-    picks (with the other end's watermark fixed, the crossing watermark of this end is the one its check
-    admits past the other's front)."""
+    picks (a bisection on the other end's watermark over the runs)."""
     group = facts.groups[0]
     crossing = encoding.front_crossing(group)
     witness = facts.witness(crossing)
     assert witness is not None and group.end is not None
-    for lower in range(group.end.peer.min_page - 1, witness["q"]):
-        found = facts.witness(crossing, lift(lower) == OTHER)
-        if found is not None:
-            return dict(found)
+    low, high = group.end.reach[0].peer_from, witness["q"]
+    while low < high:
+        middle = (low + high) // 2
+        found = facts.witness(crossing, lift(middle) >= OTHER)
+        if found is None:
+            low = middle + 1
+        else:
+            witness, high = found, found["q"]
     return dict(witness)
 
 
@@ -213,13 +297,14 @@ def checked(mods: dict[str, types.ModuleType], text: dict[str, Any], recipe: str
     bundle = build(mods, planner.model(mods, text), planned, SLOTS, patches)
     out = {}
     for name in SUB_POOLS:
-        doc = document(mods[POOL], bundle, name, alignments)
-        key = (id(mods[POOL]), json.dumps(doc, sort_keys=True))
-        done = _SEEN.get(key) if patches is None else None
-        if done is None:
-            done = _check(mods, bundle, name, doc)
-            if patches is None:
-                _SEEN[key] = done
+        with patches(mods) if patches else nullcontext():  # the allocators' walk and replay under the seeded bug too
+            doc = document(mods[POOL], bundle, name, alignments, patches is not None)
+            key = (id(mods[POOL]), json.dumps(doc, sort_keys=True))
+            done = _SEEN.get(key) if patches is None else None
+            if done is None:
+                done = _check(mods, bundle, name, doc)
+                if patches is None:
+                    _SEEN[key] = done
         found, parent_bytes, padding = done
         out[f"unified.{name}"] = PointResult(recipe, point, "counterexample" if found else "ok", found, {name: 1},
                                              parent_bytes, padding, None, replay)

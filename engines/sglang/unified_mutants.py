@@ -1,6 +1,6 @@
-"""Seeded bugs in SGLang's unified memory pool, each replacing one function of unified_memory_pool.py for the
-planning call (engines/sglang/mutants.py applies them as it does the others), each killed by one of the
-properties the unified pool's documents declare."""
+"""Seeded bugs in SGLang's unified memory pool, each replacing one function of unified_memory_pool.py or of its
+allocators for the planning call (engines/sglang/mutants.py applies them as it does the others), each killed by
+one of the properties the unified pool's documents declare."""
 
 from __future__ import annotations
 
@@ -16,12 +16,13 @@ faults.declare({
     "sglang_unified_mamba_entry_slack": "SGLang's unfused Mamba sub-pool entry keeps one float32 (4 B) of per-slot "
     "bookkeeping past the raw state, left unrounded as the unfused entry is (unified_memory_pool.py:363-366), so "
     "every slot after the first starts off the 32 B entry alignment",
-    "sglang_unified_full_entry_overrounded": "SGLang's MHA sub-pool rounds its host bytes plus one up to the 32 B "
-    "entry alignment, an entry 32 B too large wherever the bytes were already aligned: its real effect is 32 B "
-    "wasted per entry. It is killed only through the grow-down end's backstop in _extend_watermark "
-    "(allocator/unified_sub_pool.py:918-928), which counts the other front in whole pages of its own, rounded down: "
-    "the pages no longer tile the Mamba end's, so the backstop admits a crossing the available_size() gate "
-    "(725-738) keeps any allocation from reaching",
+    "sglang_unified_gap_rounded_up": "SGLang's available_size() gate counts the free gap between the two fronts in "
+    "whole pages rounded up, not down (MultiEndedAllocator._available_tokens, allocator/unified_sub_pool.py:725-738), "
+    "so an end is promised a page the gap only partly holds; the grow-down end's backstop in _extend_watermark "
+    "(918-928), which rounds the other front down, lets that allocation through",
+    "sglang_unified_end_opaque_lost": "SGLang's end pools report themselves transparent to the chain's frontier walk, "
+    "as only an empty float middle may (MultiEndedAllocator._is_frontier_transparent, 665-668), so each end's gate "
+    "and backstop look through the other end to the far end of the buffer",
     "sglang_unified_sink_smallest_entry": "SGLang's reserved sink is sized by the smallest sub-pool entry, not the "
     "largest (_reserved_floor_bytes), so the Mamba end's slot 0, where every dummy state write lands, reaches past "
     "the sink into the full-attention end's pages",
@@ -35,12 +36,21 @@ def _entry_slack(original: Callable[[Any], int]) -> Callable[[Any], int]:
     return broken
 
 
-def _overrounded(original: Callable[[Any], int]) -> Callable[[Any], int]:
-    """MHASubPoolSpec.entry_bytes, unfused, as align_entry_bytes(host + 1) (token_major.py's rounding)."""
-    def broken(self: Any) -> int:
-        if self.draft_region is not None:
-            return original(self)
-        return int(importlib.import_module(unified.POOL).align_entry_bytes(self.host_entry_bytes() + 1))
+def _gap_rounded_up(original: Callable[..., int]) -> Callable[..., int]:
+    """MultiEndedAllocator._available_tokens with the gap's pages a ceiling, not a floor."""
+    def broken(self: Any, extra_gap_bytes: int = 0) -> int:
+        gap_bytes = self._current_gap_bytes() + extra_gap_bytes
+        pages_by_bytes = -(-gap_bytes // self.entry_bytes_per_page)
+        pages_by_index_space = self.num_pages - self.min_page_index - self._allocated_pages()
+        pages_drain = len(self._free_phys_pages) if self.lazy_compaction else 0
+        return (min(pages_by_bytes, pages_by_index_space) + pages_drain) * self.page_size
+    return broken
+
+
+def _opaque_lost(original: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    """MultiEndedAllocator._is_frontier_transparent true for an end pool."""
+    def broken(self: Any) -> bool:
+        return True
     return broken
 
 
@@ -56,15 +66,21 @@ def _smallest_entry(original: Callable[..., int]) -> Callable[..., int]:
 # fault name -> (module, attribute, replacement factory), as mutants.PATCHES
 PATCHES: dict[str, tuple[str, str, Callable[[Callable[..., Any]], Callable[..., Any]]]] = {
     "sglang_unified_mamba_entry_slack": (unified.POOL, "MambaSubPoolSpec.entry_bytes", _entry_slack),
-    "sglang_unified_full_entry_overrounded": (unified.POOL, "MHASubPoolSpec.entry_bytes", _overrounded),
+    "sglang_unified_gap_rounded_up": (unified.ALLOCATOR, "MultiEndedAllocator._available_tokens", _gap_rounded_up),
+    "sglang_unified_end_opaque_lost": (unified.ALLOCATOR, "MultiEndedAllocator._is_frontier_transparent",
+                                       _opaque_lost),
     "sglang_unified_sink_smallest_entry": (unified.POOL, "_reserved_floor_bytes", _smallest_entry),
 }
 
 # Qwen3-Next at tp 2 and one-token pages: a 38,633,472 B Mamba entry, a 12,288 B full-attention entry that
 # divides it, so the fronts hold and the sink is one Mamba entry there without a fault
 CHECK = "verify engine sglang --recipe qwen3-next-80b-a3b --tp 2 --dtype bf16 --assume page_size=1 unified=on"
+# the same at 64-token pages: 786,432 B full-attention pages, which do not divide the Mamba entry, so a gap between
+# the fronts can hold part of a page
+PARTIAL = CHECK.replace("page_size=1", "page_size=64")
 MUTANTS: tuple[Mutant, ...] = (
     Mutant("sglang_unified_mamba_entry_slack", (CHECK,), expect="entry_alignment"),
-    Mutant("sglang_unified_full_entry_overrounded", (CHECK,), expect="fronts_never_cross"),
+    Mutant("sglang_unified_gap_rounded_up", (PARTIAL,), expect="fronts_never_cross"),
+    Mutant("sglang_unified_end_opaque_lost", (CHECK,), expect="fronts_never_cross"),
     Mutant("sglang_unified_sink_smallest_entry", (CHECK,), expect="sink_page"),
 )
