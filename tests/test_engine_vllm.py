@@ -782,7 +782,7 @@ def test_a_point_is_planned_once_for_the_assumptions_its_planning_never_asked(mo
     assert len(planned) == 3 and asked == [{"cuda_runtime": 13, "trtllm": True}, {"cuda_runtime": 13, "trtllm": False}]
 
 
-def test_a_plan_with_the_json_of_one_checked_before_is_not_checked_again(monkeypatch) -> None:
+def test_a_plan_that_pickles_as_one_checked_before_is_not_checked_again(monkeypatch) -> None:
     """Kimi-Linear plans the same documents with prefix caching on and off at FLASHMLA tp 1: the
     second point takes the first one's verdict, with its own point and replay."""
     checked: list[dict] = []
