@@ -799,8 +799,53 @@ def test_a_plan_that_pickles_as_one_checked_before_is_not_checked_again(monkeypa
     assert on.replay == off.replay.replace("prefix=off", "prefix=on") and on.findings == off.findings
 
 
+def test_a_models_config_is_built_once_for_the_assumptions_building_it_never_asked(monkeypatch) -> None:
+    """At FLASHINFER@sm_100 vLLM asks both assumptions while it plans a Qwen3-Next point, and none while it
+    builds the ModelConfig: the four points build it once, and each is planned as it is alone."""
+    config = platform.modules().config
+    built: list[None] = []
+    original = config.ModelConfig
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        built.append(None)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(config, "ModelConfig", counted)
+    sm100 = next(b for b in QWEN.backends if b.label == "FLASHINFER@sm_100")
+    points = [planner.Point(QWEN, 1, "auto", "auto", False, sm100, trtllm=t, cuda_runtime=c)
+              for t in (True, False) for c in (12, 13)]
+    plans = planner.Plans()
+    shared = [plans.plan(p) for p in points]
+    assert len(built) == 1
+    alone = [planner.plan(p) for p in points]
+    assert [(p.documents, p.asked) for p in shared] == [(p.documents, p.asked) for p in alone]
+
+
+def test_a_built_config_serves_only_points_with_the_answers_it_depends_on() -> None:
+    """A build that asked an assumption is built again at another answer, and what is built from it
+    depends on that answer too, though building it asks nothing."""
+    sm100 = next(b for b in QWEN.backends if b.label == "FLASHINFER@sm_100")
+    on, off = (planner.Point(QWEN, 1, "auto", "auto", False, sm100, trtllm=t) for t in (True, False))
+    asks_on, asks_off = (platform.Answers((10, 0), [], t) for t in (True, False))
+
+    def asking(point: planner.Point, answers: platform.Answers) -> Any:
+        def build() -> object:
+            answers.asked["trtllm"] = point.trtllm  # as the platform records an answer it gives
+            return object()
+        return build
+
+    made: planner.ModelConfigs = {}
+    top_on = planner._made(made, ("model",), on, asks_on, asking(on, asks_on))
+    top_off = planner._made(made, ("model",), off, asks_off, asking(off, asks_off))
+    assert top_on[0] is not top_off[0] and top_off[1] == {"trtllm": False} and asks_off.asked == {"trtllm": False}
+    drafted_on = planner._made(made, ("model", 2), on, asks_on, object, top_on[1])
+    drafted_off = planner._made(made, ("model", 2), off, asks_off, object, top_off[1])
+    assert drafted_on[0] is not drafted_off[0] and drafted_on[1] == {"trtllm": True}
+    assert planner._made(made, ("model", 2), on, asks_on, object, top_on[1])[0] is drafted_on[0]
+
+
 def test_plans_give_what_planning_each_point_alone_gives() -> None:
-    """planner.Plans builds a model's ModelConfig once per backend and assumptions and hands each point
+    """planner.Plans builds a model's ModelConfig once per backend (and answers building it asked) and hands each point
     its own copy, which the point's VllmConfig changes: the plans are those of each point planned
     alone (two tps, a draft's tokens, a pipeline's two stages); a drafted point's three configs are built
     once per tp and tokens and copied to each point that differs in its cache only (the kv dtype)."""

@@ -175,9 +175,9 @@ def _plan(v: Vllm, point: Point, folder: str, patches: Patches | None, made: Mod
                        span, attends, dict(answers.asked), configs, layout)
 
 
-# (folder, backend, trtllm, cuda_runtime) -> a ModelConfig built there, and the assumptions building it asked;
-# with (tp, pp, spec) added -> the ModelConfig, ParallelConfig and SpeculativeConfig of a point with a draft
-ModelConfigs = dict[tuple[Any, ...], tuple[Any, dict[str, bool | int | None]]]
+# (folder, backend) -> each ModelConfig built there, with the assumptions building it asked; with (tp, pp, spec)
+# added -> each ModelConfig, ParallelConfig and SpeculativeConfig of a point with a draft
+ModelConfigs = dict[tuple[Any, ...], list[tuple[Any, dict[str, bool | int | None]]]]
 
 
 def _configs(config: Any, folder: str, point: Point, answers: Answers, made: ModelConfigs | None) -> tuple[Any, ...]:
@@ -201,24 +201,32 @@ def _configs(config: Any, folder: str, point: Point, answers: Answers, made: Mod
 
     if made is None:
         return drafted(model()) if point.spec else (model(), parallel(), None)
-    key = (folder, point.backend, point.trtllm, point.cuda_runtime)
-    built = _made(made, key, answers, model)
+    key = (folder, point.backend)
+    built, asked = _made(made, key, point, answers, model)
     if not point.spec:
         return copy.deepcopy(built), parallel(), None
-    return copy.deepcopy(_made(made, (*key, point.tp, point.pp, point.spec), answers,
-                               lambda: drafted(copy.deepcopy(built))))
+    return copy.deepcopy(_made(made, (*key, point.tp, point.pp, point.spec), point, answers,
+                               lambda: drafted(copy.deepcopy(built)), asked)[0])
 
 
-def _made(made: ModelConfigs, key: tuple[Any, ...], answers: Answers, build: Callable[[], Any]) -> Any:
-    """made[key]'s object, built first where it is not there; the answers building it asked are the point's too."""
-    if key not in made:
+def _made(made: ModelConfigs, key: tuple[Any, ...], point: Point, answers: Answers, build: Callable[[], Any],
+          inherited: dict[str, bool | int | None] | None = None) -> tuple[Any, dict[str, bool | int | None]]:
+    """The object made[key] holds for the point's assumptions, built first where it holds none, and the
+    assumptions it depends on: those building it asked, and `inherited`, those of what it is built from.
+    They are the point's answers too. One built at a point that differs only in assumptions (trtllm,
+    cuda_runtime) it does not depend on serves this point as well: every other answer the platform gives
+    while it is built is the backend's, which the key holds (as planner.Plans reuses a plan)."""
+    alike = made.setdefault(key, [])
+    found = next(((built, asked) for built, asked in alike
+                  if all(getattr(point, axis) == answer for axis, answer in asked.items())), None)
+    if found is None:
         before = dict(answers.asked)
         answers.asked.clear()
-        made[key] = build(), dict(answers.asked)
+        found = build(), {**(inherited or {}), **answers.asked}
+        alike.append(found)
         answers.asked.update(before)
-    built, asked = made[key]
-    answers.asked.update(asked)
-    return built
+    answers.asked.update(found[1])
+    return found
 
 
 def _documents(point: Point, configs: dict[int, Any], layout: Any, kernel_tokens: int | None) -> dict[int, dict]:
