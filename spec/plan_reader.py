@@ -187,16 +187,46 @@ def _bound_group(group: dict, i: int, num_parents: int) -> GroupFact:
     if given != expected:
         raise ConfigError(f"plan key 'groups[{i}].page_count' of group {group['id']!r} is {given}; "
                           f"expected 1 + num_parents x packing = {expected}")
-    return GroupFact(group["id"], group["packing"], Affine(0, given), _end(group.get("end")))
+    return GroupFact(group["id"], group["packing"], Affine(0, given), _end(group.get("end"), f"groups[{i}]."))
 
 
-def _end(end: dict | None) -> EndFact | None:
+def _end(end: dict | None, where: str) -> EndFact | None:
     if end is None:
         return None
     peer = end["peer"]
-    return EndFact(end["grows"], Front(end["page_bytes"], end["min_page"], end["pages"]),
+    fact = EndFact(end["grows"], Front(end["page_bytes"], end["min_page"], end["pages"]),
                    Front(peer["page_bytes"], peer["min_page"], peer["pages"]), end["sink_bytes"],
                    tuple(Reach(r["peer_from"], r["peer_to"], r["own"]) for r in end["reach"]))
+    _check_reach(fact, f"{where}end.reach")
+    return fact
+
+
+def _watermarks(front: Front, grows: str) -> tuple[int, int, int]:
+    """(lowest, highest, empty) watermark of an end: growing up its pages are [min_page, w), down (w, pages)."""
+    if grows == "up":
+        return front.min_page, front.pages, front.min_page
+    return front.min_page - 1, front.pages - 1, front.pages - 1
+
+
+def _check_reach(end: EndFact, where: str) -> None:
+    """The runs are what fronts_never_cross quantifies over: contiguous, ascending, from (or to) the other end's
+    empty watermark, within both ends' index spaces; a plan whose runs leave a gap would hold it vacuously there."""
+    low, high, empty = _watermarks(end.peer, "down" if end.grows == "up" else "up")
+    own_low, own_high, _ = _watermarks(end.own, end.grows)
+    runs = end.reach
+    for i, r in enumerate(runs):
+        if not low <= r.peer_from <= r.peer_to <= high:
+            raise ConfigError(f"plan key '{where}[{i}]': the other end's watermarks {r.peer_from}..{r.peer_to} are "
+                              f"not an ascending run within its index space {low}..{high}")
+        if not own_low <= r.own <= own_high:
+            raise ConfigError(f"plan key '{where}[{i}].own' is {r.own}, outside the end's index space "
+                              f"{own_low}..{own_high}")
+        if i and r.peer_from != runs[i - 1].peer_to + 1:
+            raise ConfigError(f"plan key '{where}[{i}].peer_from' is {r.peer_from}; expected "
+                              f"{runs[i - 1].peer_to + 1}, the watermark after the run before it")
+    if empty not in (runs[0].peer_from, runs[-1].peer_to):
+        raise ConfigError(f"plan key '{where}': the runs {runs[0].peer_from}..{runs[-1].peer_to} do not reach the "
+                          f"other end's empty watermark {empty}, where its allocations start")
 
 
 # What a binding of a plan may change with N: the parent count, the arena, each plane's offset in it and each

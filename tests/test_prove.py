@@ -4,6 +4,7 @@ policy fails, a broken policy it was never told about, and each property check s
 from __future__ import annotations
 
 import json
+import re
 import time
 from math import floor
 
@@ -166,6 +167,27 @@ def test_each_property_check_bites(mutant) -> None:
     plan = json.loads(json.dumps(bound(_good_plan(), 5)))
     mutant(plan)
     assert mutant.__name__ in {v["property"] for v in check_plan(plan)}
+
+
+@pytest.mark.parametrize(("reach", "says"), [
+    # a gap between the runs: the other end's watermarks 4..5 would go unchecked
+    ([{"peer_from": 2, "peer_to": 3, "own": 9}, {"peer_from": 6, "peer_to": 15, "own": 9}],
+     "'groups[0].end.reach[1].peer_from' is 6; expected 4"),
+    # runs that stop short of the other end's empty watermark, 2 (its min_page: it grows up)
+    ([{"peer_from": 3, "peer_to": 15, "own": 9}], "do not reach the other end's empty watermark 2"),
+    ([{"peer_from": 2, "peer_to": 16, "own": 9}], "not an ascending run within its index space 2..15"),
+    ([{"peer_from": 2, "peer_to": 15, "own": 10}], "'groups[0].end.reach[0].own' is 10, outside the end's index "
+     "space 0..9"),
+])
+def test_an_ends_runs_must_cover_every_watermark_the_other_end_reaches(reach: list[dict[str, int]],
+                                                                       says: str) -> None:
+    """fronts_never_cross quantifies over the runs: a plan whose runs miss some of the other end's watermarks is
+    refused, not held vacuously there."""
+    plan = json.loads(json.dumps(bound(_good_plan(), 5)))
+    plan["groups"][0]["end"] = {"grows": "down", "page_bytes": 3, "min_page": 1, "pages": 10, "sink_bytes": 3,
+                                "peer": {"page_bytes": 2, "min_page": 2, "pages": 15}, "reach": reach}
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        concrete_facts(plan)
 
 
 def test_a_reader_walking_by_its_item_length_holds_at_the_stride_only() -> None:

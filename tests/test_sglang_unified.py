@@ -15,7 +15,8 @@ except metadata.PackageNotFoundError:
     pytest.skip("make .venv/.sglang installs SGLang's pools (engines/sglang-requirements.txt)", allow_module_level=True)
 
 from kvproof.cli.main import main
-from kvproof.engines.sglang import engine, loader, mutants, planner, unified
+from kvproof.engines.replaced import replaced
+from kvproof.engines.sglang import engine, loader, mutants, planner, unified, unified_mutants
 from kvproof.impl import faults
 from kvproof.spec.encoding import violations
 from kvproof.spec.plan_reader import concrete_facts
@@ -95,6 +96,24 @@ def test_the_fronts_cross_where_a_seeded_bug_lets_sglangs_allocations_cross(
         up, down = (int(n.replace(",", "")) for n in said.split("the up front ")[1].split(":")[0].split(
             " passes the down front "))
         assert up > down and sglang == sglang_says[name]
+
+
+def test_where_the_backstop_takes_less_than_the_gate_promised_the_walk_finds_what_it_takes(mods: Any) -> None:
+    """A gate two pages over where the gap ends part way into a page: the full end's allocation of all it was
+    promised is refused by the backstop, but one a page smaller is made, and it crosses; the walk records that one
+    (the largest SGLang makes), not the refused whole."""
+    def over_by_two(loaded: Any) -> Any:
+        return replaced([("over_by_two", loaded[unified.ALLOCATOR], "MultiEndedAllocator._available_tokens",
+                          unified_mutants.over_admitting(2))])
+
+    results = unified.checked(mods, engine.RECIPES[RECIPE].hf(), RECIPE, {}, planner.Point(2, "bf16", 64), "replay",
+                              over_by_two)
+    assert results["unified.mamba"].verdict == "ok"
+    (finding,) = results["unified.full"].findings
+    assert finding.property == "fronts_never_cross"
+    assert "with the end growing up at watermark 2, its allocations reach watermark 97" in finding.message
+    assert finding.message.endswith("[chain] full low frontier 77070336 overlaps the previous pool's high frontier "
+                                    "77266944")
 
 
 @pytest.mark.parametrize(("argv", "says"), [

@@ -87,7 +87,7 @@ UNIFIED_VALUES = ("off", "on")
 MAMBA_CONV, MAMBA_SSM = "mamba_conv", "mamba_ssm"
 MAMBA_CONV_VALUES = ("bfloat16", "float32", "float16")
 MAMBA_SSM_VALUES = ("float32", "bfloat16", "float16")
-ALSO_NOT_MODELLED = ("speculative decoding and the memory split but the Mamba share's sizing (sizing.py); "
+ALSO_NOT_MODELLED = ("speculative decoding in the planned pools' layouts (sizing.py sizes its Mamba buffers); "
                      "pipeline stages; transfers")
 FP4_NOT_MODELLED = (
     "--kv-cache-dtype nvfp4 / fp4_mx_block16 (a quant method's packed data and scales, "

@@ -36,15 +36,19 @@ def _entry_slack(original: Callable[[Any], int]) -> Callable[[Any], int]:
     return broken
 
 
-def _gap_rounded_up(original: Callable[..., int]) -> Callable[..., int]:
-    """MultiEndedAllocator._available_tokens with the gap's pages a ceiling, not a floor."""
-    def broken(self: Any, extra_gap_bytes: int = 0) -> int:
-        gap_bytes = self._current_gap_bytes() + extra_gap_bytes
-        pages_by_bytes = -(-gap_bytes // self.entry_bytes_per_page)
-        pages_by_index_space = self.num_pages - self.min_page_index - self._allocated_pages()
-        pages_drain = len(self._free_phys_pages) if self.lazy_compaction else 0
-        return (min(pages_by_bytes, pages_by_index_space) + pages_drain) * self.page_size
-    return broken
+def over_admitting(pages: int) -> Callable[[Callable[..., int]], Callable[..., int]]:
+    """MultiEndedAllocator._available_tokens promising `pages` more pages wherever the gap between the fronts ends
+    part way into a page and the end's index space has room for them."""
+    def factory(original: Callable[..., int]) -> Callable[..., int]:
+        def broken(self: Any, extra_gap_bytes: int = 0) -> int:
+            tokens = original(self, extra_gap_bytes)
+            gap_bytes = self._current_gap_bytes() + extra_gap_bytes
+            whole, part = divmod(gap_bytes, self.entry_bytes_per_page)
+            room = self.num_pages - self.min_page_index - self._allocated_pages() - whole
+            partial = part != 0
+            return tokens + (pages * self.page_size if partial and room >= pages else 0)
+        return broken
+    return factory
 
 
 def _opaque_lost(original: Callable[[Any], bool]) -> Callable[[Any], bool]:
@@ -66,7 +70,8 @@ def _smallest_entry(original: Callable[..., int]) -> Callable[..., int]:
 # fault name -> (module, attribute, replacement factory), as mutants.PATCHES
 PATCHES: dict[str, tuple[str, str, Callable[[Callable[..., Any]], Callable[..., Any]]]] = {
     "sglang_unified_mamba_entry_slack": (unified.POOL, "MambaSubPoolSpec.entry_bytes", _entry_slack),
-    "sglang_unified_gap_rounded_up": (unified.ALLOCATOR, "MultiEndedAllocator._available_tokens", _gap_rounded_up),
+    "sglang_unified_gap_rounded_up": (unified.ALLOCATOR, "MultiEndedAllocator._available_tokens",
+                                      over_admitting(1)),
     "sglang_unified_end_opaque_lost": (unified.ALLOCATOR, "MultiEndedAllocator._is_frontier_transparent",
                                        _opaque_lost),
     "sglang_unified_sink_smallest_entry": (unified.POOL, "_reserved_floor_bytes", _smallest_entry),
