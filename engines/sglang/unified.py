@@ -18,8 +18,8 @@ counts are floors of one byte count, not a line in one parent count, so the pool
 size (SLOTS).
 
 What an end's allocations reach is measured on SGLang's own allocators, never modelled: with the other end put
-at each watermark its allocations reach (from its empty watermark, one page further while its own
-`available_size()` admits one), this end asks its `available_size()`, the gate every alloc path checks first
+at each watermark its allocations reach (every one from its empty watermark to the farthest they reach with this
+end empty), this end asks its `available_size()`, the gate every alloc path checks first
 (allocator/unified_sub_pool.py:1160, 1225, 1288, 2122), for the pages it may take from empty. Where that
 would take its front past the other's, the allocation is made (`alloc`, so `_extend_watermark`'s backstop has
 its say) and the largest allocation within the gate's count that SGLang makes is the one recorded. An end's
