@@ -195,3 +195,34 @@ def test_a_mamba1_state_dtype_dropped_by_the_alignment_is_flagged_only_at_jamba(
     assert [f.property for f in broken.findings] == ["boots"]
     assert all(p.verdict == "ok" for r in others for p in r.points)
     assert "vllm_mamba1_dtype_unaligned" in run.source
+
+
+LFM2_TP1: Only = {**TP1, "backend": ["FLASH_ATTN@sm_90"]}
+
+
+def test_lfm2_pages_worked_by_hand_from_its_config() -> None:
+    """LFM2-350M at tp 1, FLASH_ATTN, bf16: each ShortConv layer keeps (conv_dim 1,024, conv_L_cache 3 - 1 = 2)
+    bf16 = 4,096 B, each attention layer 16 tokens x 2 x 8 KV heads x 64 x 2 B = 32,768 B a block (head 64 =
+    1,024 / 16 heads); the 10 conv layers make two groups of 5 beside the 6 attention layers, one 32,768 B page a
+    layer, so a parent is 6 x 32,768 = 196,608 B and a conv group pads (196,608 - 5 x 4,096) / 20,480 = 8.6."""
+    (result,) = engine.run(["lfm2-350m"], {**LFM2_TP1, "spec": [0]}, workers=1).recipes
+    (point,) = result.points
+    assert point.parent_bytes == 196_608 and point.packing == {"g0": 1, "g1": 1, "g2": 1}
+    assert [f.message for f in point.findings] == [
+        f"group {g} pads 8.600 > bound 0.250 (parent 196,608 B / packing 1 per page for 20,480 B of payload)"
+        for g in ("g0", "g1")]
+
+
+def test_lfm2_with_three_ngram_tokens_and_a_float32_conv_state_does_not_boot_at_fp8() -> None:
+    """Lfm2ForCausalLM's class-level state shape, which vLLM's hybrid alignment pads by, passes no num_spec
+    (lfm2.py:556-578), while each ShortConv layer keeps its speculative tokens (short_conv.py:351-357): at
+    --kv-cache-dtype fp8, --mamba-cache-dtype float32 and 3 tokens the layer's state is (1,024, 5) x 4 B =
+    20,480 B, the page padded for the class's (1,024, 2) x 4 B = 8,192 B is one 16-token fp8 attention page,
+    16 x 2 x 8 x 64 x 1 B = 16,384 B, and vLLM's own page_size_padded >= page_size assertion stops the boot.
+    With the bf16 conv state (10,240 B) it fits."""
+    only: Only = {**LFM2_TP1, "dtype": ["fp8"], "mamba_dtype": ["auto", "float32"], "spec": [3]}
+    fits, fails = engine.run(["lfm2-350m"], only, workers=1).recipes[0].points
+    assert (fits.point["mamba_dtype"], fits.verdict, fits.parent_bytes) == ("auto", "ok", 98_304)
+    assert fails.point["mamba_dtype"] == "float32"
+    assert [(f.property, f.message) for f in fails.findings] == [
+        ("boots", "AssertionError: assertion failed at vllm/v1/kv_cache_interface.py:1127")]

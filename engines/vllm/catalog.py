@@ -401,6 +401,29 @@ def _jamba_layers(hf: Any) -> list[tuple[str, str]]:
             for i, t in enumerate(hf.layers_block_type)]
 
 
+def _lfm2_layers(hf: Any) -> list[tuple[str, str]]:
+    """Lfm2Config.layer_types (transformers derives it from full_attn_idxs, configuration_lfm2.py:81-90; the
+    model class reads it, lfm2.py:435): an attention layer's Attention is `model.layers.i.self_attn.attn`
+    (lfm2.py:171, :223), a conv layer's ShortConv `model.layers.i.short_conv` (:361)."""
+    return [(f"model.layers.{i}.self_attn.attn", "attention") if t == "full_attention"
+            else (f"model.layers.{i}.short_conv", "state") for i, t in enumerate(hf.layer_types)]
+
+
+def _short_conv_state(vllm_config: Any) -> dict[str, Any]:
+    """The state each ShortConv layer computes of itself (get_state_shape, short_conv.py:351-357): vLLM's
+    short_conv_state_shape of the conv width the decoder layer hands it (config.conv_dim, lfm2.py:356), the
+    config's conv_L_cache (short_conv.py:54) and its own speculative tokens (:56). Not the model class's
+    get_mamba_state_shape_from_config, which the hybrid alignment pads by and which passes no num_spec
+    (lfm2.py:556-578)."""
+    from vllm.model_executor.layers.mamba.mamba_utils import MambaStateShapeCalculator
+
+    hf, tp = vllm_config.model_config.hf_config, vllm_config.parallel_config.tensor_parallel_size
+    shape = tuple(MambaStateShapeCalculator.short_conv_state_shape(
+        tp_world_size=tp, intermediate_size=hf.conv_dim, conv_kernel=hf.conv_L_cache,
+        num_spec=vllm_config.num_speculative_tokens))
+    return {"get_state_shape": lambda: shape}
+
+
 GQA_BACKENDS = (FLASH_ATTN, TRITON_ATTN, FLASHINFER_SM90, FLASHINFER_SM100)  # sm_90 as before, then FlashInfer
 GQA_LIMITS = ("FLASHINFER plans with guarded stand-ins for the FlashInfer entry points its module binds "
               "(engines/vllm/stand_ins.py), assuming (trtllm axis) whether FlashInfer's TRTLLM kernels are "
@@ -497,6 +520,15 @@ MODELS.update({
         "read) is not recorded as a reader of the state pages",
         # MambaMixer's conv update and selective state update (mamba_mixer.py:360, :377)
         readers=(CAUSAL_CONV1D, SELECTIVE_STATE_UPDATE, LMCACHE)),
+    "lfm2-350m": Model(
+        "lfm2-350m", "vllm/models/lfm2-350m.json", GQA_BACKENDS,
+        "vllm.model_executor.layers.mamba.short_conv:ShortConv", "SHORT_CONV",  # short_conv.py:360
+        _lfm2_layers, (False, True),
+        GQA_LIMITS + "; speculation by ngram only (Lfm2ForCausalLM has no MTP layers and no EAGLE interface, "
+        "lfm2.py:520-522), up to 3 tokens",
+        draft="ngram", speculative=(0, 1, 2, 3),
+        # ShortConv's conv update (short_conv.py:313, :326)
+        readers=(CAUSAL_CONV1D, LMCACHE), state_init=_short_conv_state),
     "nemotron-3-nano-30b-a3b-bf16": _nemotron_3(
         "nemotron-3-nano-30b-a3b-bf16", "vllm/models/nemotron-3-nano-30b-a3b-bf16.json", mtp=False,
         limits="; no draft: the published config declares no num_nextn_predict_layers (NemotronHConfig: 0)"),
