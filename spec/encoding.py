@@ -290,9 +290,7 @@ def entry_alignment(facts: Facts) -> list[Violation]:
 
 def _fronts(end: EndFact, own: Any, other: Any) -> tuple[Any, Any]:
     """(the up front, the down front) with this end at watermark `own` and the other at `other`."""
-    if end.grows == "down":
-        return P.up_front(other, end.peer.page_bytes), P.down_front(own, end.own.page_bytes)
-    return P.up_front(own, end.own.page_bytes), P.down_front(other, end.peer.page_bytes)
+    return P.fronts(end.grows, own, end.own.page_bytes, other, end.peer.page_bytes)
 
 
 def front_crossing(g: GroupFact) -> Term:

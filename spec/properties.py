@@ -157,6 +157,14 @@ def down_front(watermark: Num, page_bytes: Num) -> Num:
     return (watermark + 1) * page_bytes
 
 
+def fronts(grows: str, watermark: Num, page_bytes: Num, other_watermark: Num, other_page_bytes: Num) -> tuple[Num, Num]:
+    """(the up front, the down front) of an end growing `grows` at `watermark` and the other end, growing the
+    other way, at `other_watermark`."""
+    if grows == "up":
+        return up_front(watermark, page_bytes), down_front(other_watermark, other_page_bytes)
+    return up_front(other_watermark, other_page_bytes), down_front(watermark, page_bytes)
+
+
 def fronts_apart(up_front_bytes: Num, down_front_bytes: Num) -> Any:
     """The two ends' byte ranges are disjoint: the end growing up stops at or below the end growing down."""
     return up_front_bytes <= down_front_bytes

@@ -183,9 +183,8 @@ def _step(allocator: Any) -> int:
 
 def _apart(own: Any, peer: Any, own_watermark: int) -> bool:
     """The ends' byte ranges disjoint with this end at `own_watermark` and the other where it is."""
-    mine, theirs = (own_watermark, own), (peer.watermark_physical, peer)
-    (u, up), (d, down) = (mine, theirs) if own.grow_direction == "up" else (theirs, mine)
-    return bool(P.fronts_apart(P.up_front(u, up.entry_bytes_per_page), P.down_front(d, down.entry_bytes_per_page)))
+    return bool(P.fronts_apart(*P.fronts(own.grow_direction, own_watermark, own.entry_bytes_per_page,
+                                         peer.watermark_physical, peer.entry_bytes_per_page)))
 
 
 # (SGLang's allocator class, both ends' numbers) -> the end's reach runs: ends built alike walk alike (the other
