@@ -14,6 +14,7 @@ from typing import Any
 import z3
 
 Env = Mapping[str, int]
+ANSWERS_KEPT = 4096  # answers a solver keeps before it forgets them all: memory stays bounded
 
 
 class Term:
@@ -107,10 +108,21 @@ class Solver:
     def __init__(self, names: tuple[str, ...]) -> None:
         self.decls = {name: z3.Int(name) for name in names}
         self._solver = z3.SimpleSolver()
+        # query text -> its answer: an engine's plans at different points often pose the very same
+        # query (a run of 1,322 distinct Qwen3.5 plans asked 3,966 queries, 274 distinct texts)
+        self._answers: dict[str, dict[str, int] | None] = {}
 
     def witness(self, *formulas: Term) -> dict[str, int] | None:
         """Values of the variables that satisfy every formula, or None when none do."""
         text = "".join(f"(assert {f.text})" for f in formulas)
+        if text not in self._answers:
+            if len(self._answers) >= ANSWERS_KEPT:
+                self._answers.clear()
+            self._answers[text] = self._solve(text)
+        answer = self._answers[text]
+        return None if answer is None else dict(answer)
+
+    def _solve(self, text: str) -> dict[str, int] | None:
         self._solver.push()
         try:
             self._solver.add(z3.parse_smt2_string(text, decls=self.decls))
