@@ -19,6 +19,8 @@ planned and checked (`adapter_result`). An adapter gap is never baselined.
 
 from __future__ import annotations
 
+import hashlib
+import pickle
 import traceback
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -295,6 +297,26 @@ def planned(recipe: str, point: dict[str, Any], documents: dict[int, dict], repl
     return PointResult(recipe, point, "counterexample" if found else "ok", found,
                        {g.id: g.packing for g in facts.groups}, facts.parent_bytes,
                        float(worst_padding(facts)), facts.parents, replay)
+
+
+Checked = dict[bytes, PointResult]  # a run's verdicts by the pickle of their documents and bound (planned_once)
+
+
+def planned_once(checked: Checked | None, recipe: str, point: dict[str, Any], documents: dict[int, dict],
+                 replay: str, padding_bound: Fraction | None = None) -> PointResult:
+    """planned(), once per distinct plan: a verdict is the documents' and the bound's alone, so a point
+    whose plan pickles as one checked before takes that verdict, with its own recipe, point and replay;
+    every time where `checked` is None (under a seeded bug). Unpickling gives back an equal value of the
+    same types, so equal bytes are equal plans; equal plans that pickle apart (keys in another order,
+    lists shared otherwise) are only checked again. Pickle writes once what many fields of a plan share
+    (kernel and reader lists), where JSON writes it per field: far fewer bytes and far less time."""
+    if checked is None:
+        return planned(recipe, point, documents, replay, padding_bound)
+    key = hashlib.sha256(pickle.dumps([documents, str(padding_bound)], protocol=pickle.HIGHEST_PROTOCOL)).digest()
+    if key not in checked:
+        checked[key] = planned(recipe, point, documents, replay, padding_bound)
+        return checked[key]
+    return replace(checked[key], recipe=recipe, point=point, replay=replay)
 
 
 def worst_padding(facts: Facts) -> Fraction:

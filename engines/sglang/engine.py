@@ -307,9 +307,10 @@ def _run(mods: dict[str, Any], source: loader.Source, chosen: list[tuple[Recipe,
 
 
 _WORKER: list[tuple[dict[str, Any], loader.Source]] = []  # SGLang's modules and their source, a forked worker's too
-# a run's verdicts by their documents (_checked), each process's own: a document of one recipe's point is checked
-# once for every point and recipe of the run that builds it (the bound is the run's); never under a seeded bug
-_SEEN: dict[str, PointResult] = {}
+# a run's verdicts by their documents (verdict.planned_once), each process's own: a document of one recipe's
+# point is checked once for every point and recipe of the run that builds it (the bound is the run's); never
+# under a seeded bug
+_SEEN: verdict.Checked = {}
 
 
 def _chunk(chunk: Chunk, shown: progress.Task | None = None) -> list[Planned]:
@@ -365,7 +366,8 @@ def _planned(mods: dict[str, Any], source: loader.Source, recipe: Recipe, points
             continue
         try:
             if p[UNIFIED] == "off":
-                checked = {name: _checked(None if patches else _SEEN, recipe.name, p, docs, replay, padding_bound)
+                seen = None if patches else _SEEN
+                checked = {name: verdict.planned_once(seen, recipe.name, p, docs, replay, padding_bound)
                            for name, docs in documents.items()}
         except ConfigError as err:  # a view the plan schema cannot hold (an empty buffer: a pool with no heads)
             out.append(((p, AdapterGap("planner.document", f"SGLang's pools read into a plan kvproof refuses: "
@@ -374,19 +376,6 @@ def _planned(mods: dict[str, Any], source: loader.Source, recipe: Recipe, points
         result = merged(recipe.name, p, checked, replay)
         out.append((result, (result, transfer)))
     return out
-
-
-def _checked(seen: dict[str, PointResult] | None, recipe: str, point: dict[str, Any], documents: dict[int, dict],
-             replay: str, padding_bound: Fraction | None) -> PointResult:
-    """verdict.planned, once for each distinct set of documents (a verdict is theirs alone): the Mamba
-    pool's at every dtype and page of a tp, an MHA pool's at auto and bf16 (one torch dtype); every time under a
-    seeded bug (`seen` None)."""
-    if seen is None:
-        return verdict.planned(recipe, point, documents, replay, padding_bound)
-    key = json.dumps(documents, sort_keys=True)
-    if key not in seen:
-        seen[key] = verdict.planned(recipe, point, documents, replay, padding_bound)
-    return seen[key]
 
 
 def merged(recipe: str, point: dict[str, Any], allocations: dict[str, PointResult], replay: str) -> PointResult:

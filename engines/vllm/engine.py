@@ -11,12 +11,10 @@ property: no single plan can violate it.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import json
 import multiprocessing
 import os
-import pickle
 import re
 import sys
 import time
@@ -390,7 +388,7 @@ class Seen:
     (planner.Plans), each distinct plan checked once (_check)."""
 
     plans: planner.Plans = field(default_factory=planner.Plans)
-    checks: dict[bytes, PointResult] = field(default_factory=dict)
+    checks: verdict.Checked = field(default_factory=dict)
 
 
 _SEEN = Seen()  # a worker's (a worker serves one run)
@@ -405,21 +403,6 @@ def _prepare_worker(names: list[str], only: Only | None, on: frozenset[str]) -> 
 
 def _plan_chunk(padding_bound: Bound, chunk: Chunk) -> list[Outcome]:
     return _plan_all(catalog.MODELS[chunk[0]], chunk[1], padding_bound, _SEEN)
-
-
-def _check(recipe: str, point: dict[str, Any], documents: dict[int, dict], replay: str, bound: Fraction | None,
-           checks: dict[bytes, PointResult]) -> PointResult:
-    """verdict.planned, once per distinct plan: its verdict is the documents' and the bound's alone, so a
-    point whose plan pickles as one checked before takes that verdict, with its own point and replay.
-    Unpickling gives back an equal value of the same types, so equal bytes are equal plans; equal plans
-    that pickle apart (keys in another order, lists shared otherwise) are only checked again. Pickle
-    writes once the kernel and reader lists that every field of a plan shares, where JSON wrote them out
-    per field (a tenth of the bytes, and far less time)."""
-    key = hashlib.sha256(pickle.dumps([documents, str(bound)], protocol=pickle.HIGHEST_PROTOCOL)).digest()
-    if key not in checks:
-        checks[key] = verdict.planned(recipe, point, documents, replay, bound)
-        return checks[key]
-    return replace(checks[key], recipe=recipe, point=point, replay=replay)
 
 
 def _plan_all(model: catalog.Model, chosen: list[dict[str, Any]], padding_bound: Bound,
@@ -454,7 +437,8 @@ def _plan_all(model: catalog.Model, chosen: list[dict[str, Any]], padding_bound:
                 else:  # not a refusal: a piece the adapter does not model, or a function that moved
                     stopped = gap
                 break
-            ranks.append((_check(model.recipe, p, planned.documents, replay, bound, seen.checks), planned))
+            ranks.append((verdict.planned_once(seen.checks, model.recipe, p, planned.documents, replay, bound),
+                           planned))
         if isinstance(stopped, verdict.AdapterGap):
             out.append(stopped)
         elif stopped is not None:
