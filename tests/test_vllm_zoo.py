@@ -226,3 +226,42 @@ def test_lfm2_with_three_ngram_tokens_and_a_float32_conv_state_does_not_boot_at_
     assert fails.point["mamba_dtype"] == "float32"
     assert [(f.property, f.message) for f in fails.findings] == [
         ("boots", "AssertionError: assertion failed at vllm/v1/kv_cache_interface.py:1127")]
+
+
+def test_lfm2_5_pages_worked_by_hand_from_its_config() -> None:
+    """LFM2.5-1.2B-Base at tp 1, FLASH_ATTN, bf16: each ShortConv layer keeps (conv_dim 2,048, conv_L_cache 3 - 1 =
+    2) bf16 = 8,192 B, each attention layer 16 tokens x 2 x 8 KV heads x 64 x 2 B = 32,768 B a block (head 64 =
+    2,048 / 32 heads); the 10 conv layers make two groups of 5 beside the 6 attention layers, one 32,768 B page a
+    layer, so a parent is 6 x 32,768 = 196,608 B and a conv group pads (196,608 - 5 x 8,192) / 40,960 = 3.8."""
+    (result,) = engine.run(["lfm2.5-1.2b-base"], {**LFM2_TP1, "spec": [0]}, workers=1).recipes
+    (point,) = result.points
+    assert point.parent_bytes == 196_608 and point.packing == {"g0": 1, "g1": 1, "g2": 1}
+    assert [f.message for f in point.findings] == [
+        f"group {g} pads 3.800 > bound 0.250 (parent 196,608 B / packing 1 per page for 40,960 B of payload)"
+        for g in ("g0", "g1")]
+
+
+def test_lfm2_5_with_three_ngram_tokens_boots_at_fp8_only_where_the_class_page_is_the_attention_page() -> None:
+    """The class-level shape the alignment pads by passes no num_spec (lfm2.py:556-578). At --kv-cache-dtype fp8,
+    tp 1 and 3 tokens one 16-token attention page is 16 x 2 x 8 x 64 x 1 B = 16,384 B. With the bf16 conv state the
+    class's (2,048, 2) x 2 B = 8,192 B is padded to it, and the layer's own (2,048, 5) x 2 B = 20,480 B overflows
+    it: vLLM's page_size_padded >= page_size assertion stops the boot. With the float32 one the class's (2,048, 2)
+    x 4 B is the page exactly, so the alignment pads nothing (platforms/interface.py:1121-1122) and unifying the
+    pages pads each attention page to the layer's (2,048, 5) x 4 B = 40,960 B (kv_cache_planning.py:396-399):
+    a parent of 6 x 40,960 = 245,760 B."""
+    only: Only = {**LFM2_TP1, "dtype": ["fp8"], "mamba_dtype": ["auto", "float32"], "spec": [3]}
+    fails, boots = engine.run(["lfm2.5-1.2b-base"], only, workers=1).recipes[0].points
+    assert fails.point["mamba_dtype"] == "auto"
+    assert [(f.property, f.message) for f in fails.findings] == [
+        ("boots", "AssertionError: assertion failed at vllm/v1/kv_cache_interface.py:1127")]
+    assert (boots.point["mamba_dtype"], boots.verdict, boots.parent_bytes) == ("float32", "ok", 245_760)
+
+
+def test_lfm2_5_at_tp_16_pads_the_float32_class_page_and_does_not_boot() -> None:
+    """At tp 16 the 8 KV heads are replicated, one per rank: a 16-token fp8 page is 16 x 2 x 64 x 1 B = 2,048 B,
+    the class's float32 (128, 2) x 4 B = 1,024 B is padded to it, and the layer's (128, 5) x 4 B = 2,560 B does not
+    fit; at tp 32, (64, 5) x 4 B = 1,280 B does."""
+    only: Only = {**LFM2_TP1, "tp": [16, 32], "dtype": ["fp8"], "mamba_dtype": ["float32"], "spec": [3]}
+    at16, at32 = engine.run(["lfm2.5-1.2b-base"], only, workers=1).recipes[0].points
+    assert (at16.point["tp"], [f.property for f in at16.findings]) == (16, ["boots"])
+    assert (at32.point["tp"], at32.verdict, at32.parent_bytes) == (32, "ok", 12_288)

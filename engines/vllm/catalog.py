@@ -529,6 +529,16 @@ MODELS.update({
         draft="ngram", speculative=(0, 1, 2, 3),
         # ShortConv's conv update (short_conv.py:313, :326)
         readers=(CAUSAL_CONV1D, LMCACHE), state_init=_short_conv_state),
+    # its config.json gives layer_types whole (Lfm2Config derives it only when absent, configuration_lfm2.py:82)
+    "lfm2.5-1.2b-base": Model(
+        "lfm2.5-1.2b-base", "vllm/models/lfm2.5-1.2b-base.json", GQA_BACKENDS,
+        "vllm.model_executor.layers.mamba.short_conv:ShortConv", "SHORT_CONV",  # short_conv.py:360
+        _lfm2_layers, (False, True),
+        GQA_LIMITS + "; speculation by ngram only (Lfm2ForCausalLM has no MTP layers and no EAGLE interface, "
+        "lfm2.py:520-522), up to 3 tokens",
+        draft="ngram", speculative=(0, 1, 2, 3),
+        # ShortConv's conv update (short_conv.py:313, :326)
+        readers=(CAUSAL_CONV1D, LMCACHE), state_init=_short_conv_state),
     "nemotron-3-nano-30b-a3b-bf16": _nemotron_3(
         "nemotron-3-nano-30b-a3b-bf16", "vllm/models/nemotron-3-nano-30b-a3b-bf16.json", mtp=False,
         limits="; no draft: the published config declares no num_nextn_predict_layers (NemotronHConfig: 0)"),
