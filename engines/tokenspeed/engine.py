@@ -285,7 +285,7 @@ def _points(source: loader.Source, family: str, profile: Profile, ask: Ask) -> l
     out: list[Outcome] = []
     # Points whose plans are identical (DeepSeek-V4's layout reads neither tp nor the cache
     # dtype) share one check: it is a function of the documents alone, within this run.
-    checked: dict[str, PointResult] = {}
+    checked: verdict.Checked = {}
     # The domain is read from the members under the same strictness as their planning.
     STRICT.family, STRICT.absent = strict, frozenset(profile.family.absent if strict and profile.family else ())
     try:
@@ -313,10 +313,7 @@ def _points(source: loader.Source, family: str, profile: Profile, ask: Ask) -> l
                 out.append(verdict.from_refusal(family, point, outcome.message, outcome.unsupported, replay,
                                                 outcome.packing))
             else:
-                key = json.dumps(outcome.documents, sort_keys=True)
-                if key not in checked:
-                    checked[key] = verdict.planned(family, point, outcome.documents, replay, padding_bound)
-                out.append(dataclasses.replace(checked[key], point=point, replay=replay))
+                out.append(verdict.planned_once(checked, family, point, outcome.documents, replay, padding_bound))
     return out
 
 
