@@ -22,7 +22,7 @@ from typing import Any
 from kvproof.engines import families
 from kvproof.engines.stubs import StubUsed
 from kvproof.engines.verdict import Coverage
-from kvproof.engines.vllm import falcon_h1, granite, zamba2
+from kvproof.engines.vllm import falcon_h1, granite, olmo_hybrid, zamba2
 from kvproof.engines.vllm.platform import load_backend
 from kvproof.impl import faults
 
@@ -634,3 +634,34 @@ def _family_member(member: families.Member, module: Any, mixer: Callable[[Any], 
 MODELS.update({m.name: _family_member(m, granite, _granite_mixer) for m in granite.MEMBERS})
 MODELS.update({m.name: _family_member(m, falcon_h1, falcon_h1.mixer) for m in falcon_h1.MEMBERS})
 MODELS.update({m.name: _family_member(m, zamba2, zamba2.mixer, pipeline=False) for m in zamba2.MEMBERS})
+
+
+OLMO_GDN = "vllm.model_executor.layers.mamba.gdn.olmo_gdn_linear_attn:OlmoHybridGatedDeltaNetAttention"
+
+
+def _olmo_gdn_state(vllm_config: Any) -> dict[str, Any]:
+    """The state each OlmoHybridGatedDeltaNetAttention computes of itself (get_state_shape,
+    olmo_gdn_linear_attn.py:59-70): vLLM's gated_delta_net_state_shape of the config keys its constructor
+    keeps (:83-87), the tp and its own speculative tokens (gdn/base.py:33, :43-47). It exports no prefill
+    checkpoints (MambaBase's get_prefill_checkpoint_alignment, abstract.py:65-70) and plans with
+    MambaBase's get_kv_cache_spec (abstract.py:72), so nothing else of its constructor is read."""
+    from vllm.model_executor.layers.mamba.mamba_utils import MambaStateShapeCalculator
+
+    hf, tp = vllm_config.model_config.hf_config, vllm_config.parallel_config.tensor_parallel_size
+    shape = tuple(MambaStateShapeCalculator.gated_delta_net_state_shape(
+        tp, num_spec=vllm_config.num_speculative_tokens, **olmo_hybrid.gdn(hf)))
+    return {"get_state_shape": lambda: shape}
+
+
+# OLMo Hybrid: no config.json tied to a hub revision found, planned over its family's members, as the Mamba2
+# families are (FLASH_ATTN on sm_90, pp 2 at tp 1, ngram up to 2 tokens): OlmoHybridForCausalLM
+# (olmo_hybrid.py:382-384) is SupportsPP and has neither SupportsMTP nor SupportsEagle among its bases.
+MODELS.update({m.name: Model(
+    m.name, f"family {m.family.name}, member {m.index}", (FAMILY_FLASH_ATTN,), OLMO_GDN,
+    "GDN_ATTN",  # GatedDeltaNetAttention.mamba_type, gdn/base.py:51
+    olmo_hybrid.layers, (False, True),
+    FAMILY_LIMITS.format(module="olmo_hybrid", stages="pipeline stages at tp 1, pp 2 only"),
+    draft="ngram", speculative=(0, 1, 2),
+    # the GDN layer's conv updates and recurrent kernel (olmo_gdn_linear_attn.py:366, :397, :443, :486)
+    readers=(CAUSAL_CONV1D, GATED_DELTA_RULE, LMCACHE), state_init=_olmo_gdn_state, member=m)
+    for m in olmo_hybrid.MEMBERS})
