@@ -124,6 +124,8 @@ def test_the_tp_domain_is_every_divisor_vllm_accepts() -> None:
                    "kimi-k3": (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 96),
                    "jamba-v0.1": (1, 2, 4, 8, 16, 32),  # 32 heads; Mamba-1's 8,192 inner channels
                    "lfm2-350m": (1, 2, 4, 8, 16),  # 16 heads; its 8 KV heads replicated at tp 16
+                   # LFM2.5-8B-A1B's family: 32 heads; its 8 KV heads replicated at tp 16 and 32
+                   "lfm2.5-8b-a1b-family-0": (1, 2, 4, 8, 16, 32),
                    "lfm2.5-1.2b-base": (1, 2, 4, 8, 16, 32),  # 32 heads; its 8 KV heads replicated at 16 and 32
                    **dict.fromkeys(("nemotron-3-nano-30b-a3b-bf16", "nemotron-3-super-120b-a12b-fp8",
                                     "nemotron-3-ultra-550b-a55b-bf16", "nemotron-3.5-lightning-30b-a3b-nvfp4"),

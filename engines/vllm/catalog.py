@@ -16,13 +16,14 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from importlib import resources
 from typing import Any
 
 from kvproof.engines import families
 from kvproof.engines.stubs import StubUsed
 from kvproof.engines.verdict import Coverage
-from kvproof.engines.vllm import falcon_h1, granite, olmo_hybrid, zamba2
+from kvproof.engines.vllm import falcon_h1, granite, lfm2_moe, olmo_hybrid, zamba2
 from kvproof.engines.vllm.platform import load_backend
 from kvproof.impl import faults
 
@@ -409,17 +410,18 @@ def _lfm2_layers(hf: Any) -> list[tuple[str, str]]:
             else (f"model.layers.{i}.short_conv", "state") for i, t in enumerate(hf.layer_types)]
 
 
-def _short_conv_state(vllm_config: Any) -> dict[str, Any]:
+def _short_conv_state(vllm_config: Any, width: Callable[[Any], int] = lambda hf: hf.conv_dim) -> dict[str, Any]:
     """The state each ShortConv layer computes of itself (get_state_shape, short_conv.py:351-357): vLLM's
     short_conv_state_shape of the conv width the decoder layer hands it (config.conv_dim, lfm2.py:356), the
     config's conv_L_cache (short_conv.py:54) and its own speculative tokens (:56). Not the model class's
     get_mamba_state_shape_from_config, which the hybrid alignment pads by and which passes no num_spec
-    (lfm2.py:556-578)."""
+    (lfm2.py:556-578). `width`: the dim the model's decoder layer hands ShortConv (Lfm2MoeForCausalLM's
+    hands hidden_size, lfm2_moe.py:345)."""
     from vllm.model_executor.layers.mamba.mamba_utils import MambaStateShapeCalculator
 
     hf, tp = vllm_config.model_config.hf_config, vllm_config.parallel_config.tensor_parallel_size
     shape = tuple(MambaStateShapeCalculator.short_conv_state_shape(
-        tp_world_size=tp, intermediate_size=hf.conv_dim, conv_kernel=hf.conv_L_cache,
+        tp_world_size=tp, intermediate_size=width(hf), conv_kernel=hf.conv_L_cache,
         num_spec=vllm_config.num_speculative_tokens))
     return {"get_state_shape": lambda: shape}
 
@@ -665,3 +667,19 @@ MODELS.update({m.name: Model(
     # the GDN layer's conv updates and recurrent kernel (olmo_gdn_linear_attn.py:366, :397, :443, :486)
     readers=(CAUSAL_CONV1D, GATED_DELTA_RULE, LMCACHE), state_init=_olmo_gdn_state, member=m)
     for m in olmo_hybrid.MEMBERS})
+
+
+# LFM2-MoE: no published config.json found whole, planned over its family's one member at LFM2-350M's domain
+# (every backend, stage and ngram token up to 3: one member multiplies nothing). Lfm2MoeForCausalLM
+# (lfm2_moe.py:500-508) is SupportsPP, with neither SupportsMTP nor SupportsEagle among its bases.
+MODELS.update({m.name: Model(
+    m.name, f"family {m.family.name}, member {m.index}", GQA_BACKENDS,
+    "vllm.model_executor.layers.mamba.short_conv:ShortConv", "SHORT_CONV",  # short_conv.py:360
+    lfm2_moe.layers, (False, True),
+    "planned over a stated family, not at a checkpoint (engines/vllm/lfm2_moe.py); " + GQA_LIMITS
+    + "; speculation by ngram only (Lfm2MoeForCausalLM has no MTP layers and no EAGLE interface, "
+    "lfm2_moe.py:500-508), up to 3 tokens",
+    draft="ngram", speculative=(0, 1, 2, 3),
+    # ShortConv's conv update (short_conv.py:313, :326)
+    readers=(CAUSAL_CONV1D, LMCACHE), state_init=partial(_short_conv_state, width=lfm2_moe.conv_width), member=m)
+    for m in lfm2_moe.MEMBERS})
