@@ -15,7 +15,7 @@ import importlib
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from importlib import resources
 from typing import Any
@@ -211,8 +211,9 @@ class Model:
     # their points carry it as an assumption (cuda_runtime axis)
     cuda_runtime_at: tuple[str, ...] = ()
     # a member of a stated family (engines/families.py), planned from its config.json in place of a
-    # published one: `config` then names the member, never a file
-    member: families.Member | None = None
+    # published one: `config` then names the member, never a file. Not hashed: its cited values hold lists
+    # (a layer pattern), and the recipe tells members apart (a point is hashed where Plans reuses a planning)
+    member: families.Member | None = field(default=None, hash=False)
     # the decoder layer a cache layer's name belongs to (what a pipeline stage builds): the index after
     # `layers.` unless the model class names its layers otherwise
     hidden_layer: Callable[[str, Any], int] = lambda name, _hf: _layer_number(name)
