@@ -4,9 +4,11 @@ No whole config.json of LiquidAI/LFM2.5-8B-A1B or LiquidAI/LFM2-8B-A1B was found
 vllm` plans for this model class is a family (engines/families.py) of one member: the values the public
 sources state, cited below. The sources:
 
-- rcarmo/go-pherence's LFM2.5-8B-A1B support roadmap (its "Checkpoint summary" and layer pattern), which
-  reviews the hub checkpoint LiquidAI/LFM2.5-8B-A1B at revision 5dd22602c2e9f6a097b1de4c4efe0658b605015c,
-  config.json sha256 9c0255c2d5c744c99b760a12edca2572935348dae340e79e2e6625af975d2d68;
+- rcarmo/go-pherence@d292b80669cbb93974e91338a8c9bf11c0eb9a69 docs/models/lfm2-moe-support.md, its LFM2.5-8B-A1B
+  support roadmap (its "Checkpoint summary" and layer pattern), which reviews the hub checkpoint
+  LiquidAI/LFM2.5-8B-A1B at revision 5dd22602c2e9f6a097b1de4c4efe0658b605015c, config.json sha256
+  9c0255c2d5c744c99b760a12edca2572935348dae340e79e2e6625af975d2d68 (an earlier version of the note,
+  @d3adbd4 docs/lfm2-moe-support.md, gives the same values from the hub file read 2026-05-28, no revision named);
 - tuly1/sn56-forge@b4abad14e0f77cb43df8d986569a2c84cb217ade ops/2026-pool-route-matrix.json, which records
   the same sha256 for the same revision (model_type lfm2_moe, Lfm2MoeForCausalLM; no other value): the
   roadmap's values are of that one file;
@@ -43,11 +45,11 @@ from typing import Any
 
 from kvproof.engines.families import Cited, Family, Member
 
-ROADMAP = ("rcarmo/go-pherence's LFM2.5-8B-A1B support roadmap, its checkpoint summary of LiquidAI/LFM2.5-8B-A1B "
-           "@5dd22602c2e9f6a097b1de4c4efe0658b605015c (config.json sha256 9c0255c2d5c744c9..., the hash "
-           "tuly1/sn56-forge@b4abad1 ops/2026-pool-route-matrix.json records for that revision)")
-ONNX = ("onnx-community/LFM2-8B-A1B-ONNX's config.json for LFM2-8B-A1B (its hub page, shown up to "
-        "num_key_value_heads)")
+ROADMAP = ("rcarmo/go-pherence@d292b80 docs/models/lfm2-moe-support.md, its checkpoint summary of "
+           "LiquidAI/LFM2.5-8B-A1B@5dd22602c2e9f6a097b1de4c4efe0658b605015c (config.json sha256 9c0255c2d5c744c9..., "
+           "the hash tuly1/sn56-forge@b4abad1 ops/2026-pool-route-matrix.json records for that revision)")
+ONNX = ("onnx-community/LFM2-8B-A1B-ONNX's config.json for LFM2-8B-A1B (its hub page at main, "
+        "huggingface.co/onnx-community/LFM2-8B-A1B-ONNX/blob/main/config.json, shown up to num_key_value_heads)")
 BOTH = f"{ROADMAP}; {ONNX}"
 
 # conv, conv, A, (conv, conv, conv, A) x 4, conv, conv, A, conv, conv: attention at 2, 6, 10, 14, 18, 21
