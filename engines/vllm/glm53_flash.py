@@ -1,0 +1,164 @@
+"""GLM-5.3-Flash (Glm5NextForConditionalGeneration) as vLLM reads it: a stated family, not yet planned.
+
+zai-org/GLM-5.3-Flash publishes no config.json kvproof could read verbatim. tokenspeed's adapter plans the
+model over a stated family whose every value is cited (engines/tokenspeed/glm53_flash.py,
+docs/engines/tokenspeed-families.md, glm53_flash); this module writes the same cited values as the
+config.json vLLM 0.33.0 reads, in the spelling of transformers' Glm5NextConfig (which vLLM builds the
+model's config with), and gives an axis to each key vLLM's planning reads that no citation gives.
+
+What vLLM 0.33.0 reads of this class to plan its cache (vllm/models/glm5next/, file:line at the PyPI wheel):
+
+- architectures and model_type: the registry's Glm5NextForConditionalGeneration
+  (model_executor/models/registry.py:437-440) and transformers' Glm5NextConfig ("glm5_next"), whose
+  text_config is a Glm5NextTextConfig (configuration_glm5_next.py:268-311);
+- text_config.layer_types: a layer is KDA when its entry is "linear_attention", else MLA
+  (common/model.py:141-147, :381); transformers spells the others "indexed_attention" (:164-172);
+- text_config.num_hidden_layers: the decoder layers (common/model.py:744, make_layers) and the MTP
+  layer's index after them (:1288);
+- text_config.kv_lora_rank and qk_rope_head_dim: the MLA latent, one head of kv_lora_rank +
+  qk_rope_head_dim (transformers_utils/model_arch_config_convertor.py:91-98; the class is an MLA
+  model by its model_type, :294-327; the layer's head, model_executor/layers/attention/mla_attention.py:480);
+- text_config.num_attention_heads: the MLA heads, which tp divides (common/model.py:766; the layer
+  asserts it, common/attention.py:417);
+- text_config.index_topk: sparse (DSA) MLA when set (common/model.py:712; common/attention.py:507),
+  the top-k buffer's width round_up(index_topk + index_kpool - 1, 128) in the MLA spec
+  (common/model.py:106-113; mla_attention.py:567-569, :1397), and the sm_100 fp8 default
+  (model_executor/models/config.py:119-141);
+- text_config.index_head_dim and index_kpool: the indexer's K cache, index_head_dim + index_head_dim
+  // 128 x 4 uint8 bytes a state, one state per index_kpool tokens (common/attention.py:260-266,
+  :114-119), and the tail ring of raw keys and gate scores, index_kpool x next_power_of_2(ceil((index_kpool +
+  speculative tokens) / index_kpool)) tokens of 2 x index_head_dim bf16 values (:156-183);
+- text_config.linear_attn_config's num_heads, head_dim and short_conv_kernel_size: the KDA state
+  (common/model.py:1101-1117; common/kda.py:189-204, :218-220), read by transformers into
+  linear_num_heads, linear_head_dim and linear_conv_kernel_dim (configuration_glm5_next.py:189-193);
+- text_config.linear_attn_config.gate_lower_bound: the KDA gate's bound (linear_lower_bound,
+  configuration_glm5_next.py:193-197; common/kda.py:338), which picks FlashKDA or Triton for prefill
+  (:137-160) and so the state's prefill checkpoints (:168-176);
+- text_config.num_nextn_predict_layers: the MTP draft's layers (config/speculative.py:1146-1157);
+- text_config.max_position_embeddings: max_model_len, the state's block without prefix caching;
+- dtype: the model dtype (transformers_utils/model_arch_config_convertor.py:208-217), the MLA page's
+  at --kv-cache-dtype auto and the KDA states' at --mamba-cache-dtype auto
+  (MambaStateDtypeCalculator.kda_state_dtype, common/model.py:1090-1099).
+
+Read by the layers' constructors but by no cache page (so no member key): index_n_heads (the indexer's
+query projection, common/attention.py:212), q_lora_rank (projections; transformers refuses None,
+configuration_glm5_next.py:220-221), mla_use_nope (rotary only, common/model.py:411),
+index_kpool_always_select_tail (refused when False at model build, common/model.py:156-164).
+
+Why the adapter does not plan it yet (docs/engines/vllm.md, "Hybrid model classes"): its pages are of
+kinds kvproof's vLLM planner does not translate. The indexer's K cache is an MLAAttentionSpec of
+cache_role INDEXER with tokens_per_state index_kpool, the tail ring a CircularBufferSpec (one block a
+request), each with its own backend (Glm5NextIndexerBackend, KpoolTailBackend:
+v1/attention/backends/mla/indexer.py:296-319), and KpoolTailBackend admits the block-outermost layout
+BLHNC alone, so the whole cache is laid out block-outermost (v1/core/kv_cache_planning.py:676-733),
+which planner.document refuses; the MLA layers' sparse backends (FLASHINFER_MLA_SPARSE_SM90,
+FLASH_ATTN_MLA_SPARSE, FLASHMLA_SPARSE on sm_90 at its 512-wide head, vllm/platforms/cuda.py:140-154) and their kernels'
+own page limits are not in the catalog; the MLA constructor rewrites the cache dtype for its backend
+(fp8 to fp8_ds_mla at FLASHMLA_SPARSE, mla_attention.py:359-376, :523-533) before vLLM picks the block
+(the worker loads the model first, v1/executor/uniproc_executor.py:71-75), which the planner, building
+no layer, does not do; and a packed block-outermost group keeps the manager block for its kernels while
+each backend may take smaller ones (v1/worker/utils.py:292-299, :662-675), which the planner's one
+kernel_tokens per point does not say.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvproof.engines.families import Axis, Cited, Family, Member
+from kvproof.engines.tokenspeed import glm53_flash as cited
+
+LAYERS = cited.LAYERS
+# The cited split (DSA at 3, 7, ..., 43; the last layer KDA) in transformers' labels, which vLLM reads: KDA is
+# "linear_attention" (common/model.py:141-147), the others "indexed_attention" (configuration_glm5_next.py:164-172)
+LAYER_TYPES = ["linear_attention" if label == "linear_attention" else "indexed_attention"
+               for label in cited.LAYER_TYPES]
+TRANSLATED = ("transformers' Glm5NextTextConfig reads linear_attn_config into linear_num_heads, linear_head_dim and "
+              "linear_conv_kernel_dim (configuration_glm5_next.py:189-193), the names vLLM reads")
+# Kimi-K3's published config, whose KDA layers GLM-5.3-Flash's reuse (the llama.cpp pull request tokenspeed's
+# family cites for its short-conv kernel)
+SIBLING = "Kimi-K3's published config (engines/tokenspeed/models/kimi-k3.json)"
+
+
+def _source(key: str) -> str:
+    """tokenspeed's citation of a text_config key."""
+    return next(c.source for c in cited.FAMILY.cited if c.key == key)
+
+
+def _carried(key: str) -> Cited:
+    """A value tokenspeed's family cites, under the same key in the config.json vLLM reads."""
+    found = next(c for c in cited.FAMILY.cited if c.key == key)
+    return Cited(found.key, found.value, found.source)
+
+
+FAMILY = Family(
+    name="glm53-flash",
+    not_a_verdict_on="zai-org/GLM-5.3-Flash",
+    cited=(
+        Cited("architectures", ["Glm5NextForConditionalGeneration"],
+              f"vLLM's registry name for the class (vllm/model_executor/models/registry.py:437-440); "
+              f"{_source('architectures')}"),
+        Cited("model_type", "glm5_next", "transformers' Glm5NextConfig.model_type (configuration_glm5_next.py), "
+              "which the cited architecture is the model of"),
+        _carried("text_config.num_hidden_layers"),
+        Cited("text_config.layer_types", LAYER_TYPES,
+              f"{_source('text_config.layer_types')}; in transformers' labels (linear_attention, indexed_attention, "
+              "configuration_glm5_next.py:164-172)"),
+        _carried("text_config.num_attention_heads"),
+        _carried("text_config.kv_lora_rank"),
+        _carried("text_config.qk_rope_head_dim"),
+        _carried("text_config.index_topk"),
+        _carried("text_config.index_head_dim"),
+        _carried("text_config.index_kpool"),
+        Cited("text_config.linear_attn_config.num_heads", 64,
+              f"{_source('text_config.linear_attn_config.num_heads')}; {TRANSLATED}"),
+        Cited("text_config.linear_attn_config.head_dim", 128,
+              f"{_source('text_config.linear_attn_config.head_dim')}; {TRANSLATED}"),
+        Cited("text_config.linear_attn_config.short_conv_kernel_size", 4,
+              f"{_source('text_config.linear_attn_config.short_conv_kernel_size')}; {TRANSLATED}"),
+        _carried("text_config.num_nextn_predict_layers"),
+    ),
+    axes=(
+        Axis("dtype", ("bfloat16", "float16"),
+             "no source names the model dtype (vLLM would read the weights' safetensors dtype then, "
+             "transformers_utils/model_arch_config_convertor.py:208-237): it is the MLA page's at --kv-cache-dtype "
+             "auto and the KDA states' at --mamba-cache-dtype auto, and vLLM's `auto` keeps a 16-bit checkpoint "
+             "dtype and downcasts a float32 one to a 16-bit dtype (vllm/config/model.py:2440-2445), so these two "
+             "are all it plans"),
+        Axis("text_config.linear_attn_config.gate_lower_bound", (-5.0,),
+             f"no GLM-5.3-Flash source states it; {SIBLING} has gate_lower_bound -5.0. vLLM reads only whether "
+             "it is set (FlashKDA needs a bounded gate, common/kda.py:148-155), and transformers sets -5.0 "
+             "whenever safe_gate is on, which it is unless the config turns it off "
+             "(configuration_glm5_next.py:193-197)"),
+        Axis("text_config.max_position_embeddings", (1048576,),
+             f"no GLM-5.3-Flash source states it; {SIBLING} has 1,048,576. vLLM makes it max_model_len, the "
+             "state's block without prefix caching; no page's bytes depend on it"),
+    ),
+    cap=2,
+    derived={
+        # transformers refuses any other (Glm5NextTextConfig.validate_architecture, configuration_glm5_next.py:
+        # 206-212), and sets it from the heads when the config has none (:156-157)
+        "text_config.num_key_value_heads": lambda values: values["text_config.num_attention_heads"],
+    },
+)
+
+MEMBERS: tuple[Member, ...] = tuple(FAMILY.members())
+
+
+def layers(hf: Any) -> list[tuple[str, str]]:
+    """The cache layers of Glm5NextForConditionalGeneration's language model (`language_model.model`,
+    common/model.py:1226-1229, :1057-1059; its layers, :746): a KDA layer's Glm5NextLinearAttention at
+    `layers.i.self_attn` (:385-390, a `state`); an MLA layer's MLAAttention at `layers.i.self_attn.attn`
+    (`attention`: the layer's prefix, :409, and the wrapper's, model_executor/layers/mla.py:132), and, with
+    index_topk set, its indexer's K cache (`indexer`) and tail ring (`tail`) at
+    `layers.i.self_attn.indexer.k_cache` and `.tail_cache` (common/attention.py:527, :263, :274)."""
+    out: list[tuple[str, str]] = []
+    for i, label in enumerate(hf.layer_types):
+        at = f"language_model.model.layers.{i}.self_attn"
+        if label == "linear_attention":
+            out.append((at, "state"))
+            continue
+        out.append((f"{at}.attn", "attention"))
+        if hf.index_topk is not None:
+            out += [(f"{at}.indexer.k_cache", "indexer"), (f"{at}.indexer.tail_cache", "tail")]
+    return out
