@@ -69,11 +69,13 @@ def test_each_gdn_layer_keeps_its_own_state_and_the_block_is_worked_by_hand() ->
     """At tp 1, bf16: the GDN state is (2 x 30 x 96 + 30 x 192) x 3 conv values and 30 x 192 x 96 temporal
     ones, 69,120 + 1,105,920 = 1,175,040 B, against 2 x 30 x 128 x 2 B = 15,360 B a token of attention: the
     block is 16 x ceil(1,175,040 / (16 x 15,360)) = 80 tokens, a 1,228,800 B page. Two ngram tokens add two
-    conv rows (1,221,120 B): still 80. fp8 halves the token (160), float32 states double the state (160;
-    320 with fp8). At tp 30 every count is a thirtieth and the block the same."""
-    planned = {spec: planner.plan(point(spec=spec)) for spec in (0, 2)}
-    assert {spec: (p.block_size, p.mamba_padded) for spec, p in planned.items()} == {0: (80, 1_228_800),
-                                                                                     2: (80, 1_228_800)}
+    conv rows (1,221,120 B): still 80; three add three (1,244,160 B), past the page: 16 x ceil(1,244,160 /
+    245,760) = 96 tokens, 1,474,560 B (the class passes the tokens its layers keep, so the block widens and
+    the point boots). fp8 halves the token (160), float32 states double the state (160; 320 with fp8). At
+    tp 30 every count is a thirtieth and the block the same."""
+    planned = {spec: planner.plan(point(spec=spec)) for spec in (0, 2, 3)}
+    assert {spec: (p.block_size, p.mamba_padded) for spec, p in planned.items()} == {
+        0: (80, 1_228_800), 2: (80, 1_228_800), 3: (96, 1_474_560)}
     shapes = {spec: {(tuple(f["shape"]), f["dtype"]) for f in p.documents[1]["fields"]}
               for spec, p in planned.items()}
     assert shapes[0] == {((80, 7680), "bfloat16"), ((3, 11_520), "bfloat16"), ((30, 192, 96), "bfloat16")}
@@ -99,8 +101,8 @@ def test_the_layers_their_names_and_the_domain() -> None:
     assert stage.layers == (16, 32) and stage.attention and stage.block_size == 80
     tps = (1, 2, 3, 5, 6, 10, 15, 30)
     assert {(p["tp"], p["pp"]) for p in engine.points(OLMO)} == {(tp, 1) for tp in tps} | {(1, 2)}
-    # 8 tps x 3 tokens, and pp 2 undrafted; x 2 kv dtypes x 2 state dtypes x prefix off / on
-    assert len(engine.points(OLMO)) == (8 * 3 + 1) * 2 * 2 * 2 == 200
+    # 8 tps x 4 tokens, and pp 2 undrafted; x 2 kv dtypes x 2 state dtypes x prefix off / on
+    assert len(engine.points(OLMO)) == (8 * 4 + 1) * 2 * 2 * 2 == 264
     with pytest.raises(ValueError, match=r"attention heads \(30\) must be divisible by tensor parallel size \(4\)"):
         planner.plan(point(tp=4))
 

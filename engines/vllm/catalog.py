@@ -656,15 +656,20 @@ def _olmo_gdn_state(vllm_config: Any) -> dict[str, Any]:
     return {"get_state_shape": lambda: shape}
 
 
-# OLMo Hybrid: no config.json tied to a hub revision found, planned over its family's members, as the Mamba2
-# families are (FLASH_ATTN on sm_90, pp 2 at tp 1, ngram up to 2 tokens): OlmoHybridForCausalLM
+# OLMo Hybrid: no config.json tied to a hub revision found, planned over its family's members at FLASH_ATTN on
+# sm_90 and pp 2 at tp 1, as the Mamba2 families are, but with ngram up to 3 tokens: no published checkpoint
+# of this class plans 3, and at 2 a class-level state shape that dropped the speculative tokens (vllm#57721's
+# kind) still boots in the page's 53,760 B of slack, where 3 tokens do not. OlmoHybridForCausalLM
 # (olmo_hybrid.py:382-384) is SupportsPP and has neither SupportsMTP nor SupportsEagle among its bases.
+OLMO_LIMITS = ("planned over a stated family, not at a checkpoint (engines/vllm/olmo_hybrid.py); at FLASH_ATTN on "
+               "sm_90 only, pipeline stages at tp 1, pp 2 only, up to 3 speculative tokens: every backend and "
+               "stage multiplies each member's points, and the other backends' pages and deeper pipelines are "
+               "planned at the published checkpoints; speculation by ngram only (no MTP or EAGLE interface)")
 MODELS.update({m.name: Model(
     m.name, f"family {m.family.name}, member {m.index}", (FAMILY_FLASH_ATTN,), OLMO_GDN,
     "GDN_ATTN",  # GatedDeltaNetAttention.mamba_type, gdn/base.py:51
-    olmo_hybrid.layers, (False, True),
-    FAMILY_LIMITS.format(module="olmo_hybrid", stages="pipeline stages at tp 1, pp 2 only"),
-    draft="ngram", speculative=(0, 1, 2),
+    olmo_hybrid.layers, (False, True), OLMO_LIMITS,
+    draft="ngram", speculative=(0, 1, 2, 3),
     # the GDN layer's conv updates and recurrent kernel (olmo_gdn_linear_attn.py:366, :397, :443, :486)
     readers=(CAUSAL_CONV1D, GATED_DELTA_RULE, LMCACHE), state_init=_olmo_gdn_state, member=m)
     for m in olmo_hybrid.MEMBERS})
