@@ -41,6 +41,8 @@ faults.declare({
     "the speculative conv rows its MambaMixer2 layers keep (vllm#57721 as 0.30.0 and 0.31.0 shipped it)",
     "vllm_zamba2_head_dim_unexpanded": "Zamba2's model class sizes the Mamba2 state by a head of hidden_size / "
     "n_mamba_heads, while its MambaMixer2 layers keep heads of the expanded intermediate size / n_mamba_heads",
+    "vllm_olmo_hybrid_state_unwidened": "OlmoHybrid's model class sizes the GDN state the alignment pads by without "
+    "the speculative conv rows its layers keep (vllm#57721's kind, at another class)",
     "lmcache_walks_by_payload": "the catalog records LMCache as walking state pages by their payload, not the padded "
     "page (LMCache#5166): one flipped reader entry",
 })
@@ -168,6 +170,8 @@ PATCHES: dict[str, tuple[str, str, Callable[[Callable[..., Any]], Callable[..., 
                                        "FalconH1ForCausalLM.get_mamba_state_shape_from_config", _num_spec_dropped),
     "vllm_zamba2_head_dim_unexpanded": ("vllm.model_executor.models.zamba2",
                                         "Zamba2ForCausalLM.get_mamba_state_shape_from_config", _head_dim_unexpanded),
+    "vllm_olmo_hybrid_state_unwidened": ("vllm.model_executor.models.olmo_hybrid",
+                                         "OlmoHybridForCausalLM.get_mamba_state_shape_from_config", _num_spec_dropped),
 }
 
 
@@ -206,6 +210,9 @@ MUTANTS: tuple[Mutant, ...] = (
                                               "--assume pp=1 spec=2",), expect="boots"),
     Mutant("vllm_zamba2_head_dim_unexpanded", ("verify engine vllm --recipe zamba2-7b-family-0 --tp 1 "
                                                "--assume pp=1 spec=1 spec=2",), expect="boots"),
+    # OLMo Hybrid's at 3 tokens: at 1 and 2 the page's 53,760 B of slack holds the conv rows the class leaves out
+    Mutant("vllm_olmo_hybrid_state_unwidened", ("verify engine vllm --recipe olmo-hybrid-7b-family-0 --tp 1 "
+                                                "--assume pp=1 spec=3",), expect="boots"),
     # not a replaced vLLM function: the catalog's LMCache reader entry flipped (catalog.Model.state_readers)
     Mutant("lmcache_walks_by_payload", (TP1,), expect="consumer_stride"),
 )
