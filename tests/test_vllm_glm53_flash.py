@@ -1,24 +1,38 @@
-"""GLM-5.3-Flash (Glm5NextForConditionalGeneration) as vLLM reads it (engines/vllm/glm53_flash.py): its stated
-family carries tokenspeed's cited values into the config.json vLLM reads, transformers' config class reads them
-under the names vLLM asks, and the pages vLLM would plan are of the kinds the module says the adapter does not
-translate yet (so no member is in the catalog)."""
+"""GLM-5.3-Flash (Glm5NextForConditionalGeneration) planned over its stated family (engines/vllm/glm53_flash.py):
+the family carries tokenspeed's cited values into the config.json vLLM reads, transformers' config class reads
+them under the names vLLM asks, both members plan at the installed vLLM (KDA states, sparse MLA pages, each
+indexer's K cache and tail ring, laid out block-outermost) and say they stand for a family, and no value
+transformers fills in for a key a member lacks moves a plan."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 pytest.importorskip("vllm", reason="vllm is not installed: `make .venv/.vllm` installs it (make test does)")
 
-from kvproof.engines.stubs import StubUsed
+import config_defaults
+
+from kvproof.cli.cmd_engine import render
+from kvproof.engines import baseline
+from kvproof.engines.families import Member
 from kvproof.engines.tokenspeed import glm53_flash as tokenspeed
-from kvproof.engines.vllm import catalog, glm53_flash, planner
+from kvproof.engines.vllm import catalog, engine, glm53_flash, planner
 from kvproof.engines.vllm.platform import cuda_assumed, load_backend, modules, point_answers
 
 FAMILY = glm53_flash.FAMILY
 MEMBER = glm53_flash.MEMBERS[0]
+NAMES = ["glm53-flash-family-0", "glm53-flash-family-1"]
+GLM = catalog.MODELS[NAMES[0]]
+AT_TP1: dict[str, Any] = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["off"], "pp": [1]}
+
+
+def point(model: catalog.Model = GLM, tp: int = 1, dtype: str = "auto", mamba: str = "auto", prefix: bool = False,
+          spec: int = 0, rank: int = 0, pp: int = 1) -> planner.Point:
+    return planner.Point(model, tp, dtype, mamba, prefix, model.backends[0], spec, rank=rank, pp=pp)
 SPARSE_SM90 = "vllm.v1.attention.backends.mla.flashinfer_mla_sparse_sm90:FlashInferMLASparseSM90Backend"
 
 
@@ -35,7 +49,8 @@ def _flat(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 def test_the_family_is_the_cited_keys_the_three_axes_and_the_derived_kv_heads() -> None:
     """Two members (the two 16-bit model dtypes); each config.json is exactly the cited, varied and derived
     keys, and every cited value is tokenspeed's (its split in transformers' labels)."""
-    assert [m.name for m in glm53_flash.MEMBERS] == ["glm53-flash-family-0", "glm53-flash-family-1"]
+    assert [m.name for m in glm53_flash.MEMBERS] == NAMES
+    assert [m.recipe for m in catalog.MODELS.values() if m.member and m.member.family is FAMILY] == NAMES
     assert [m.values["dtype"] for m in glm53_flash.MEMBERS] == ["bfloat16", "float16"] and FAMILY.size() == 2
     for member in glm53_flash.MEMBERS:
         flat = _flat(member.config())
@@ -99,17 +114,98 @@ def test_vllm_builds_the_members_model_config_as_a_sparse_mla_hybrid() -> None:
     assert shapes[-1] == (32, 128, 128)  # the recurrent state: 64 heads over tp 2, 128 x 128
 
 
-def test_what_keeps_it_out_of_the_catalog_is_as_the_module_says() -> None:
-    """The tail ring's backend admits BLHNC alone, so vLLM lays the whole cache out block-outermost, which the
-    planner refuses; no member is a catalog model."""
-    v = modules()
-    from vllm.v1.attention.backends.mla.indexer import Glm5NextIndexerBackend, KpoolTailBackend
+def test_the_tail_rings_backend_lays_the_cache_out_block_outermost() -> None:
+    """KpoolTailBackend admits BLHNC alone, so vLLM resolves the block-outermost layout for the whole cache; the
+    planner translates it as one plane of a block, every group's layers from byte 0 of it."""
+    modules()
+    from vllm.v1.attention.backends.mla.indexer import KpoolTailBackend
     from vllm.v1.kv_cache_layout import KVCacheLayout
 
-    assert [lay.name for lay in v.backend_utils.get_supported_kv_cache_layouts([KpoolTailBackend])] == ["BLHNC"]
-    assert "BLHNC" in [lay.name for lay in v.backend_utils.get_supported_kv_cache_layouts([Glm5NextIndexerBackend])]
-    layout = KVCacheLayout.BLHNC
-    assert layout.is_block_outermost
-    with pytest.raises(StubUsed, match="block-outermost layout BLHNC"):
-        planner.document(None, layout, 1)
-    assert not any(name.startswith("glm53-flash") for name in catalog.MODELS)
+    assert KpoolTailBackend.supported_kv_cache_layouts() == (KVCacheLayout.BLHNC,)
+    planned = planner.plan(point())
+    assert planned.layout is KVCacheLayout.BLHNC and planned.layout.is_block_outermost
+    doc = planned.documents[1]
+    assert doc["planes"] == [{"id": "slot0", "bytes": doc["parent_bytes"], "arena_offset": 0}]
+    assert doc["arena_bytes"] == 2 * doc["parent_bytes"]  # N + 1 blocks, the null block first
+    assert {f["stride"] for f in doc["fields"]} == {doc["parent_bytes"]}
+
+
+def test_the_block_and_pages_worked_by_hand_at_tp_1() -> None:
+    """A KDA layer keeps (3 x 64 x 128) bf16 conv values and 64 x 128 x 128 float32 ones: 147,456 + 4,194,304 =
+    4,341,760 B, against 512 x 2 B = 1,024 B a token of MLA latent. vLLM aligns to lcm(64, 128, 128, 64) and
+    MLA's 128 (the sparse backend's, the indexer's 4 x 32-state and the tail's kernel blocks): 128 x
+    ceil(4,341,760 / (128 x 1,024)) = 4,352 tokens, a 4,456,448 B page the KDA state is padded to. An indexer
+    keeps 4,352 / 4 = 1,088 states of 128 + 4 B; a tail ring 4 tokens of (K, gate) x 128 bf16, 2,048 B. The 34
+    KDA layers make four groups (9, 9, 8, 8), the 11 MLA layers and their indexers one, the tails one; a block is
+    the largest, 11 x (4,456,448 + 143,616) = 50,600,704 B, rounded to 33,792 B (the indexer's 64-state pages
+    and the MLA's 1,024 B rows): 50,620,416 B. fp8 halves the latent (8,576 tokens); a float32 conv state
+    makes 4,480; two MTP tokens widen the ring to 8 tokens and add the draft's layer."""
+    planned = planner.plan(point())
+    doc = planned.documents[1]
+    assert (planned.block_size, planned.mamba_padded, planned.kernel_tokens) == (4352, 4_456_448, 4352)
+    assert doc["parent_bytes"] == 50_620_416 and doc["alignment"] == 33_792
+    shapes = {(f["id"].rsplit(".", 1)[1], tuple(f["shape"]), f["dtype"]) for f in doc["fields"]}
+    assert shapes == {("state0", (3, 24_576), "bfloat16"), ("state1", (64, 128, 128), "float32"),
+                      ("kv", (4352, 512), "bfloat16"), ("kv", (1088, 132), "uint8"), ("kv", (4, 256), "bfloat16")}
+    sizes = [sum(1 for f in doc["fields"] if f["group"] == g["id"]) for g in doc["groups"]]
+    assert sizes == [18, 18, 16, 16, 22, 11]  # two fields a KDA layer
+    assert {(dtype, mamba, spec): planner.plan(point(dtype=dtype, mamba=mamba, spec=spec)).block_size
+            for dtype, mamba, spec in (("fp8", "auto", 0), ("auto", "float32", 0), ("auto", "auto", 2))} == {
+        ("fp8", "auto", 0): 8576, ("auto", "float32", 0): 4480, ("auto", "auto", 2): 4352}
+    drafted = planner.plan(point(spec=2)).documents[1]
+    rings = [f for f in drafted["fields"] if f["id"].endswith("tail_cache.kv")]
+    assert len(rings) == 12 and {tuple(f["shape"]) for f in rings} == {(8, 256)}
+    assert rings[-1]["id"] == "g4.model.layers.45.self_attn.indexer.tail_cache.kv"
+
+
+def test_both_members_plan_and_stand_for_their_family_not_a_checkpoint() -> None:
+    """At 0.33.0 both boot at 0 and 2 MTP tokens; undrafted, each tail ring (22,528 B of 11 layers) holds a whole
+    50,620,416 B block: padding_bound, 2,246 over the contract's 0.25 (as the KDA groups, 0.295 and 0.457); a
+    drafted point states no bound. Each result says family, two members, and which checkpoint it is no verdict
+    on."""
+    run = engine.run(NAMES, {**AT_TP1, "spec": [0, 2]})
+    text = render(run, baseline.compare([], set(), "vllm", run.version, set()), False, set())
+    assert text.count("not a verdict on zai-org/GLM-5.3-Flash; a verdict on it needs its published config.json in "
+                      "kvproof's catalog (engines/vllm/models/; verify engine vllm takes no --config)") == 2
+    for r in run.recipes:
+        assert r.not_verified is None and [p.point["spec"] for p in r.points] == [0, 2]
+        undrafted, drafted = r.points
+        assert {f.property for f in undrafted.findings} == {"padding_bound"} and not drafted.findings
+        assert any("group g5 pads 2246.000 > bound 0.250 (parent 50,620,416 B" in f.message
+                   for f in undrafted.findings)
+        out = r.as_dict()
+        assert (out["coverage"], out["members"], out["enumerated"]) == ("family", 2, 2)
+        assert out["family"]["not_a_verdict_on"] == "zai-org/GLM-5.3-Flash"
+
+
+def test_the_domain_and_the_pipeline_stage() -> None:
+    """tp every divisor of the 64 MLA and 64 KDA heads, MTP up to 2 tokens, pp 2 at tp 1 undrafted: (7 x 3 + 1) x
+    2 kv dtypes x 2 state dtypes x prefix off / on = 176 points; pp 2's second stage builds layers 23-44."""
+    assert len(engine.points(GLM)) == (7 * 3 + 1) * 2 * 2 * 2 == 176
+    assert {(p["tp"], p["pp"]) for p in engine.points(GLM)} == {(tp, 1) for tp in (1, 2, 4, 8, 16, 32, 64)} | {(1, 2)}
+    stage = planner.plan(point(rank=1, pp=2))
+    assert stage.layers == (23, 45) and stage.attention and stage.block_size == 4352
+    assert planner.plan(point(tp=64)).block_size == 128
+
+
+# transformers names the members' dtype its own: bookkeeping too.
+BOOKKEEPING = config_defaults.BOOKKEEPING | {"dtype"}
+STRINGS = {"hidden_act": "relu", "topk_method": "greedy", "scoring_func": "softmax"}  # another value a string key
+
+
+def test_no_default_of_transformers_text_config_class_moves_a_plan() -> None:
+    """vLLM reads text_config through Glm5NextTextConfig, which answers every key a member lacks with a class
+    default, so no read can raise: instead every such key is set to another value at once (those None or
+    structured left as they are), and a drafted, tensor-parallel, prefix-caching point plans exactly as before."""
+    from transformers import Glm5NextTextConfig
+
+    defaults = Glm5NextTextConfig().to_dict()
+    lacking, changed = config_defaults.changed(defaults, MEMBER.config()["text_config"], BOOKKEEPING, STRINGS)
+    kept = sorted(key for key in lacking if changed[key] == defaults[key])
+    assert {"q_lora_rank", "qk_nope_head_dim", "v_head_dim", "index_n_heads", "hidden_size", "n_routed_experts",
+            "index_kpool_always_select_tail", "linear_num_heads", "linear_lower_bound"} <= set(lacking) - set(kept)
+    values = {**MEMBER.values, **{f"text_config.{k}": v for k, v in changed.items() if k not in kept}}
+    other = replace(GLM, member=Member(FAMILY, MEMBER.index, values))
+    base = planner.plan(point(tp=2, spec=2, prefix=True))
+    again = planner.plan(point(other, tp=2, spec=2, prefix=True))
+    assert (again.block_size, again.documents) == (base.block_size, base.documents)

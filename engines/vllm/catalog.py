@@ -23,7 +23,7 @@ from typing import Any
 from kvproof.engines import families
 from kvproof.engines.stubs import StubUsed
 from kvproof.engines.verdict import Coverage
-from kvproof.engines.vllm import falcon_h1, granite, lfm2_moe, olmo_hybrid, zamba2
+from kvproof.engines.vllm import falcon_h1, glm53_flash, granite, lfm2_moe, olmo_hybrid, zamba2
 from kvproof.engines.vllm.platform import load_backend
 from kvproof.impl import faults
 
@@ -218,6 +218,10 @@ class Model:
     # `layers.` unless the model class names its layers otherwise
     hidden_layer: Callable[[str, Any], int] = lambda name, _hf: _layer_number(name)
     pipeline: bool = True  # the model class is SupportsPP (else vLLM refuses pp > 1 in its config check)
+    # the model's cache layers besides its state layers and plain attention, each as its constructor leaves it
+    # (a shell, whose own get_kv_cache_spec and get_attn_backend vLLM calls), from the point's config, its
+    # attention backend and the layer names; it may write to the config as those constructors do
+    built: Callable[[Any, Any, list[tuple[str, str]]], dict[str, Any]] | None = None
 
     @property
     def coverage(self) -> Coverage | None:
@@ -689,3 +693,48 @@ MODELS.update({m.name: Model(
     # ShortConv's conv update (short_conv.py:313, :326)
     readers=(CAUSAL_CONV1D, LMCACHE), state_init=partial(_short_conv_state, width=lfm2_moe.conv_width), member=m)
     for m in lfm2_moe.MEMBERS})
+
+
+# The sparse (DSA) MLA backends' priorities on sm_90 (vllm/platforms/cuda.py:140-154): after the dense MLA
+# backends, which decline a sparse layer (validate_configuration, v1/attention/backend.py:321-323), at a 512-wide
+# head FLASHINFER_MLA_SPARSE_SM90 first, then FLASH_ATTN_MLA_SPARSE and FLASHMLA_SPARSE.
+# FLASHINFER_MLA_SPARSE_SM90 hands FlashInfer's MLA kernel pages of one token: each top-k slot is a row of a flat
+# view of the cache, so the kernel's page is a token at any block size, and the rows are addressed by the block
+# stride itself (whole rows asserted), never by an implicit dense page.
+FLASHINFER_MLA_SPARSE_ROWS = Kernel("flashinfer_mla_paged_page1", 1, None, V033 + "vllm/v1/attention/backends/mla/"
+                                    "flashinfer_mla_sparse_sm90.py:363-371: BatchMLAPagedAttentionWrapper planned "
+                                    "at page_size 1; :612-624 and sparse_utils.py:50-69: a token's row is block x "
+                                    "block_stride_rows + offset, block_stride_rows = stride(0) // row, asserted whole")
+GLM_FUSED_RECURRENT_KDA = Reader("fused_recurrent_kda", "page", V033 + "vllm/models/glm5next/nvidia/ops/third_party/"
+                                 "kda/fused_recurrent.py:148, :253: state_idx * initial_state.stride(0)")
+FLASHINFER_MLA_SPARSE_SM90 = Backend(
+    "FLASHINFER_MLA_SPARSE_SM90", "vllm.v1.attention.backends.mla.flashinfer_mla_sparse_sm90:"
+    "FlashInferMLASparseSM90Backend", "sm_90", (9, 0),
+    "first sparse MLA choice below sm_100 at a 512-wide head (vllm/platforms/cuda.py:144-146), where FlashInfer "
+    "has its SM90 MLA (has_flashinfer_sm90_nope_mla, flashinfer_mla_sparse_sm90.py:205-210: FlashInfer >= 0.6.18; "
+    "vLLM 0.33.0 pins 0.7.2.post1)", (FLASHINFER_MLA_SPARSE_ROWS,), all_stages=False)
+GLM_LIMITS = ("planned over a stated family, not at a checkpoint (engines/vllm/glm53_flash.py); at "
+              "FLASHINFER_MLA_SPARSE_SM90 on sm_90 only (FLASH_ATTN_MLA_SPARSE and FLASHMLA_SPARSE, reached where "
+              "FlashInfer lacks its SM90 MLA, and sm_100's sparse backends are not planned), pipeline stages at "
+              "tp 1, pp 2 only (each member's points multiply as a family's do), its MTP draft up to 2 speculative "
+              "tokens; the MLA pages' kernel is recorded as FlashInfer's at one-token pages (the "
+              "wrapper's own page size, its kernel's source not read); the indexer's kernel (DeepGEMM's paged MQA "
+              "logits, which vLLM hands 4 x 32 or 4 x 64-token kernel blocks through a kernel block table) and the "
+              "tail ring's are not recorded; the backend is "
+              "an assumption (its supports_combination asks for FlashInfer's SM90 MLA, which this CPU lacks; "
+              "planning asks nothing of FlashInfer); its vision tower keeps no page")
+
+# GLM-5.3-Flash: no published config.json, planned over its family's members (glm53_flash.py): KDA states, the
+# sparse MLA layers' latent pages, and each one's indexer K cache and tail ring (their own specs and backends).
+# Glm5NextForConditionalGeneration is SupportsPP (Glm4vForConditionalGeneration, glm4_1v.py:1736-1743); its MTP
+# draft is Glm5NextMTP (config/speculative.py:1146-1157).
+MODELS.update({m.name: Model(
+    m.name, f"family {m.family.name}, member {m.index}", (FLASHINFER_MLA_SPARSE_SM90,),
+    "vllm.models.glm5next.common.kda:Glm5NextLinearAttention",
+    "GDN_ATTN",  # GatedDeltaNetAttention.mamba_type, gdn/base.py:51 (Glm5NextLinearAttention keeps it)
+    glm53_flash.layers, (False, True), GLM_LIMITS,
+    draft="mtp", draft_layers=glm53_flash.draft_layers, speculative=(0, 1, 2),
+    # Glm5NextLinearAttention's conv update and recurrent KDA kernel (glm5next/common/kda.py:607, :673)
+    readers=(CAUSAL_CONV1D, GLM_FUSED_RECURRENT_KDA, LMCACHE), state_init=glm53_flash.kda_state, member=m,
+    built=glm53_flash.built)
+    for m in glm53_flash.MEMBERS})

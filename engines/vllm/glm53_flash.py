@@ -1,4 +1,4 @@
-"""GLM-5.3-Flash (Glm5NextForConditionalGeneration) as vLLM reads it: a stated family, not yet planned.
+"""GLM-5.3-Flash (Glm5NextForConditionalGeneration) over a stated family, for want of a published config.json.
 
 zai-org/GLM-5.3-Flash publishes no config.json kvproof could read verbatim. tokenspeed's adapter plans the
 model over a stated family whose every value is cited (engines/tokenspeed/glm53_flash.py,
@@ -45,20 +45,17 @@ query projection, common/attention.py:212), q_lora_rank (projections; transforme
 configuration_glm5_next.py:220-221), mla_use_nope (rotary only, common/model.py:411),
 index_kpool_always_select_tail (refused when False at model build, common/model.py:156-164).
 
-Why the adapter does not plan it yet (docs/engines/vllm.md, "Hybrid model classes"): its pages are of
-kinds kvproof's vLLM planner does not translate. The indexer's K cache is an MLAAttentionSpec of
-cache_role INDEXER with tokens_per_state index_kpool, the tail ring a CircularBufferSpec (one block a
-request), each with its own backend (Glm5NextIndexerBackend, KpoolTailBackend:
-v1/attention/backends/mla/indexer.py:296-319), and KpoolTailBackend admits the block-outermost layout
-BLHNC alone, so the whole cache is laid out block-outermost (v1/core/kv_cache_planning.py:676-733),
-which planner.document refuses; the MLA layers' sparse backends (FLASHINFER_MLA_SPARSE_SM90,
-FLASH_ATTN_MLA_SPARSE, FLASHMLA_SPARSE on sm_90 at its 512-wide head, vllm/platforms/cuda.py:140-154) and their kernels'
-own page limits are not in the catalog; the MLA constructor rewrites the cache dtype for its backend
-(fp8 to fp8_ds_mla at FLASHMLA_SPARSE, mla_attention.py:359-376, :523-533) before vLLM picks the block
-(the worker loads the model first, v1/executor/uniproc_executor.py:71-75), which the planner, building
-no layer, does not do; and a packed block-outermost group keeps the manager block for its kernels while
-each backend may take smaller ones (v1/worker/utils.py:292-299, :662-675), which the planner's one
-kernel_tokens per point does not say.
+How the adapter plans it (catalog.py, the glm53-flash members): the KDA layers as state layers with their own
+state (kda_state), and the MLA layers, their indexers' K caches and tail rings built as shells of their own
+classes (built): vLLM's own get_kv_cache_spec of each, customized by each one's own backend
+(Glm5NextIndexerBackend, KpoolTailBackend: v1/attention/backends/mla/indexer.py:296-319; the MLA layer's the
+point's). KpoolTailBackend admits the block-outermost layout BLHNC alone, so the whole cache is laid out
+block-outermost (v1/core/kv_cache_planning.py:676-733; planner._block_outermost translates it). The MLA
+constructor rewrites the cache dtype for its backend (mla_attention.py:359-376, :523-529) before vLLM picks the
+block (the worker loads the model first, v1/executor/uniproc_executor.py:71-75): built does it too. Not
+modelled: the indexer's and the tail ring's kernels (none recorded; the MLA pages' is FlashInfer's at one-token
+pages, catalog.FLASHINFER_MLA_SPARSE_ROWS), and the smaller kernel blocks a backend of a packed block-outermost
+group may take (v1/worker/utils.py:292-299, :662-675) through its kernel block table.
 """
 
 from __future__ import annotations
@@ -66,6 +63,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvproof.engines.families import Axis, Cited, Family, Member
+from kvproof.engines.stubs import StubUsed
 from kvproof.engines.tokenspeed import glm53_flash as cited
 
 LAYERS = cited.LAYERS
@@ -161,4 +159,81 @@ def layers(hf: Any) -> list[tuple[str, str]]:
         out.append((f"{at}.attn", "attention"))
         if hf.index_topk is not None:
             out += [(f"{at}.indexer.k_cache", "indexer"), (f"{at}.indexer.tail_cache", "tail")]
+    return out
+
+
+def kda_state(vllm_config: Any) -> dict[str, Any]:
+    """What Glm5NextLinearAttention's constructor sets that its get_kv_cache_spec reads (common/kda.py:168-204):
+    the tp, heads, head dim and conv width of the text config (:218-220; the tp and speculative tokens,
+    GatedDeltaNetAttention's, mamba/gdn/base.py:33, :43-47), the model and cache configs (gdn/base.py:39-40) and
+    the KDA prefill backend vLLM's own _resolve_kda_prefill_backend picks (common/kda.py:344-350; "auto" unless
+    additional_config names one), which sets the state's prefill checkpoints (:168-176)."""
+    from vllm.models.glm5next.common import kda
+    from vllm.platforms import current_platform
+
+    # kda.py binds current_platform when first imported; the capability _resolve_kda_prefill_backend asks of it
+    # must be the point's
+    bound = kda.current_platform
+    if not bound.is_cuda() or bound.get_device_capability() != current_platform.get_device_capability():
+        raise StubUsed(f"vllm.models.glm5next was first imported under a platform with capability "
+                       f"{bound.get_device_capability()}, not the point's; plan one GPU per process")
+    hf = vllm_config.model_config.hf_text_config
+    extra = vllm_config.additional_config
+    choice = extra.get("kda_prefill_backend", "auto") if isinstance(extra, dict) else "auto"
+    return {"tp_size": vllm_config.parallel_config.tensor_parallel_size, "num_heads": hf.linear_num_heads,
+            "head_dim": hf.linear_head_dim, "conv_size": hf.linear_conv_kernel_dim,
+            "num_spec": vllm_config.num_speculative_tokens, "model_config": vllm_config.model_config,
+            "cache_config": vllm_config.cache_config,
+            "kda_prefill_backend": kda._resolve_kda_prefill_backend(
+                choice, hf.linear_head_dim, vllm_config.model_config.dtype, hf.linear_lower_bound)}
+
+
+def built(vllm_config: Any, backend: Any, names: list[tuple[str, str]]) -> dict[str, Any]:
+    """Each MLA layer's MLAAttention and its indexer's two caches, as their constructors leave what their
+    get_kv_cache_spec reads (shells: the class without its constructor run). The MLA layer (model_executor/
+    layers/attention/mla_attention.py:480-569): its head kv_lora_rank + qk_rope_head_dim, no sliding window, its
+    indexer (so it leads its index group, :1398), the top-k buffer's width (common/model.py:106-113, :712-720),
+    and the cache dtype its backend serves, which it writes back to the cache config (:523-529) before vLLM
+    picks the block. The indexer's K cache (common/attention.py:260-266) and its tail ring (:271-277)."""
+    import torch
+    from vllm.model_executor.layers.attention.mla_attention import MLAAttention, _canonicalize_sparse_mla_kv_cache_dtype
+    from vllm.models.glm5next.common.attention import Glm5NextIndexerCache, Glm5NextTailCache
+    from vllm.models.glm5next.common.model import get_sparse_topk_buffer_width
+
+    hf, cache = vllm_config.model_config.hf_text_config, vllm_config.cache_config
+    dtype = _canonicalize_sparse_mla_kv_cache_dtype(backend, cache.cache_dtype)
+    cache.cache_dtype = dtype
+    quant_block = 128  # Indexer.quant_block_size, common/attention.py:253
+    out: dict[str, Any] = {}
+    for name, kind in names:
+        if kind == "attention":
+            layer: Any = object.__new__(MLAAttention)
+            # indexer: any object; the spec asks only that the layer has one (mla_attention.py:1398)
+            vars(layer).update(kv_cache_dtype=dtype, head_size=hf.kv_lora_rank + hf.qk_rope_head_dim,
+                               sliding_window=None, indexer=f"{name}.indexer", non_causal_multi_token_decode=False,
+                               topk_buffer_width=get_sparse_topk_buffer_width(hf), attn_backend=backend)
+        elif kind == "indexer":
+            layer = object.__new__(Glm5NextIndexerCache)
+            vars(layer).update(head_dim=hf.index_head_dim + hf.index_head_dim // quant_block * 4, dtype=torch.uint8,
+                               cache_config=cache, _index_kpool=hf.index_kpool)
+        elif kind == "tail":
+            layer = object.__new__(Glm5NextTailCache)
+            vars(layer).update(head_dim=hf.index_head_dim, dtype=torch.bfloat16, cache_config=cache,
+                               _index_kpool=hf.index_kpool)
+        else:
+            continue
+        out[name] = layer
+    return out
+
+
+def draft_layers(draft: Any) -> list[tuple[str, str]]:
+    """Glm5NextMTP's layers (common/mtp.py:206-212): num_nextn_predict_layers decoder layers after the hidden
+    layers, `model.layers.{num_hidden_layers + i}` (:108-120), each an MLA (DSA) layer (is_mtp_layer, :70-77;
+    common/model.py:380) with its indexer caches, named as the target's are."""
+    text = draft.get_text_config()
+    out: list[tuple[str, str]] = []
+    for i in range(text.num_hidden_layers, text.num_hidden_layers + text.num_nextn_predict_layers):
+        at = f"model.layers.{i}.self_attn"
+        out += [(f"{at}.attn", "attention"), (f"{at}.indexer.k_cache", "indexer"),
+                (f"{at}.indexer.tail_cache", "tail")]
     return out

@@ -148,16 +148,22 @@ def _plan(v: Vllm, point: Point, folder: str, patches: Patches | None, made: Mod
         for shell in shells.values():
             if point.model.state_init is not None:  # what each layer's constructor would set, from vLLM's code
                 vars(shell).update(point.model.state_init(vllm_config))
-        vllm_config.compilation_config.static_forward_context = _LayerShells(shells)
+        # the model's other cache layers, each its own class with what its constructor sets (and writes to the
+        # config: vLLM's worker builds the model before it picks the block, v1/executor/uniproc_executor.py:71-75)
+        built = point.model.built(vllm_config, backend, layers) if point.model.built is not None else {}
+        if attends:  # the layers' own backends are among those vLLM finds on them (interface.py:763)
+            found += [b for b in dict.fromkeys(_own_backend(shell) for shell in built.values()) if b is not None
+                      and b not in found]
+        vllm_config.compilation_config.static_forward_context = _LayerShells({**shells, **built})
         context = patches(v) if patches else nullcontext()
         # vLLM's worker plans with its config current (worker_base.py:350, :358: initialize_from_config,
         # where the model runner asks select_common_block_size); backends read it (flashinfer.py:590)
         with context, config.set_current_vllm_config(vllm_config):
             _check_shell_call(lambda: platform.update_block_size_for_backend(vllm_config),
                               f"{point.model.state_layer_class().__name__} layer state", shells)
-            specs = _specs(v, vllm_config, model_cls, backend, layers, shells)
+            specs = _specs(v, vllm_config, model_cls, backend, layers, shells, built)
             layout_names = [lay.name for lay in v.backend_utils.get_supported_kv_cache_layouts(
-                [backend, point.model.state_backend(v.registry)] if attends
+                [*found, point.model.state_backend(v.registry)] if attends
                 else [point.model.state_backend(v.registry)])]
             layout = v.core.calls["resolve_kv_cache_layout"](vllm_config, [layout_names], list(specs.values()))
             attention = [spec for (_, kind), spec in zip(layers, specs.values(), strict=True) if kind == "attention"]
@@ -340,8 +346,14 @@ def _spec(cls: type, **fields: Any) -> Any:
     return cls(**{k: value for k, value in fields.items() if k in declared or k not in WHERE_DECLARED})
 
 
+def _own_backend(shell: Any) -> Any:
+    """The backend a built cache layer names (AttentionLayerBase.get_attn_backend: an MLA layer the one the
+    platform selected for it, an indexer's cache its own), None for a class that names none."""
+    return shell.get_attn_backend() if hasattr(type(shell), "get_attn_backend") else None
+
+
 def _specs(v: Vllm, vllm_config: Any, model_cls: Any, backend: Any, layers: list[tuple[str, str]],
-           shells: dict[str, Any]) -> dict[str, Any]:
+           shells: dict[str, Any], built: dict[str, Any] | None = None) -> dict[str, Any]:
     """Each layer's KVCacheSpec. An attention layer's is built with vLLM's spec classes from the
     inputs its own get_kv_cache_spec reads (attention.py:611, mla_attention.py:1371). A state layer's
     is the layer class's own get_kv_cache_spec, run on its shell (mamba/abstract.py:72 and each
@@ -369,6 +381,14 @@ def _specs(v: Vllm, vllm_config: Any, model_cls: Any, backend: Any, layers: list
     dtypes = tuple(model_cls.get_mamba_state_dtype_from_config(vllm_config))
     out: dict[str, Any] = {}
     for name, kind in layers:
+        if built and name in built:  # the layer's own get_kv_cache_spec, on its shell, customized by its backend
+            layer = built[name]
+            spec = _check_shell_call(partial(type(layer).get_kv_cache_spec, layer, vllm_config),
+                                     f"{type(layer).__name__}.get_kv_cache_spec", built)
+            own = _own_backend(layer)
+            out[name] = customize(own or backend, spec) if customize is not None else (own or backend).customize_spec(
+                spec)
+            continue
         if kind == "attention":
             out[name] = attention
             continue
@@ -408,10 +428,10 @@ def document(kv_config: Any, layout: Any, parents: int, kernels: list[dict] | No
     configs' spec objects alive while it is (its keys hold their ids).
     """
     translated = {} if translated is None else translated
-    if layout.is_block_outermost:
-        raise StubUsed(f"the block-outermost layout {layout.name} is not translated by kvproof yet")
     if kv_config.num_blocks != parents + 1:
         raise StubUsed(f"vLLM sized {kv_config.num_blocks} blocks for {parents} parents plus the null block")
+    if layout.is_block_outermost:
+        return _block_outermost(kv_config, layout, parents, kernels or [], readers or [], translated)
     planes: dict[int, tuple[str, int]] = {}
     fields: list[dict] = []
     groups = []
@@ -447,6 +467,48 @@ def document(kv_config: Any, layout: Any, parents: int, kernels: list[dict] | No
     }
 
 
+def _block_outermost(kv_config: Any, layout: Any, parents: int, kernels: list[dict], readers: list[dict],
+                     translated: Translated) -> dict:
+    """A block-outermost layout (BLHNC: a cache with a layer whose backend admits no other, as GLM-5.3-Flash's
+    indexer tail ring) as kvproof's plan document. vLLM 0.33.0 lays such a cache out as one block after another,
+    each block the same packing of every group's layers (get_kv_cache_config_from_groups, v1/core/
+    kv_cache_planning.py:676-733: every tensor's block stride is bytes_per_block, a group's layers one after
+    another from byte 0 of the block at offset + i x layer_stride, the groups aliasing from byte 0;
+    allocate_kv_cache, v1/worker/utils.py:563-628, views them at offset + l x layer_stride + b x block_stride).
+    So the parent is one plane of bytes_per_block at arena offset 0, a group takes the whole block (its page),
+    and each layer's fields sit at the layer's offset in it, stepping by the block."""
+    strides = {t.block_stride for t in kv_config.kv_cache_tensors}
+    if len(strides) != 1 or any(t.size != kv_config.num_blocks * t.block_stride for t in kv_config.kv_cache_tensors):
+        raise StubUsed(f"the block-outermost layout {layout.name} with tensors of block strides {sorted(strides)} "
+                       "that do not each span num_blocks blocks is not translated by kvproof yet")
+    (stride,) = strides
+    by_layer = {name: (t, i) for t in kv_config.kv_cache_tensors for i, name in enumerate(t.layers)}
+    fields: list[dict] = []
+    groups = []
+    alignment = 1
+    for g, group in enumerate(kv_config.kv_cache_groups):
+        gid = f"g{g}"
+        groups.append({"id": gid, "packing": 1, "page_count": kv_config.num_blocks})
+        for name in group.layer_names:
+            t, i = by_layer[name]
+            base = t.offset + i * t.layer_stride
+            spec = group.kv_cache_spec
+            spec = getattr(spec, "kv_cache_specs", {}).get(name, spec)
+            key = (gid, name, f"block@{base}", id(spec), stride)
+            if key not in translated:
+                translated[key] = ([{**f, "offset": f["offset"] + base}
+                                    for f in _fields(f"{gid}.{name}", gid, "slot0", spec, stride, kernels, readers)],
+                                   _stride_alignment(spec))
+            layer_fields, layer_alignment = translated[key]
+            alignment = math.lcm(alignment, layer_alignment)
+            fields += layer_fields
+    return {
+        "num_parents": parents, "parent_bytes": stride, "alignment": alignment, "max_padding": None,
+        "arena_bytes": kv_config.num_blocks * stride,
+        "planes": [{"id": "slot0", "bytes": stride, "arena_offset": 0}], "groups": groups, "fields": fields,
+    }
+
+
 def _stride_alignment(spec: Any) -> int:
     """The bytes a layer's block stride must be a multiple of, read as this vLLM's planner reads it:
     get_block_stride_alignment() (0.32.0 on, which resolves a MultipleOf), else the spec's
@@ -456,8 +518,17 @@ def _stride_alignment(spec: Any) -> int:
     return int(method()) if method is not None else int(getattr(spec, "block_stride_alignment", None) or 1)
 
 
+def _own_cache(spec: Any) -> bool:
+    """A side cache that names its own backend, whose pages the point's attention kernels do not read: an
+    indexer's keys (cache_role INDEXER, v1/kv_cache_interface.py:196-199) or a circular buffer (:968)."""
+    return getattr(getattr(spec, "cache_role", None), "value", None) == "indexer" or any(
+        cls.__name__ == "CircularBufferSpec" for cls in type(spec).__mro__)
+
+
 def _fields(prefix: str, group: str, plane: str, spec: Any, stride: int, kernels: list[dict],
             readers: list[dict]) -> list[dict]:
+    if _own_cache(spec):
+        kernels = []
     if hasattr(spec, "shapes"):  # MambaSpec: states one after another in the page
         out, offset = [], 0
         for k, (shape, dtype) in enumerate(zip(spec.shapes, spec.dtypes, strict=True)):
@@ -467,11 +538,13 @@ def _fields(prefix: str, group: str, plane: str, spec: Any, stride: int, kernels
                         "readers": readers})
             offset += itemsize * math.prod(int(d) for d in shape)
         return out
-    per_token = spec.real_page_size_bytes // spec.block_size  # the payload: a padded page shows as stride > payload
+    # a state per token, or per tokens_per_state tokens (an indexer's pooled keys, v1/kv_cache_interface.py:569-573)
+    states = spec.num_states if getattr(spec, "tokens_per_state", 1) != 1 else spec.block_size
+    per_state = spec.real_page_size_bytes // states  # the payload: a padded page shows as stride > payload
     dtype = _dtype(spec.dtype)
     itemsize = spec.dtype.itemsize
     return [{"id": f"{prefix}.kv", "group": group, "plane": plane,
-             "shape": [spec.block_size, per_token // itemsize], "dtype": dtype, "offset": 0,
+             "shape": [states, per_state // itemsize], "dtype": dtype, "offset": 0,
              "stride": stride, "exact_stride": _split(spec.block_size, kernels), "tokens": spec.block_size,
              "kernels": kernels}]
 
