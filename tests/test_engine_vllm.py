@@ -545,7 +545,7 @@ def test_a_padded_page_split_into_kernel_pages_is_flagged() -> None:
     (["--assume", "trtllm=maybe"], "trtllm=on|off"),
     (["--engine-path", "/tmp"], "no vllm/__init__.py there"),
     # 5, 10, 15 and 30 are the OLMo Hybrid members' (30 heads); no model takes 7
-    (["--tp", "7"], "has tp 7; tp takes 1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 16, 24, 30, 32, 48, 96"),
+    (["--tp", "7"], "has tp 7; tp takes 1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 16, 24, 30, 32, 48, 64, 96"),
     (["--dtype", "bogus"], "has dtype bogus; dtype takes auto, fp8"),
     (["--recipe", "qwen3-next-80b-a3b", "nemotron-h-56b-base-8k", "--assume", "spec=0"],
      "--recipe nemotron-h-56b-base-8k: the narrowing leaves it no point"),
