@@ -730,6 +730,38 @@ def test_pages_past_the_groups_count_never_overlap():
                                     "(strides 32/8 B, N=7)")]
 
 
+@pytest.mark.parametrize(("stride", "offsets"), [(12, (0, 4, 8)), (8, (0, 4, 8)), (16, (0, 8, 12)),
+                                                 (16, (0, 6, 12)), (32, (0, 4, 24))])
+def test_one_query_for_two_pages_footprints_says_what_the_pairs_say(monkeypatch, stride, offsets):
+    from kvproof.spec import encoding
+
+    # Three 4 B fields of one stride on a 32 B plane, N = 7: two pages' footprints (the first field's start to
+    # the last one's end) meet only where a footprint is wider than the stride (12 B at stride 8); at 12, 16
+    # and 32 they are apart. Asking the footprints first must find exactly what the pairs alone find.
+    doc = _tok_plan()
+    doc |= {"num_parents": 7, "arena_bytes": 32 * 8, "groups": [doc["groups"][0] | {"page_count": 8}],
+            "fields": [{"id": f"t.{i}", "group": "tok", "plane": "p0", "shape": [4], "dtype": "uint8",
+                        "offset": offset, "stride": stride, "exact_stride": False}
+                       for i, offset in enumerate(offsets)]}
+    facts = concrete_facts(doc)
+    bases: list[object] = []
+    page_base = encoding._page_base
+
+    def counted(*args):
+        bases.append(args)
+        return page_base(*args)
+
+    monkeypatch.setattr(encoding, "_page_base", counted)
+    with_hull = encoding.no_overlap(facts)
+    hull_bases = len(bases)
+    monkeypatch.setattr(encoding, "HULL_FROM", len(offsets))  # the pairs alone
+    bases.clear()
+    assert encoding.no_overlap(facts) == with_hull
+    assert bool(with_hull) == (offsets[-1] + 4 - offsets[0] > stride)
+    if not with_hull:  # apart: two page bases, no pair's formula built
+        assert hull_bases == 2 < len(bases)
+
+
 def test_each_partition_message_of_a_plan_reads_as_worked_out():
     from kvproof.spec.encoding import partition
 
