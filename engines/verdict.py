@@ -316,7 +316,7 @@ def planned_once(checked: Checked | None, recipe: str, point: dict[str, Any], do
     if key not in checked:
         checked[key] = planned(recipe, point, documents, replay, padding_bound)
         return checked[key]
-    return replace(checked[key], recipe=recipe, point=point, replay=replay)
+    return replace(checked[key], recipe=recipe, point=point, replay=replay, packing=dict(checked[key].packing))
 
 
 def worst_padding(facts: Facts) -> Fraction:

@@ -108,8 +108,8 @@ class Solver:
     def __init__(self, names: tuple[str, ...]) -> None:
         self.decls = {name: z3.Int(name) for name in names}
         self._solver = z3.SimpleSolver()
-        # query text -> its answer: an engine's plans at different points often pose the very same
-        # query (a run of 1,322 distinct Qwen3.5 plans asked 3,966 queries, 274 distinct texts)
+        # query text -> its answer: an engine's distinct plans at different points often pose the very
+        # same queries (docs/benchmarks.md)
         self._answers: dict[str, dict[str, int] | None] = {}
 
     def witness(self, *formulas: Term) -> dict[str, int] | None:

@@ -33,6 +33,8 @@ AT_TP1: dict[str, Any] = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"],
 def point(model: catalog.Model = GLM, tp: int = 1, dtype: str = "auto", mamba: str = "auto", prefix: bool = False,
           spec: int = 0, rank: int = 0, pp: int = 1) -> planner.Point:
     return planner.Point(model, tp, dtype, mamba, prefix, model.backends[0], spec, rank=rank, pp=pp)
+
+
 SPARSE_SM90 = "vllm.v1.attention.backends.mla.flashinfer_mla_sparse_sm90:FlashInferMLASparseSM90Backend"
 
 
@@ -131,7 +133,7 @@ def test_the_tail_rings_backend_lays_the_cache_out_block_outermost() -> None:
 
 
 def test_the_block_and_pages_worked_by_hand_at_tp_1() -> None:
-    """A KDA layer keeps (3 x 64 x 128) bf16 conv values and 64 x 128 x 128 float32 ones: 147,456 + 4,194,304 =
+    """A KDA layer keeps 3 x (3 x 64 x 128) bf16 conv values and 64 x 128 x 128 float32 ones: 147,456 + 4,194,304 =
     4,341,760 B, against 512 x 2 B = 1,024 B a token of MLA latent. vLLM aligns to lcm(64, 128, 128, 64) and
     MLA's 128 (the sparse backend's, the indexer's 4 x 32-state and the tail's kernel blocks): 128 x
     ceil(4,341,760 / (128 x 1,024)) = 4,352 tokens, a 4,456,448 B page the KDA state is padded to. An indexer
