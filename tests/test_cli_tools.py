@@ -81,6 +81,26 @@ def test_every_fault_has_a_mutant_with_runnable_checks():
                 assert (ROOT / check.split("::")[0]).exists(), f"{m.name}: no such test file {check}"
 
 
+def test_every_mutants_verify_command_parses(monkeypatch):
+    """Each seeded bug's `verify` checks are command lines `verify mutants` runs: each must parse as verify's
+    own (a check that argparse refuses exits 2 with and without its fault, so it could kill nothing)."""
+    from kvproof.cli import main as cli
+
+    ran: list[object] = []
+
+    def parsed(args: object) -> int:
+        ran.append(args)
+        return 0
+
+    for name in cli.COMMANDS:
+        monkeypatch.setattr(cli.command(name), "run", parsed)
+    engines = [m for adapter in registry.adapters() for m in adapter.mutants]
+    commands = sorted({check for m in [*MUTANTS, *engines] for check in m.checks if check.startswith("verify ")})
+    for check in commands:
+        assert main(check.split()[1:]) == 0, check
+    assert len(ran) == len(commands)
+
+
 def test_every_hook_names_a_declared_fault_and_impl_knows_no_engines():
     """What the code switches on (a literal faults.active name, a launch rule's UNCHECKED fault, an
     engine's seeded bug, which its adapter may key by a table) is exactly what the hook modules

@@ -190,7 +190,7 @@ def applied(v: Vllm) -> Iterator[None]:
 
 # One tp, no pipeline stages, against the baseline: clean at 0.33.0 (its tp_block_size findings span tp,
 # pp_block_size pp 8; Zamba2-7B's family pads past the bound at tp 1, baselined).
-TP1 = "verify engine vllm --tp 1 --assume pp=1 --baseline engines/vllm/baseline.json"
+TP1 = "verify engine vllm --tp 1 --baseline engines/vllm/baseline.json --assume pp=1"  # more assumptions go last
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant("vllm_hybrid_block_floor", (TP1,), expect="boots"),
