@@ -244,9 +244,9 @@ def _documents(point: Point, configs: dict[int, Any], layout: Any, kernel_tokens
     return {n: document(cfg, layout, n, kernels, readers, translated) for n, cfg in configs.items()}
 
 
-# (group, layer, plane, the spec object's id, block stride) -> the layer's fields and stride alignment, for the
-# configs of one planning: each parent count's KVCacheConfig holds the same groups and spec objects, so a
-# layer whose slot, spec and stride are those of another count's translates to the same fields
+# (group, layer, plane@offset in its page, the spec object's id, block stride) -> the layer's fields and stride
+# alignment, for the configs of one planning: each parent count's KVCacheConfig holds the same groups and spec
+# objects, so a layer whose slot, spec and stride are those of another count's translates to the same fields
 Translated = dict[tuple[str, str, str, int, int], tuple[list[dict], int]]
 
 
@@ -433,30 +433,17 @@ def document(kv_config: Any, layout: Any, parents: int, kernels: list[dict] | No
     if layout.is_block_outermost:
         return _block_outermost(kv_config, layout, parents, kernels or [], readers or [], translated)
     planes: dict[int, tuple[str, int]] = {}
-    fields: list[dict] = []
-    groups = []
-    by_layer = {name: (t, i) for t in kv_config.kv_cache_tensors for i, name in enumerate(t.layers)}
+
+    def slot(t: Any, i: int) -> tuple[str, int, int]:
+        base = t.offset + i * t.layer_stride
+        plane = planes.setdefault(base, (f"slot{len(planes)}", t.block_stride))
+        if plane[1] != t.block_stride:
+            raise StubUsed(f"two tensors alias the slot at byte {base} with block strides {plane[1]} and "
+                           f"{t.block_stride}; kvproof does not translate that yet")
+        return plane[0], t.block_stride, 0
+
+    groups, fields, alignment = _groups(kv_config, slot, kernels or [], readers or [], translated)
     sizes = {t.size for t in kv_config.kv_cache_tensors}
-    alignment = 1
-    for g, group in enumerate(kv_config.kv_cache_groups):
-        gid = f"g{g}"
-        groups.append({"id": gid, "packing": 1, "page_count": kv_config.num_blocks})
-        for name in group.layer_names:
-            t, i = by_layer[name]
-            base = t.offset + i * t.layer_stride
-            plane = planes.setdefault(base, (f"slot{len(planes)}", t.block_stride))
-            if plane[1] != t.block_stride:
-                raise StubUsed(f"two tensors alias the slot at byte {base} with block strides {plane[1]} and "
-                               f"{t.block_stride}; kvproof does not translate that yet")
-            spec = group.kv_cache_spec
-            spec = getattr(spec, "kv_cache_specs", {}).get(name, spec)
-            key = (gid, name, plane[0], id(spec), t.block_stride)
-            if key not in translated:
-                translated[key] = (_fields(f"{gid}.{name}", gid, plane[0], spec, t.block_stride, kernels or [],
-                                           readers or []), _stride_alignment(spec))
-            layer_fields, layer_alignment = translated[key]
-            alignment = math.lcm(alignment, layer_alignment)
-            fields += layer_fields
     ordered = sorted(planes.items())
     parent = sum(stride for _, (_, stride) in ordered)
     return {
@@ -482,32 +469,38 @@ def _block_outermost(kv_config: Any, layout: Any, parents: int, kernels: list[di
         raise StubUsed(f"the block-outermost layout {layout.name} with tensors of block strides {sorted(strides)} "
                        "that do not each span num_blocks blocks is not translated by kvproof yet")
     (stride,) = strides
-    by_layer = {name: (t, i) for t in kv_config.kv_cache_tensors for i, name in enumerate(t.layers)}
-    fields: list[dict] = []
-    groups = []
-    alignment = 1
-    for g, group in enumerate(kv_config.kv_cache_groups):
-        gid = f"g{g}"
-        groups.append({"id": gid, "packing": 1, "page_count": kv_config.num_blocks})
-        for name in group.layer_names:
-            t, i = by_layer[name]
-            base = t.offset + i * t.layer_stride
-            spec = group.kv_cache_spec
-            spec = getattr(spec, "kv_cache_specs", {}).get(name, spec)
-            key = (gid, name, f"block@{base}", id(spec), stride)
-            if key not in translated:
-                translated[key] = ([{**f, "offset": f["offset"] + base}
-                                    for f in _fields(f"{gid}.{name}", gid, "slot0", spec, stride, kernels, readers)],
-                                   _stride_alignment(spec))
-            layer_fields, layer_alignment = translated[key]
-            alignment = math.lcm(alignment, layer_alignment)
-            fields += layer_fields
+    groups, fields, alignment = _groups(
+        kv_config, lambda t, i: ("slot0", stride, t.offset + i * t.layer_stride), kernels, readers, translated)
     return {
         "num_parents": parents, "parent_bytes": stride, "alignment": alignment, "max_padding": None,
         "arena_bytes": kv_config.num_blocks * stride,
         "planes": [{"id": "slot0", "bytes": stride, "arena_offset": 0}], "groups": groups, "fields": fields,
     }
 
+
+
+def _groups(kv_config: Any, slot: Callable[[Any, int], tuple[str, int, int]], kernels: list[dict],
+            readers: list[dict], translated: Translated) -> tuple[list[dict], list[dict], int]:
+    """Each group of the config (packing 1, a page a block), its layers' fields and their stride alignment.
+    `slot(tensor, i)`: the plane, block stride and byte offset in that plane's page of the tensor's i-th layer."""
+    by_layer = {name: (t, i) for t in kv_config.kv_cache_tensors for i, name in enumerate(t.layers)}
+    groups, fields, alignment = [], [], 1
+    for g, group in enumerate(kv_config.kv_cache_groups):
+        gid = f"g{g}"
+        groups.append({"id": gid, "packing": 1, "page_count": kv_config.num_blocks})
+        for name in group.layer_names:
+            plane, stride, at = slot(*by_layer[name])
+            spec = group.kv_cache_spec
+            spec = getattr(spec, "kv_cache_specs", {}).get(name, spec)
+            key = (gid, name, f"{plane}@{at}", id(spec), stride)
+            if key not in translated:
+                layer = _fields(f"{gid}.{name}", gid, plane, spec, stride, kernels, readers)
+                translated[key] = ([{**f, "offset": f["offset"] + at} for f in layer] if at else layer,
+                                   _stride_alignment(spec))
+            layer_fields, layer_alignment = translated[key]
+            alignment = math.lcm(alignment, layer_alignment)
+            fields += layer_fields
+    return groups, fields, alignment
 
 def _stride_alignment(spec: Any) -> int:
     """The bytes a layer's block stride must be a multiple of, read as this vLLM's planner reads it:
