@@ -517,6 +517,19 @@ QUANTIZED_IN_CONFIG = "; its quantization_config (modelopt MIXED_PRECISION) is r
 
 # The hybrid models vLLM 0.33.0 serves whose published config.json kvproof holds (docs/engines/vllm.md,
 # "Hybrid model classes"), planned in the default run.
+def _lfm2(recipe: str) -> Model:
+    """An Lfm2ForCausalLM checkpoint at every GQA backend, with ngram speculation up to 3 tokens."""
+    return Model(
+        recipe, f"vllm/models/{recipe}.json", GQA_BACKENDS,
+        "vllm.model_executor.layers.mamba.short_conv:ShortConv", "SHORT_CONV",  # short_conv.py:360
+        _lfm2_layers, (False, True),
+        GQA_LIMITS + "; speculation by ngram only (Lfm2ForCausalLM has no MTP layers and no EAGLE interface, "
+        "lfm2.py:520-522), up to 3 tokens",
+        draft="ngram", speculative=(0, 1, 2, 3),
+        # ShortConv's conv update (short_conv.py:313, :326)
+        readers=(CAUSAL_CONV1D, LMCACHE), state_init=_short_conv_state)
+
+
 MODELS.update({
     "jamba-v0.1": Model(
         "jamba-v0.1", "vllm/models/jamba-v0.1.json", GQA_BACKENDS,
@@ -527,25 +540,9 @@ MODELS.update({
         "read) is not recorded as a reader of the state pages",
         # MambaMixer's conv update and selective state update (mamba_mixer.py:360, :377)
         readers=(CAUSAL_CONV1D, SELECTIVE_STATE_UPDATE, LMCACHE)),
-    "lfm2-350m": Model(
-        "lfm2-350m", "vllm/models/lfm2-350m.json", GQA_BACKENDS,
-        "vllm.model_executor.layers.mamba.short_conv:ShortConv", "SHORT_CONV",  # short_conv.py:360
-        _lfm2_layers, (False, True),
-        GQA_LIMITS + "; speculation by ngram only (Lfm2ForCausalLM has no MTP layers and no EAGLE interface, "
-        "lfm2.py:520-522), up to 3 tokens",
-        draft="ngram", speculative=(0, 1, 2, 3),
-        # ShortConv's conv update (short_conv.py:313, :326)
-        readers=(CAUSAL_CONV1D, LMCACHE), state_init=_short_conv_state),
+    "lfm2-350m": _lfm2("lfm2-350m"),
     # its config.json gives layer_types whole (Lfm2Config derives it only when absent, configuration_lfm2.py:82)
-    "lfm2.5-1.2b-base": Model(
-        "lfm2.5-1.2b-base", "vllm/models/lfm2.5-1.2b-base.json", GQA_BACKENDS,
-        "vllm.model_executor.layers.mamba.short_conv:ShortConv", "SHORT_CONV",  # short_conv.py:360
-        _lfm2_layers, (False, True),
-        GQA_LIMITS + "; speculation by ngram only (Lfm2ForCausalLM has no MTP layers and no EAGLE interface, "
-        "lfm2.py:520-522), up to 3 tokens",
-        draft="ngram", speculative=(0, 1, 2, 3),
-        # ShortConv's conv update (short_conv.py:313, :326)
-        readers=(CAUSAL_CONV1D, LMCACHE), state_init=_short_conv_state),
+    "lfm2.5-1.2b-base": _lfm2("lfm2.5-1.2b-base"),
     "nemotron-3-nano-30b-a3b-bf16": _nemotron_3(
         "nemotron-3-nano-30b-a3b-bf16", "vllm/models/nemotron-3-nano-30b-a3b-bf16.json", mtp=False,
         limits="; no draft: the published config declares no num_nextn_predict_layers (NemotronHConfig: 0)"),
