@@ -641,22 +641,6 @@ MODELS.update({m.name: _family_member(m, zamba2, zamba2.mixer, pipeline=False) f
 
 
 OLMO_GDN = "vllm.model_executor.layers.mamba.gdn.olmo_gdn_linear_attn:OlmoHybridGatedDeltaNetAttention"
-
-
-def _olmo_gdn_state(vllm_config: Any) -> dict[str, Any]:
-    """The state each OlmoHybridGatedDeltaNetAttention computes of itself (get_state_shape,
-    olmo_gdn_linear_attn.py:59-70): vLLM's gated_delta_net_state_shape of the config keys its constructor
-    keeps (:83-87), the tp and its own speculative tokens (gdn/base.py:33, :43-47). It exports no prefill
-    checkpoints (MambaBase's get_prefill_checkpoint_alignment, abstract.py:65-70) and plans with
-    MambaBase's get_kv_cache_spec (abstract.py:72), so nothing else of its constructor is read."""
-    from vllm.model_executor.layers.mamba.mamba_utils import MambaStateShapeCalculator
-
-    hf, tp = vllm_config.model_config.hf_config, vllm_config.parallel_config.tensor_parallel_size
-    shape = tuple(MambaStateShapeCalculator.gated_delta_net_state_shape(
-        tp, num_spec=vllm_config.num_speculative_tokens, **olmo_hybrid.gdn(hf)))
-    return {"get_state_shape": lambda: shape}
-
-
 # OLMo Hybrid: no config.json tied to a hub revision found, planned over its family's members at FLASH_ATTN on
 # sm_90 and pp 2 at tp 1, as the Mamba2 families are, but with ngram up to 3 tokens: no published checkpoint
 # of this class plans 3, and at 2 a class-level state shape that dropped the speculative tokens (vllm#57721's
@@ -672,7 +656,7 @@ MODELS.update({m.name: Model(
     olmo_hybrid.layers, (False, True), OLMO_LIMITS,
     draft="ngram", speculative=(0, 1, 2, 3),
     # the GDN layer's conv updates and recurrent kernel (olmo_gdn_linear_attn.py:366, :397, :443, :486)
-    readers=(CAUSAL_CONV1D, GATED_DELTA_RULE, LMCACHE), state_init=_olmo_gdn_state, member=m)
+    readers=(CAUSAL_CONV1D, GATED_DELTA_RULE, LMCACHE), state_init=olmo_hybrid.gdn_state, member=m)
     for m in olmo_hybrid.MEMBERS})
 
 
