@@ -83,10 +83,11 @@ def _source(key: str) -> str:
     return next(c.source for c in cited.FAMILY.cited if c.key == key)
 
 
-def _carried(key: str) -> Cited:
-    """A value tokenspeed's family cites, under the same key in the config.json vLLM reads."""
+def _carried(key: str, note: str | None = None) -> Cited:
+    """A value tokenspeed's family cites, under the same key in the config.json vLLM reads (`note`: how vLLM
+    comes to read it)."""
     found = next(c for c in cited.FAMILY.cited if c.key == key)
-    return Cited(found.key, found.value, found.source)
+    return Cited(found.key, found.value, found.source if note is None else f"{found.source}; {note}")
 
 
 FAMILY = Family(
@@ -108,12 +109,9 @@ FAMILY = Family(
         _carried("text_config.index_topk"),
         _carried("text_config.index_head_dim"),
         _carried("text_config.index_kpool"),
-        Cited("text_config.linear_attn_config.num_heads", 64,
-              f"{_source('text_config.linear_attn_config.num_heads')}; {TRANSLATED}"),
-        Cited("text_config.linear_attn_config.head_dim", 128,
-              f"{_source('text_config.linear_attn_config.head_dim')}; {TRANSLATED}"),
-        Cited("text_config.linear_attn_config.short_conv_kernel_size", 4,
-              f"{_source('text_config.linear_attn_config.short_conv_kernel_size')}; {TRANSLATED}"),
+        _carried("text_config.linear_attn_config.num_heads", TRANSLATED),
+        _carried("text_config.linear_attn_config.head_dim", TRANSLATED),
+        _carried("text_config.linear_attn_config.short_conv_kernel_size", TRANSLATED),
         _carried("text_config.num_nextn_predict_layers"),
     ),
     axes=(
