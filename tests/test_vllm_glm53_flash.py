@@ -22,6 +22,7 @@ from kvproof.engines.families import Member
 from kvproof.engines.tokenspeed import glm53_flash as tokenspeed
 from kvproof.engines.vllm import catalog, engine, glm53_flash, planner
 from kvproof.engines.vllm.platform import cuda_assumed, load_backend, modules, point_answers
+from kvproof.impl import faults
 
 FAMILY = glm53_flash.FAMILY
 MEMBER = glm53_flash.MEMBERS[0]
@@ -211,3 +212,17 @@ def test_no_default_of_transformers_text_config_class_moves_a_plan() -> None:
     base = planner.plan(point(tp=2, spec=2, prefix=True))
     again = planner.plan(point(other, tp=2, spec=2, prefix=True))
     assert (again.block_size, again.documents) == (base.block_size, base.documents)
+
+
+def test_its_seeded_bug_runs_a_groups_second_layer_into_the_next_block() -> None:
+    """A block-outermost block sized by the largest layer page (4,456,448 B, the padded KDA state) rounded up to the
+    33,792 B alignment: 4,460,544 B, not 50,620,416. Each group's layers still step by their page within the
+    block, so a group's second layer reaches into the next block (no_overlap; the null block's into block 1's,
+    null_page) and the last block's past the arena (in_bounds), at the one model laid out block-outermost; the
+    tail ring's 22,528 B pad 197 times over."""
+    with faults.inject("vllm_block_outermost_by_largest_page"):
+        (broken,) = engine.run([NAMES[0]], {**AT_TP1, "spec": [0]}).recipes[0].points
+    assert broken.parent_bytes == 4_460_544 == -(-4_456_448 // 33_792) * 33_792
+    assert {f.property for f in broken.findings} == {"no_overlap", "null_page", "in_bounds", "padding_bound"}
+    assert any("of page 0 and" in f.message and "of page 1 of g0 share bytes (strides 4,460,544/4,460,544 B"
+               in f.message for f in broken.findings if f.property == "no_overlap")

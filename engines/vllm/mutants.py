@@ -10,6 +10,7 @@ mutant that silently stopped applying proves nothing.
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -43,6 +44,8 @@ faults.declare({
     "n_mamba_heads, while its MambaMixer2 layers keep heads of the expanded intermediate size / n_mamba_heads",
     "vllm_olmo_hybrid_state_unwidened": "OlmoHybrid's model class sizes the GDN state the alignment pads by without "
     "the speculative conv rows its layers keep (vllm#57721's kind, at another class)",
+    "vllm_block_outermost_by_largest_page": "vLLM sizes a block-outermost block by the largest layer page of a "
+    "group, not the group's layers together: the layers after the first run into the next block",
     "lmcache_walks_by_payload": "the catalog records LMCache as walking state pages by their payload, not the padded "
     "page (LMCache#5166): one flipped reader entry",
 })
@@ -143,6 +146,22 @@ def _page_doubled(original: Callable[..., Any]) -> Callable[..., Any]:
     return broken
 
 
+def _block_by_largest_page(original: Callable[..., Any]) -> Callable[..., Any]:
+    """_get_kv_cache_bytes_per_block that sizes a block-outermost block by the largest layer page of any group,
+    as if each group held one layer: still rounded up to the layers' alignment, but a group's second layer and
+    those after it now start where the next block's first layer does (get_kv_cache_config_from_groups steps
+    each layer's offset by its page within the block, v1/core/kv_cache_planning.py:729-731). A layer-outer
+    layout is sized as before."""
+    def broken(kv_cache_groups: Any, layout: Any) -> int:
+        if not layout.is_block_outermost:
+            return int(original(kv_cache_groups, layout))
+        specs = [getattr(group.kv_cache_spec, "kv_cache_specs", {}).get(name, group.kv_cache_spec)
+                 for group in kv_cache_groups for name in group.layer_names]
+        alignment = math.lcm(*(spec.get_block_stride_alignment() for spec in specs))
+        return -(-max(spec.page_size_bytes for spec in specs) // alignment) * alignment
+    return broken
+
+
 # The module that holds vLLM's planning helpers at this release: the one EngineCore._initialize_kv_caches
 # imports get_kv_cache_configs from (vllm.v1.core.kv_cache_planning in 0.33.0, vllm.v1.core.kv_cache_utils
 # before; platform.engine_core), so a seeded bug there patches whichever module plans.
@@ -172,6 +191,7 @@ PATCHES: dict[str, tuple[str, str, Callable[[Callable[..., Any]], Callable[..., 
                                         "Zamba2ForCausalLM.get_mamba_state_shape_from_config", _head_dim_unexpanded),
     "vllm_olmo_hybrid_state_unwidened": ("vllm.model_executor.models.olmo_hybrid",
                                          "OlmoHybridForCausalLM.get_mamba_state_shape_from_config", _num_spec_dropped),
+    "vllm_block_outermost_by_largest_page": (PLANNING, "_get_kv_cache_bytes_per_block", _block_by_largest_page),
 }
 
 
@@ -216,6 +236,10 @@ MUTANTS: tuple[Mutant, ...] = (
     # OLMo Hybrid's at 3 tokens: at 1 and 2 the page's 53,760 B of slack holds the conv rows the class leaves out
     Mutant("vllm_olmo_hybrid_state_unwidened", ("verify engine vllm --recipe olmo-hybrid-7b-family-0 --tp 1 "
                                                 "--assume pp=1 spec=3",), expect="boots"),
+    # only GLM-5.3-Flash's cache is laid out block-outermost (its tail ring's backend admits no other layout)
+    Mutant("vllm_block_outermost_by_largest_page", ("verify engine vllm --recipe glm53-flash-family-0 --tp 1 "
+                                                    "--baseline engines/vllm/baseline.json --assume pp=1",),
+           expect="no_overlap"),
     # not a replaced vLLM function: the catalog's LMCache reader entry flipped (catalog.Model.state_readers)
     Mutant("lmcache_walks_by_payload", (TP1,), expect="consumer_stride"),
 )
