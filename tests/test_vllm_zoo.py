@@ -21,6 +21,7 @@ from transformers import AutoConfig
 from transformers.utils.import_utils import is_torchvision_available
 
 from kvproof.engines.stubs import StubUsed
+from kvproof.engines.verdict import EngineRun
 from kvproof.engines.vllm import catalog, engine, planner, stand_ins
 from kvproof.impl import faults
 
@@ -265,3 +266,26 @@ def test_lfm2_5_at_tp_16_pads_the_float32_class_page_and_does_not_boot() -> None
     at16, at32 = engine.run(["lfm2.5-1.2b-base"], only, workers=1).recipes[0].points
     assert (at16.point["tp"], [f.property for f in at16.findings]) == (16, ["boots"])
     assert (at32.point["tp"], at32.verdict, at32.parent_bytes) == (32, "ok", 12_288)
+
+
+def test_a_short_conv_state_dtype_dropped_by_the_alignment_is_flagged_where_the_class_page_is_the_attention_page(
+) -> None:
+    """The seeded bug vllm_short_conv_dtype_unaligned: vLLM's alignment sizes LFM2.5-1.2B's ShortConv page as bf16,
+    (2,048, 2) x 2 B = 8,192 B, where the float32 class page is the fp8 16-token attention page exactly (16,384 B).
+    It is padded to that page, and a layer keeping 1 speculative token, (2,048, 3) x 4 B = 24,576 B, overflows it:
+    vLLM's own check stops the boot, where without the bug the alignment pads nothing and unifying the pages
+    holds it. Undrafted, (2,048, 2) x 4 B fits the padded page exactly. LFM2-350M hides the bug: its float32
+    class page, (1,024, 2) x 4 B = 8,192 B, is a quarter of the bf16 16-token attention page it is padded to."""
+    only: Only = {**LFM2_TP1, "dtype": ["auto", "fp8"], "mamba_dtype": ["float32"], "spec": [0, 1]}
+    names = ["lfm2.5-1.2b-base", "lfm2-350m"]
+
+    def findings(run: EngineRun) -> dict[tuple[str, str, int], list[str]]:
+        return {(r.recipe, p.point["dtype"], p.point["spec"]): [f.property for f in p.findings]
+                for r in run.recipes for p in r.points}
+
+    clean = findings(engine.run(names, only, workers=1))
+    with faults.inject("vllm_short_conv_dtype_unaligned"):
+        run = engine.run(names, only, workers=1)
+    assert "vllm_short_conv_dtype_unaligned" in run.source
+    assert clean[("lfm2.5-1.2b-base", "fp8", 1)] == []
+    assert findings(run) == {**clean, ("lfm2.5-1.2b-base", "fp8", 1): ["boots"]}

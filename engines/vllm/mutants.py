@@ -44,6 +44,8 @@ faults.declare({
     "n_mamba_heads, while its MambaMixer2 layers keep heads of the expanded intermediate size / n_mamba_heads",
     "vllm_olmo_hybrid_state_unwidened": "OlmoHybrid's model class sizes the GDN state the alignment pads by without "
     "the speculative conv rows its layers keep (vllm#57721's kind, at another class)",
+    "vllm_short_conv_dtype_unaligned": "vLLM's hybrid alignment sizes a ShortConv state page by the model dtype, "
+    "dropping --mamba-cache-dtype, while the layers keep their states at it (the Mamba-1 bug at LFM2's classes)",
     "vllm_block_outermost_by_largest_page": "vLLM sizes a block-outermost block by the largest layer page of a "
     "group, not the group's layers together: the layers after the first run into the next block",
     "lmcache_walks_by_payload": "the catalog records LMCache as walking state pages by their payload, not the padded "
@@ -90,25 +92,28 @@ def _padding_unwidened(original: Any) -> Any:
     return classmethod(broken)
 
 
-def _mamba1_dtype_dropped(original: Any) -> Any:
-    """Platform._align_hybrid_block_size with Mamba-1's state dtypes taken as the model's: the page it
-    pads to is what JambaForCausalLM.get_mamba_state_dtype_from_config would size were it to drop
-    --mamba-cache-dtype, while the MambaMixer layers' own get_state_dtype keeps honouring it (the
-    model class and its layer computing one fact twice, as in vllm#57721). Only a Mamba-1 model asks."""
-    def broken(cls: Any, vllm_config: Any, backend_cls: Any) -> Any:
-        from vllm.model_executor.layers.mamba import mamba_utils
+def _state_dtype_dropped(calculation: str) -> Callable[[Any], Any]:
+    """Platform._align_hybrid_block_size with one MambaStateDtypeCalculator method's state dtypes taken as
+    the model's: the page it pads to is what the model class's get_mamba_state_dtype_from_config would
+    size were it to drop --mamba-cache-dtype, while the layers' own get_state_dtype keeps honouring it (the
+    model class and its layer computing one fact twice, as in vllm#57721). Only a model whose class asks
+    `calculation` is changed: Mamba-1's mamba1_state_dtype (Jamba), ShortConv's short_conv_state_dtype (LFM2)."""
+    def factory(original: Any) -> Any:
+        def broken(cls: Any, vllm_config: Any, backend_cls: Any) -> Any:
+            from vllm.model_executor.layers.mamba import mamba_utils
 
-        calculator: Any = mamba_utils.MambaStateDtypeCalculator
-        kept = vars(calculator)["mamba1_state_dtype"]
+            calculator: Any = mamba_utils.MambaStateDtypeCalculator
+            kept = vars(calculator)[calculation]
 
-        def dropped(c: Any, model_dtype: Any, _cache: Any, _ssm: Any) -> Any:
-            return kept.__func__(c, model_dtype, "auto", "auto")
-        calculator.mamba1_state_dtype = classmethod(dropped)
-        try:
-            return original.__func__(cls, vllm_config, backend_cls)
-        finally:
-            calculator.mamba1_state_dtype = kept
-    return classmethod(broken)
+            def dropped(c: Any, model_dtype: Any, *cache_dtypes: Any) -> Any:
+                return kept.__func__(c, model_dtype, *("auto" for _ in cache_dtypes))
+            setattr(calculator, calculation, classmethod(dropped))
+            try:
+                return original.__func__(cls, vllm_config, backend_cls)
+            finally:
+                setattr(calculator, calculation, kept)
+        return classmethod(broken)
+    return factory
 
 
 def _num_spec_dropped(original: Any) -> Any:
@@ -184,7 +189,9 @@ PATCHES: dict[str, tuple[str, str, Callable[[Callable[..., Any]], Callable[..., 
                                     _padding_unwidened),
     "vllm_split_page_padded": (PLANNING, "_get_layer_block_stride", _page_doubled),
     "vllm_mamba1_dtype_unaligned": ("vllm.platforms.interface", "Platform._align_hybrid_block_size",
-                                    _mamba1_dtype_dropped),
+                                    _state_dtype_dropped("mamba1_state_dtype")),
+    "vllm_short_conv_dtype_unaligned": ("vllm.platforms.interface", "Platform._align_hybrid_block_size",
+                                        _state_dtype_dropped("short_conv_state_dtype")),
     "vllm_falcon_h1_state_unwidened": ("vllm.model_executor.models.falcon_h1",
                                        "FalconH1ForCausalLM.get_mamba_state_shape_from_config", _num_spec_dropped),
     "vllm_zamba2_head_dim_unexpanded": ("vllm.model_executor.models.zamba2",
@@ -236,6 +243,11 @@ MUTANTS: tuple[Mutant, ...] = (
     # OLMo Hybrid's at 3 tokens: at 1 and 2 the page's 53,760 B of slack holds the conv rows the class leaves out
     Mutant("vllm_olmo_hybrid_state_unwidened", ("verify engine vllm --recipe olmo-hybrid-7b-family-0 --tp 1 "
                                                 "--assume pp=1 spec=3",), expect="boots"),
+    # LFM2's at LFM2.5-1.2B, fp8 and float32 states, where the class page is the attention page (LFM2-350M's is a
+    # quarter of it: the slack hides the bug)
+    Mutant("vllm_short_conv_dtype_unaligned", ("verify engine vllm --recipe lfm2.5-1.2b-base --tp 1 --dtype fp8 "
+                                               "--baseline engines/vllm/baseline.json --assume pp=1 "
+                                               "mamba_dtype=float32 backend=FLASH_ATTN",), expect="boots"),
     # only GLM-5.3-Flash's cache is laid out block-outermost (its tail ring's backend admits no other layout)
     Mutant("vllm_block_outermost_by_largest_page", ("verify engine vllm --recipe glm53-flash-family-0 --tp 1 "
                                                     "--baseline engines/vllm/baseline.json --assume pp=1",),
