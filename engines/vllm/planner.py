@@ -20,15 +20,15 @@ guarded stand-ins that let three backends' modules import on a CPU included (sta
 
 from __future__ import annotations
 
-import copy
 import importlib
 import inspect
 import math
+import pickle
 import tempfile
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -172,7 +172,7 @@ def _plan(v: Vllm, point: Point, folder: str, patches: Patches | None, made: Mod
             # where it takes one (0.32.0 on)
             select = v.worker_utils.select_common_block_size
             kernel_tokens = select(cache_config.block_size, [backend], *(
-                [attention[:1]] if "kv_cache_specs" in inspect.signature(select).parameters else [])
+                [attention[:1]] if "kv_cache_specs" in parameters(select) else [])
             ) if attention else None
             with kept.layer_block_strides(v.planning):
                 configs = engine_core_configs(v, platform, vllm_config, specs)
@@ -182,8 +182,9 @@ def _plan(v: Vllm, point: Point, folder: str, patches: Patches | None, made: Mod
 
 
 # (folder, backend) -> each ModelConfig built there, with the assumptions building it asked; with (tp, pp, spec)
-# added -> each ModelConfig, ParallelConfig and SpeculativeConfig of a point with a draft
-ModelConfigs = dict[tuple[Any, ...], list[tuple[Any, dict[str, bool | int | None]]]]
+# added -> each ModelConfig, ParallelConfig and SpeculativeConfig of a point with a draft. Each is kept pickled:
+# a copy is its pickle loaded, the state deepcopy would copy, in C (vLLM's configs define no __deepcopy__)
+ModelConfigs = dict[tuple[Any, ...], list[tuple[bytes, dict[str, bool | int | None]]]]
 
 
 def _configs(config: Any, folder: str, point: Point, answers: Answers, made: ModelConfigs | None) -> tuple[Any, ...]:
@@ -208,15 +209,15 @@ def _configs(config: Any, folder: str, point: Point, answers: Answers, made: Mod
     if made is None:
         return drafted(model()) if point.spec else (model(), parallel(), None)
     key = (folder, point.backend)
-    built, asked = _made(made, key, point, answers, model)
+    built, asked = _made(made, key, point, answers, lambda: pickle.dumps(model()))
     if not point.spec:
-        return copy.deepcopy(built), parallel(), None
-    return copy.deepcopy(_made(made, (*key, point.tp, point.pp, point.spec), point, answers,
-                               lambda: drafted(copy.deepcopy(built)), asked)[0])
+        return pickle.loads(built), parallel(), None
+    return pickle.loads(_made(made, (*key, point.tp, point.pp, point.spec), point, answers,
+                              lambda: pickle.dumps(drafted(pickle.loads(built))), asked)[0])
 
 
-def _made(made: ModelConfigs, key: tuple[Any, ...], point: Point, answers: Answers, build: Callable[[], Any],
-          inherited: dict[str, bool | int | None] | None = None) -> tuple[Any, dict[str, bool | int | None]]:
+def _made(made: ModelConfigs, key: tuple[Any, ...], point: Point, answers: Answers, build: Callable[[], bytes],
+          inherited: dict[str, bool | int | None] | None = None) -> tuple[bytes, dict[str, bool | int | None]]:
     """The object made[key] holds for the point's assumptions, built first where it holds none, and the
     assumptions it depends on: those building it asked, and `inherited`, those of what it is built from.
     They are the point's answers too. One built at a point that differs only in assumptions (trtllm,
@@ -302,7 +303,7 @@ def engine_core_configs(v: Vllm, platform: Any, vllm_config: Any, specs: dict[st
     if register is not None:
         register(vllm_config)
     entry = core.calls[ENTRY]
-    takes = inspect.signature(entry).parameters
+    takes = parameters(entry)
     args: list[Any] = [vllm_config, [specs], [MEMORY]]
     if "global_kv_cache_groups" in takes:
         grouping = core.get("get_global_kv_cache_groups")
@@ -315,7 +316,7 @@ def engine_core_configs(v: Vllm, platform: Any, vllm_config: Any, specs: dict[st
         raise StubUsed(f"{ENTRY} planned no KV-cache tensor for a hybrid model (an attention-free plan)")
     per_block = first.kv_cache_tensors[0].size // first.num_blocks
     place = _placement(v, platform, vllm_config)
-    counts = inspect.signature(place).parameters
+    counts = parameters(place)
     if "num_blocks" in counts:
         return {n: place(vllm_config, first.kv_cache_groups, n + 1) for n in BIND_AT}
     if "available_memory" in counts:
@@ -336,13 +337,26 @@ def _placement(v: Vllm, platform: Any, vllm_config: Any) -> Callable[..., Any]:
     return builder.get_kv_cache_config_from_groups
 
 
+def parameters(fn: Callable[..., Any]) -> tuple[str, ...]:
+    """The names of the parameters inspect.signature(fn) gives: a call shape kvproof follows, read once per
+    function (a bound method's from its function, less the first)."""
+    if inspect.ismethod(fn):
+        return _parameters(fn.__func__)[1:]
+    return _parameters(fn)
+
+
+@lru_cache(maxsize=256)  # a seeded bug's replacement is a new function each planning: the oldest go
+def _parameters(fn: Callable[..., Any]) -> tuple[str, ...]:
+    return tuple(inspect.signature(fn).parameters)
+
+
 # Spec fields kvproof passes only where this vLLM's spec class has them: a layer of a release without
 # the field cannot pass it (MLAAttentionSpec.max_tp_shards, which the MLA layer sets to 1, from 0.31.0).
 WHERE_DECLARED = frozenset({"max_tp_shards"})
 
 
 def _spec(cls: type, **fields: Any) -> Any:
-    declared = set(inspect.signature(cls).parameters)
+    declared = parameters(cls)
     return cls(**{k: value for k, value in fields.items() if k in declared or k not in WHERE_DECLARED})
 
 
@@ -514,8 +528,16 @@ def _stride_alignment(spec: Any) -> int:
 def _own_cache(spec: Any) -> bool:
     """A side cache that names its own backend, whose pages the point's attention kernels do not read: an
     indexer's keys (cache_role INDEXER, v1/kv_cache_interface.py:196-199) or a circular buffer (:968)."""
-    return getattr(getattr(spec, "cache_role", None), "value", None) == "indexer" or any(
-        cls.__name__ == "CircularBufferSpec" for cls in type(spec).__mro__)
+    return getattr(getattr(spec, "cache_role", None), "value", None) == "indexer" or _circular(type(spec))
+
+
+_CIRCULAR: dict[type, bool] = {}  # a spec class -> whether it is a CircularBufferSpec (vLLM has a few dozen classes)
+
+
+def _circular(spec_class: type) -> bool:
+    if spec_class not in _CIRCULAR:
+        _CIRCULAR[spec_class] = any(cls.__name__ == "CircularBufferSpec" for cls in spec_class.__mro__)
+    return _CIRCULAR[spec_class]
 
 
 def _fields(prefix: str, group: str, plane: str, spec: Any, stride: int, kernels: list[dict],

@@ -166,7 +166,8 @@ def modules() -> Vllm:
     if logger.level != logging.getLevelName(level):  # setLevel empties every logger's cache: once per point
         logger.setLevel(level)
     load = importlib.import_module
-    package = Path(load("vllm").__file__ or "").parent
+    imported = sys.modules.get("vllm") or load("vllm")  # import_module looks it up slower, once a planning
+    package = Path(imported.__file__ or "").parent
     if str(package) in _LOADED:
         return _LOADED[str(package)]
     engine_core_imports(package / "v1" / "engine" / "core.py")  # what the adapter follows is there (read, not run)
@@ -338,6 +339,22 @@ def load_backend(path: str, capability: tuple[int, int]) -> Any:
     stand_ins.py for the GPU packages it binds; a module bound to another platform raises."""
     module_name, cls = path.split(":")
     platform = cuda_assumed(modules())
+    module = sys.modules.get(module_name)
+    if module is None or _IMPORTED.get(module_name) is not module:
+        module = _IMPORTED[module_name] = _import_backend(module_name, platform, capability)
+    bound = vars(module).get("current_platform", platform)
+    if bound is not platform:
+        raise StubUsed(f"{module_name} was imported before planning under {type(bound).__name__}, so its answers "
+                       "are not the point's; plan in a process that has not imported it")
+    return getattr(module, cls)
+
+
+# a backend module's name -> the module load_backend imported, while it is the one imported (importing it again
+# would return it too, after entering the answers and stand-ins only its first import reads, once a planning)
+_IMPORTED: dict[str, Any] = {}
+
+
+def _import_backend(module_name: str, platform: Any, capability: tuple[int, int]) -> Any:
     with point_answers(platform, capability, []):
         try:
             with stand_ins.installed():
@@ -348,8 +365,4 @@ def load_backend(path: str, capability: tuple[int, int]) -> Any:
                 raise
             with stand_ins.installed((compiled,)):
                 module = importlib.import_module(module_name)
-    bound = vars(module).get("current_platform", platform)
-    if bound is not platform:
-        raise StubUsed(f"{module_name} was imported before planning under {type(bound).__name__}, so its answers "
-                       "are not the point's; plan in a process that has not imported it")
-    return getattr(module, cls)
+    return module
