@@ -6,6 +6,7 @@ input, and the seeded vLLM bugs of kvproof.engines.vllm.mutants."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import re
@@ -838,20 +839,25 @@ def test_a_built_config_serves_only_points_with_the_answers_it_depends_on() -> N
     on, off = (planner.Point(QWEN, 1, "auto", "auto", False, sm100, trtllm=t) for t in (True, False))
     asks_on, asks_off = (platform.Answers((10, 0), [], t) for t in (True, False))
 
+    builds = itertools.count()
+
+    def built() -> bytes:  # what a build keeps: a pickle, a new one each build
+        return f"build {next(builds)}".encode()
+
     def asking(point: planner.Point, answers: platform.Answers) -> Any:
-        def build() -> object:
+        def build() -> bytes:
             answers.asked["trtllm"] = point.trtllm  # as the platform records an answer it gives
-            return object()
+            return built()
         return build
 
     made: planner.ModelConfigs = {}
     top_on = planner._made(made, ("model",), on, asks_on, asking(on, asks_on))
     top_off = planner._made(made, ("model",), off, asks_off, asking(off, asks_off))
-    assert top_on[0] is not top_off[0] and top_off[1] == {"trtllm": False} and asks_off.asked == {"trtllm": False}
-    drafted_on = planner._made(made, ("model", 2), on, asks_on, object, top_on[1])
-    drafted_off = planner._made(made, ("model", 2), off, asks_off, object, top_off[1])
-    assert drafted_on[0] is not drafted_off[0] and drafted_on[1] == {"trtllm": True}
-    assert planner._made(made, ("model", 2), on, asks_on, object, top_on[1])[0] is drafted_on[0]
+    assert top_on[0] != top_off[0] and top_off[1] == {"trtllm": False} and asks_off.asked == {"trtllm": False}
+    drafted_on = planner._made(made, ("model", 2), on, asks_on, built, top_on[1])
+    drafted_off = planner._made(made, ("model", 2), off, asks_off, built, top_off[1])
+    assert drafted_on[0] != drafted_off[0] and drafted_on[1] == {"trtllm": True}
+    assert planner._made(made, ("model", 2), on, asks_on, built, top_on[1])[0] is drafted_on[0]
 
 
 def test_plans_give_what_planning_each_point_alone_gives() -> None:
