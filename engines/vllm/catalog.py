@@ -24,21 +24,8 @@ from kvproof.engines import families
 from kvproof.engines.stubs import StubUsed
 from kvproof.engines.verdict import Coverage
 from kvproof.engines.vllm import falcon_h1, glm53_flash, granite, lfm2_moe, olmo_hybrid, zamba2
-from kvproof.engines.vllm.platform import load_backend
+from kvproof.engines.vllm.parts import V033, Backend, Kernel, Reader
 from kvproof.impl import faults
-
-
-@dataclass(frozen=True)
-class Kernel:
-    """The attention kernel a backend runs on its GPU, with the page limits its own source sets
-    (never the backend class's declaration: that is what a bug like vllm#25811 gets wrong)."""
-
-    name: str
-    block: int  # the kernel's pages must be a multiple of this many tokens (1: any)
-    max_tokens: int | None  # the most tokens per page it supports; None: no limit in its source
-    source: str  # repository, file and line of the check (or of the arithmetic that sets none)
-    power_of_two: bool = False  # its source also requires a power-of-two page
-
 
 # vllm/v1/attention/backends/fa_utils.py:99 (0.33.0): FA3 on capability 9.x when built.
 FA3 = Kernel("flash_attn_3", 1, None, "vllm-project/flash-attention@617264c hopper/flash_api.cpp:834: page_size is "
@@ -86,18 +73,6 @@ TRITON_MLA_DECODE = Kernel("triton_decode_attention", 1, None, "vllm-project/vll
                            "triton_decode_attention.py:132: a token's page is offs_n // PAGE_SIZE, any PAGE_SIZE")
 
 
-@dataclass(frozen=True)
-class Reader:
-    """Code that reads state pages besides vLLM's own views, and how it steps from page to page,
-    recorded from its source: `page` (the tensor's stride, so the plan's padded page) or `payload`
-    (the bytes the page's states hold)."""
-
-    name: str
-    walks: str  # page | payload
-    source: str
-
-
-V033 = "vllm-project/vllm@v0.33.0 "
 CAUSAL_CONV1D = Reader("causal_conv1d_update", "page", V033 + "vllm/model_executor/layers/mamba/ops/causal_conv1d.py:"
                        "1068: the conv state's per-sequence stride is conv_state.stride(), the view's own")
 GATED_DELTA_RULE = Reader("fused_recurrent_gated_delta_rule", "page", V033 + "vllm/third_party/flash_linear_attention/"
@@ -114,33 +89,6 @@ FUSED_RECURRENT_KDA = Reader("fused_recurrent_kda", "page", V033 + "vllm/models/
 LMCACHE = Reader("lmcache", "page", "LMCache/LMCache@5b58154 lmcache/v1/gpu_connector/kv_format/contiguity.py:36-46: "
                  "a dim-0-padded view keeps its stride and (shape, stride) travel verbatim; block step = "
                  "stride(0); LMCache#4772")
-
-
-@dataclass(frozen=True)
-class Backend:
-    name: str  # vLLM's AttentionBackendEnum name
-    path: str  # module:class
-    gpu: str  # the GPU the assumption is made for
-    capability: tuple[int, int]
-    why: str  # the cited reason the CUDA platform selects it there
-    kernels: tuple[Kernel, ...] = ()  # the kernels that read its pages there
-    # FLASHINFER: the kernels that also read them when FlashInfer's TRTLLM kernels are obtainable (the
-    # point's trtllm axis: vLLM's has_nvidia_artifactory, vllm/utils/flashinfer.py:647)
-    trtllm_kernels: tuple[Kernel, ...] | None = None
-    # pipeline stages at every shape the domain plans; False: pp 2 at tp 1 only (a backend whose assumption axes
-    # multiply its points; which stage lacks an attention layer depends on pp alone, shown at the other backends)
-    all_stages: bool = True
-
-    @property
-    def label(self) -> str:
-        return f"{self.name}@{self.gpu}"
-
-    def kernels_at(self, trtllm: bool | None) -> tuple[Kernel, ...]:
-        return self.kernels + (self.trtllm_kernels or () if trtllm else ())
-
-    def load(self) -> Any:
-        """The class, imported under kvproof's platform answering for this GPU (platform.load_backend)."""
-        return load_backend(self.path, self.capability)
 
 
 # The CUDA platform's priority lists (vllm 0.33.0, vllm/platforms/cuda.py `_get_backend_priorities`): the
@@ -676,47 +624,17 @@ MODELS.update({m.name: Model(
     for m in lfm2_moe.MEMBERS})
 
 
-# The sparse (DSA) MLA backends' priorities on sm_90 (vllm/platforms/cuda.py:140-154): after the dense MLA
-# backends, which decline a sparse layer (validate_configuration, v1/attention/backend.py:321-323), at a 512-wide
-# head FLASHINFER_MLA_SPARSE_SM90 first, then FLASH_ATTN_MLA_SPARSE and FLASHMLA_SPARSE.
-# FLASHINFER_MLA_SPARSE_SM90 hands FlashInfer's MLA kernel pages of one token: each top-k slot is a row of a flat
-# view of the cache, so the kernel's page is a token at any block size, and the rows are addressed by the block
-# stride itself (whole rows asserted), never by an implicit dense page.
-FLASHINFER_MLA_SPARSE_ROWS = Kernel("flashinfer_mla_paged_page1", 1, None, V033 + "vllm/v1/attention/backends/mla/"
-                                    "flashinfer_mla_sparse_sm90.py:363-371: BatchMLAPagedAttentionWrapper planned "
-                                    "at page_size 1; :612-624 and sparse_utils.py:50-69: a token's row is block x "
-                                    "block_stride_rows + offset, block_stride_rows = stride(0) // row, asserted whole")
-GLM_FUSED_RECURRENT_KDA = Reader("fused_recurrent_kda", "page", V033 + "vllm/models/glm5next/nvidia/ops/third_party/"
-                                 "kda/fused_recurrent.py:148, :253: state_idx * initial_state.stride(0)")
-FLASHINFER_MLA_SPARSE_SM90 = Backend(
-    "FLASHINFER_MLA_SPARSE_SM90", "vllm.v1.attention.backends.mla.flashinfer_mla_sparse_sm90:"
-    "FlashInferMLASparseSM90Backend", "sm_90", (9, 0),
-    "first sparse MLA choice below sm_100 at a 512-wide head (vllm/platforms/cuda.py:144-146), where FlashInfer "
-    "has its SM90 MLA (has_flashinfer_sm90_nope_mla, flashinfer_mla_sparse_sm90.py:205-210: FlashInfer >= 0.6.18; "
-    "vLLM 0.33.0 pins 0.7.2.post1)", (FLASHINFER_MLA_SPARSE_ROWS,), all_stages=False)
-GLM_LIMITS = ("planned over a stated family, not at a checkpoint (engines/vllm/glm53_flash.py), the KDA gate "
-              "bound and max_position_embeddings assumed (Kimi-K3's published values: no GLM source gives them); at "
-              "FLASHINFER_MLA_SPARSE_SM90 on sm_90 only (FLASH_ATTN_MLA_SPARSE and FLASHMLA_SPARSE, reached where "
-              "FlashInfer lacks its SM90 MLA, and sm_100's sparse backends are not planned), pipeline stages at "
-              "tp 1, pp 2 only (each member's points multiply as a family's do), its MTP draft up to 2 speculative "
-              "tokens; the MLA pages' kernel is recorded as FlashInfer's at one-token pages (the "
-              "wrapper's own page size, its kernel's source not read); the indexer's kernel (DeepGEMM's paged MQA "
-              "logits, which vLLM hands 4 x 32 or 4 x 64-token kernel blocks through a kernel block table) and the "
-              "tail ring's are not recorded; the backend is "
-              "an assumption (its supports_combination asks for FlashInfer's SM90 MLA, which this CPU lacks; "
-              "planning asks nothing of FlashInfer); its vision tower keeps no page")
-
 # GLM-5.3-Flash: no published config.json, planned over its family's members (glm53_flash.py): KDA states, the
 # sparse MLA layers' latent pages, and each one's indexer K cache and tail ring (their own specs and backends).
 # Glm5NextForConditionalGeneration is SupportsPP (Glm4vForConditionalGeneration, glm4_1v.py:1736-1743); its MTP
 # draft is Glm5NextMTP (config/speculative.py:1146-1157).
 MODELS.update({m.name: Model(
-    m.name, f"family {m.family.name}, member {m.index}", (FLASHINFER_MLA_SPARSE_SM90,),
+    m.name, f"family {m.family.name}, member {m.index}", (glm53_flash.FLASHINFER_MLA_SPARSE_SM90,),
     "vllm.models.glm5next.common.kda:Glm5NextLinearAttention",
     "GDN_ATTN",  # GatedDeltaNetAttention.mamba_type, gdn/base.py:51 (Glm5NextLinearAttention keeps it)
-    glm53_flash.layers, (False, True), GLM_LIMITS,
+    glm53_flash.layers, (False, True), glm53_flash.GLM_LIMITS,
     draft="mtp", draft_layers=glm53_flash.draft_layers, speculative=(0, 1, 2),
     # Glm5NextLinearAttention's conv update and recurrent KDA kernel (glm5next/common/kda.py:607, :673)
-    readers=(CAUSAL_CONV1D, GLM_FUSED_RECURRENT_KDA, LMCACHE), state_init=glm53_flash.kda_state, member=m,
+    readers=(CAUSAL_CONV1D, glm53_flash.GLM_FUSED_RECURRENT_KDA, LMCACHE), state_init=glm53_flash.kda_state, member=m,
     built=glm53_flash.built)
     for m in glm53_flash.MEMBERS})

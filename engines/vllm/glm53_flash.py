@@ -54,7 +54,7 @@ block-outermost (v1/core/kv_cache_planning.py:676-733; planner._block_outermost 
 constructor rewrites the cache dtype for its backend (mla_attention.py:359-376, :523-529) before vLLM picks the
 block (the worker loads the model first, v1/executor/uniproc_executor.py:71-75): built does it too. Not
 modelled: the indexer's and the tail ring's kernels (none recorded; the MLA pages' is FlashInfer's at one-token
-pages, catalog.FLASHINFER_MLA_SPARSE_ROWS), and the smaller kernel blocks a backend of a packed block-outermost
+pages, FLASHINFER_MLA_SPARSE_ROWS), and the smaller kernel blocks a backend of a packed block-outermost
 group may take (v1/worker/utils.py:292-299, :662-675) through its kernel block table.
 """
 
@@ -65,6 +65,7 @@ from typing import Any
 from kvproof.engines.families import Axis, Cited, Family, Member
 from kvproof.engines.stubs import StubUsed
 from kvproof.engines.tokenspeed import glm53_flash as cited
+from kvproof.engines.vllm.parts import V033, Backend, Kernel, Reader
 
 LAYERS = cited.LAYERS
 # The cited split (DSA at 3, 7, ..., 43; the last layer KDA) in transformers' labels, which vLLM reads: KDA is
@@ -235,3 +236,34 @@ def draft_layers(draft: Any) -> list[tuple[str, str]]:
         out += [(f"{at}.attn", "attention"), (f"{at}.indexer.k_cache", "indexer"),
                 (f"{at}.indexer.tail_cache", "tail")]
     return out
+
+
+# The sparse (DSA) MLA backends' priorities on sm_90 (vllm/platforms/cuda.py:140-154): after the dense MLA
+# backends, which decline a sparse layer (validate_configuration, v1/attention/backend.py:321-323), at a 512-wide
+# head FLASHINFER_MLA_SPARSE_SM90 first, then FLASH_ATTN_MLA_SPARSE and FLASHMLA_SPARSE.
+# FLASHINFER_MLA_SPARSE_SM90 hands FlashInfer's MLA kernel pages of one token: each top-k slot is a row of a flat
+# view of the cache, so the kernel's page is a token at any block size, and the rows are addressed by the block
+# stride itself (whole rows asserted), never by an implicit dense page.
+FLASHINFER_MLA_SPARSE_ROWS = Kernel("flashinfer_mla_paged_page1", 1, None, V033 + "vllm/v1/attention/backends/mla/"
+                                    "flashinfer_mla_sparse_sm90.py:363-371: BatchMLAPagedAttentionWrapper planned "
+                                    "at page_size 1; :612-624 and sparse_utils.py:50-69: a token's row is block x "
+                                    "block_stride_rows + offset, block_stride_rows = stride(0) // row, asserted whole")
+GLM_FUSED_RECURRENT_KDA = Reader("fused_recurrent_kda", "page", V033 + "vllm/models/glm5next/nvidia/ops/third_party/"
+                                 "kda/fused_recurrent.py:148, :253: state_idx * initial_state.stride(0)")
+FLASHINFER_MLA_SPARSE_SM90 = Backend(
+    "FLASHINFER_MLA_SPARSE_SM90", "vllm.v1.attention.backends.mla.flashinfer_mla_sparse_sm90:"
+    "FlashInferMLASparseSM90Backend", "sm_90", (9, 0),
+    "first sparse MLA choice below sm_100 at a 512-wide head (vllm/platforms/cuda.py:144-146), where FlashInfer "
+    "has its SM90 MLA (has_flashinfer_sm90_nope_mla, flashinfer_mla_sparse_sm90.py:205-210: FlashInfer >= 0.6.18; "
+    "vLLM 0.33.0 pins 0.7.2.post1)", (FLASHINFER_MLA_SPARSE_ROWS,), all_stages=False)
+GLM_LIMITS = ("planned over a stated family, not at a checkpoint (engines/vllm/glm53_flash.py), the KDA gate "
+              "bound and max_position_embeddings assumed (Kimi-K3's published values: no GLM source gives them); at "
+              "FLASHINFER_MLA_SPARSE_SM90 on sm_90 only (FLASH_ATTN_MLA_SPARSE and FLASHMLA_SPARSE, reached where "
+              "FlashInfer lacks its SM90 MLA, and sm_100's sparse backends are not planned), pipeline stages at "
+              "tp 1, pp 2 only (each member's points multiply as a family's do), its MTP draft up to 2 speculative "
+              "tokens; the MLA pages' kernel is recorded as FlashInfer's at one-token pages (the "
+              "wrapper's own page size, its kernel's source not read); the indexer's kernel (DeepGEMM's paged MQA "
+              "logits, which vLLM hands 4 x 32 or 4 x 64-token kernel blocks through a kernel block table) and the "
+              "tail ring's are not recorded; the backend is "
+              "an assumption (its supports_combination asks for FlashInfer's SM90 MLA, which this CPU lacks; "
+              "planning asks nothing of FlashInfer); its vision tower keeps no page")

@@ -34,7 +34,8 @@ from typing import Any
 
 from kvproof.engines.stubs import StubUsed
 from kvproof.engines.vllm import kept
-from kvproof.engines.vllm.catalog import Backend, Model
+from kvproof.engines.vllm.catalog import Model
+from kvproof.engines.vllm.parts import Backend
 from kvproof.engines.vllm.platform import ENTRY, Answers, Vllm, cuda_assumed, modules, point_answers
 
 # Replaces vLLM functions for one planning call (the seeded historical bugs): a context manager.

@@ -1,0 +1,63 @@
+"""What the vLLM catalog and its family modules cite a point's pages by: the attention backend a point
+assumes, the kernels that read its attention pages there, and the code that reads its state pages, each
+recorded from its source (catalog.py holds vLLM's own, a family module its model's)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kvproof.engines.vllm.platform import load_backend
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """The attention kernel a backend runs on its GPU, with the page limits its own source sets
+    (never the backend class's declaration: that is what a bug like vllm#25811 gets wrong)."""
+
+    name: str
+    block: int  # the kernel's pages must be a multiple of this many tokens (1: any)
+    max_tokens: int | None  # the most tokens per page it supports; None: no limit in its source
+    source: str  # repository, file and line of the check (or of the arithmetic that sets none)
+    power_of_two: bool = False  # its source also requires a power-of-two page
+
+
+@dataclass(frozen=True)
+class Reader:
+    """Code that reads state pages besides vLLM's own views, and how it steps from page to page,
+    recorded from its source: `page` (the tensor's stride, so the plan's padded page) or `payload`
+    (the bytes the page's states hold)."""
+
+    name: str
+    walks: str  # page | payload
+    source: str
+
+
+V033 = "vllm-project/vllm@v0.33.0 "
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str  # vLLM's AttentionBackendEnum name
+    path: str  # module:class
+    gpu: str  # the GPU the assumption is made for
+    capability: tuple[int, int]
+    why: str  # the cited reason the CUDA platform selects it there
+    kernels: tuple[Kernel, ...] = ()  # the kernels that read its pages there
+    # FLASHINFER: the kernels that also read them when FlashInfer's TRTLLM kernels are obtainable (the
+    # point's trtllm axis: vLLM's has_nvidia_artifactory, vllm/utils/flashinfer.py:647)
+    trtllm_kernels: tuple[Kernel, ...] | None = None
+    # pipeline stages at every shape the domain plans; False: pp 2 at tp 1 only (a backend whose assumption axes
+    # multiply its points; which stage lacks an attention layer depends on pp alone, shown at the other backends)
+    all_stages: bool = True
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}@{self.gpu}"
+
+    def kernels_at(self, trtllm: bool | None) -> tuple[Kernel, ...]:
+        return self.kernels + (self.trtllm_kernels or () if trtllm else ())
+
+    def load(self) -> Any:
+        """The class, imported under kvproof's platform answering for this GPU (platform.load_backend)."""
+        return load_backend(self.path, self.capability)
