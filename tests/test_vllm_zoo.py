@@ -275,7 +275,8 @@ def test_a_short_conv_state_dtype_dropped_by_the_alignment_is_flagged_where_the_
     It is padded to that page, and a layer keeping 1 speculative token, (2,048, 3) x 4 B = 24,576 B, overflows it:
     vLLM's own check stops the boot, where without the bug the alignment pads nothing and unifying the pages
     holds it. Undrafted, (2,048, 2) x 4 B fits the padded page exactly. LFM2-350M hides the bug: its float32
-    class page, (1,024, 2) x 4 B = 8,192 B, is a quarter of the bf16 16-token attention page it is padded to."""
+    class page, (1,024, 2) x 4 B = 8,192 B, is a quarter of the bf16 16-token attention page and half the fp8 one,
+    and a drafted layer's (1,024, 3) x 4 B = 12,288 B fits either."""
     only: Only = {**LFM2_TP1, "dtype": ["auto", "fp8"], "mamba_dtype": ["float32"], "spec": [0, 1]}
     names = ["lfm2.5-1.2b-base", "lfm2-350m"]
 

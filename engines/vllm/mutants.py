@@ -155,8 +155,9 @@ def _block_by_largest_page(original: Callable[..., Any]) -> Callable[..., Any]:
     """_get_kv_cache_bytes_per_block that sizes a block-outermost block by the largest layer page of any group,
     as if each group held one layer: still rounded up to the layers' alignment, but a group's second layer and
     those after it now start where the next block's first layer does (get_kv_cache_config_from_groups steps
-    each layer's offset by its page within the block, v1/core/kv_cache_planning.py:729-731). A layer-outer
-    layout is sized as before."""
+    each layer's offset by its page within the block, v1/core/kv_cache_planning.py:730-732). The alignment to a
+    HiSparse hot group's page (:595-599) is left out with the rest: no model kvproof plans has such a group. A
+    layer-outer layout is sized as before."""
     def broken(kv_cache_groups: Any, layout: Any) -> int:
         if not layout.is_block_outermost:
             return int(original(kv_cache_groups, layout))
