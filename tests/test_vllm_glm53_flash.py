@@ -226,3 +226,16 @@ def test_its_seeded_bug_runs_a_groups_second_layer_into_the_next_block() -> None
     assert {f.property for f in broken.findings} == {"no_overlap", "null_page", "in_bounds", "padding_bound"}
     assert any("of page 0 and" in f.message and "of page 1 of g0 share bytes (strides 4,460,544/4,460,544 B"
                in f.message for f in broken.findings if f.property == "no_overlap")
+
+
+def test_a_layer_offset_that_moves_with_n_leaves_the_member_not_verified_by_the_adapter() -> None:
+    """Padded state slabs laid out by payload (the seeded bug vllm_state_slab_by_payload) give a block-outermost
+    layer an offset in the block that moves with the block count: no one plan for every N, which kvproof's plan
+    reader refuses. The member is NOT VERIFIED (adapter), naming the refusal and the point, never verified and
+    never a vLLM error the adapter blames on a moved function."""
+    with faults.inject("vllm_state_slab_by_payload"):
+        (member,) = engine.run([NAMES[0]], {**AT_TP1, "spec": [0]}).recipes
+    assert member.adapter and not member.points
+    assert member.not_verified is not None and member.not_verified.startswith(
+        "planner.document: vLLM's plan read into a plan kvproof refuses: engine plan: parent, alignment, bound or "
+        "fields differ between N=1 and N=2 (at tp=1 ")

@@ -34,6 +34,7 @@ from kvproof.engines.interface import Adapter, EngineAdapter
 from kvproof.engines.verdict import EngineError, EngineRun, Finding, PointResult
 from kvproof.engines.vllm import catalog, mutants, planner, platform
 from kvproof.impl import faults
+from kvproof.spec.catalog import ConfigError
 from kvproof.spec.contract import MAX_PADDING
 
 ENGINE = "vllm"
@@ -437,8 +438,13 @@ def _plan_all(model: catalog.Model, chosen: list[dict[str, Any]], padding_bound:
                 else:  # not a refusal: a piece the adapter does not model, or a function that moved
                     stopped = gap
                 break
-            ranks.append((verdict.planned_once(seen.checks, model.recipe, p, planned.documents, replay, bound),
-                           planned))
+            try:
+                checked = verdict.planned_once(seen.checks, model.recipe, p, planned.documents, replay, bound)
+            except ConfigError as err:  # bindings that are no one plan in N: a layer whose offset moves with N
+                stopped = verdict.AdapterGap("planner.document", "vLLM's plan read into a plan kvproof refuses: "
+                                             + verdict.one_line(err))
+                break
+            ranks.append((checked, planned))
         if isinstance(stopped, verdict.AdapterGap):
             out.append(stopped)
         elif stopped is not None:

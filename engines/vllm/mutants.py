@@ -222,8 +222,8 @@ TP1 = "verify engine vllm --tp 1 --baseline engines/vllm/baseline.json --assume 
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant("vllm_hybrid_block_floor", (TP1,), expect="boots"),
-    # at a layer-outer layout: GLM-5.3-Flash's block-outermost one would put its layers at offsets that move
-    # with N, which the plan reader refuses (exit 2, not a finding; docs/engines/vllm.md, seeded bugs)
+    # at a layer-outer layout, where the overlap shows: GLM-5.3-Flash's block-outermost one would put its layers at
+    # offsets that move with N, which the plan reader refuses (NOT VERIFIED (adapter); docs/engines/vllm.md)
     Mutant("vllm_state_slab_by_payload", ("verify engine vllm --recipe qwen3-next-80b-a3b --tp 1 --baseline "
                                           "engines/vllm/baseline.json --assume pp=1",), expect="no_overlap"),
     Mutant("vllm_kernel_gets_raised_block", (TP1,), expect="kernel_page"),
