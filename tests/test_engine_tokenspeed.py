@@ -16,7 +16,7 @@ from bites import fails_under
 
 from kvproof.engines import baseline
 from kvproof.engines.stubs import StubUsed, Unavailable
-from kvproof.engines.tokenspeed import engine, loader
+from kvproof.engines.tokenspeed import engine, loader, pipeline
 from kvproof.engines.tokenspeed.configs import HFConfig, Strict
 from kvproof.impl import faults
 from kvproof.spec.catalog import ConfigError
@@ -125,6 +125,17 @@ def test_affine_facts_spans_every_parent_count() -> None:
 def test_affine_facts_refuses_a_binding_off_the_line() -> None:
     with pytest.raises(ConfigError, match=r"planes\[b\]\.arena_offset .* not affine in N"):
         affine_facts({n: _doc(n, slab_gap=256) for n in (1, 2, 3)})
+
+
+def test_a_plan_the_reader_refuses_leaves_its_recipe_not_verified_by_the_adapter(installed, monkeypatch) -> None:
+    """Bindings off one line in N (a cap or a threshold in bind) are no plan kvproof can state: the recipe is NOT
+    VERIFIED (adapter), naming the refusal and the point, never verified, and the run goes on."""
+    monkeypatch.setattr(engine, "_plan", lambda *_: pipeline.Planned({n: _doc(n, slab_gap=256) for n in (1, 2, 3)}))
+    (mla,) = engine.run(installed, ["mla"], {"drafts": [0], "tp": [8]}).recipes
+    assert mla.adapter and not mla.points and mla.not_verified is not None
+    assert mla.not_verified.startswith("bind: tokenspeed's plan read into a plan kvproof refuses: engine plan: "
+                                       "planes[b].arena_offset is ")
+    assert "(at model=deepseek-v3 tp=8 " in mla.not_verified
 
 
 # ---------------------------------------------------------------- the command

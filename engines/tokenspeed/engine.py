@@ -41,6 +41,7 @@ from kvproof.engines.tokenspeed.configs import STRICT
 from kvproof.engines.tokenspeed.mutants import NEWER
 from kvproof.engines.tokenspeed.profile import Profile, configs
 from kvproof.engines.verdict import AdapterGap, Coverage, EngineError, EngineRun, PointResult, RecipeResult
+from kvproof.spec.catalog import ConfigError
 
 ENGINE = "tokenspeed"
 BASELINE = Path(__file__).with_name("baseline.json")  # the known findings of the released version
@@ -313,7 +314,11 @@ def _points(source: loader.Source, family: str, profile: Profile, ask: Ask) -> l
                 out.append(verdict.from_refusal(family, point, outcome.message, outcome.unsupported, replay,
                                                 outcome.packing))
             else:
-                out.append(verdict.planned_once(checked, family, point, outcome.documents, replay, padding_bound))
+                try:
+                    out.append(verdict.planned_once(checked, family, point, outcome.documents, replay, padding_bound))
+                except ConfigError as err:  # bindings that are no one plan in N (a cap or a threshold in bind)
+                    out.append((point, AdapterGap("bind", "tokenspeed's plan read into a plan kvproof refuses: "
+                                                  + verdict.one_line(err))))
     return out
 
 
