@@ -23,7 +23,7 @@ from typing import Any
 from kvproof.engines import families
 from kvproof.engines.stubs import StubUsed
 from kvproof.engines.verdict import Coverage
-from kvproof.engines.vllm import falcon_h1, glm53_flash, granite, lfm2_moe, olmo_hybrid, zamba2
+from kvproof.engines.vllm import falcon_h1, glm53_flash, granite, lfm2_moe, minicpm_v46, olmo_hybrid, zamba2
 from kvproof.engines.vllm.parts import V033, Backend, Kernel, Reader
 from kvproof.impl import faults
 
@@ -623,6 +623,28 @@ MODELS.update({m.name: Model(
     readers=(CAUSAL_CONV1D, LMCACHE), state_init=partial(_short_conv_state, width=lfm2_moe.conv_width), member=m)
     for m in lfm2_moe.MEMBERS})
 
+
+def _minicpm_v46_state(vllm_config: Any) -> dict[str, Any]:
+    """Qwen3.5's GDN layer constructor (_qwen_gdn_state), with the state shape each layer computes of itself."""
+    return {**_qwen_gdn_state(vllm_config), **minicpm_v46.gdn_state(vllm_config)}
+
+
+# MiniCPM-V 4.6: its one config copy names no dtype, planned over a family of one member (minicpm_v46.py) at
+# Qwen3.5's domain: its language model is Qwen3_5ForCausalLM (minicpmv4_6.py:1252), with Qwen3.5's layers, GDN
+# state and backends. MiniCPMV4_6ForConditionalGeneration is SupportsPP; it drops the checkpoint's MTP weights
+# and speculates by ngram here (EAGLE3 needs a draft checkpoint of its own).
+MODELS.update({m.name: Model(
+    m.name, f"family {m.family.name}, member {m.index}", GQA_BACKENDS, QWEN_GDN,
+    "GDN_ATTN",  # GatedDeltaNetAttention.mamba_type, gdn/base.py:51
+    _qwen3_5_layers, (False, True),
+    "planned over a stated family, not at a checkpoint (engines/vllm/minicpm_v46.py); " + GQA_LIMITS
+    + "; its vision tower keeps no page; speculation by ngram only, up to 3 tokens (the class drops the MTP "
+    "weights, minicpmv4_6.py:1178, and vLLM has no MTP draft for minicpmv4_6; EAGLE3 drafts with a checkpoint of "
+    "its own, not modelled)",
+    draft="ngram", speculative=(0, 1, 2, 3),
+    readers=(CAUSAL_CONV1D, GATED_DELTA_RULE, LMCACHE), state_init=_minicpm_v46_state, member=m,
+    cuda_runtime_at=("sm_100",))
+    for m in minicpm_v46.MEMBERS})
 
 # GLM-5.3-Flash: no published config.json, planned over its family's members (glm53_flash.py): KDA states, the
 # sparse MLA layers' latent pages, and each one's indexer K cache and tail ring (their own specs and backends).

@@ -44,6 +44,8 @@ faults.declare({
     "n_mamba_heads, while its MambaMixer2 layers keep heads of the expanded intermediate size / n_mamba_heads",
     "vllm_olmo_hybrid_state_unwidened": "OlmoHybrid's model class sizes the GDN state the alignment pads by without "
     "the speculative conv rows its layers keep (vllm#57721's kind, at another class)",
+    "vllm_minicpm_v46_state_unwidened": "MiniCPM-V 4.6's model class sizes the GDN state the alignment pads by "
+    "without the speculative conv rows its Qwen3.5 layers keep (vllm#57721's kind, at a multimodal wrapper)",
     "vllm_short_conv_dtype_unaligned": "vLLM's hybrid alignment sizes a ShortConv state page by the model dtype, "
     "dropping --mamba-cache-dtype, while the layers keep their states at it (the Mamba-1 bug at LFM2's classes)",
     "vllm_block_outermost_by_largest_page": "vLLM sizes a block-outermost block by the largest layer page of a "
@@ -199,6 +201,9 @@ PATCHES: dict[str, tuple[str, str, Callable[[Callable[..., Any]], Callable[..., 
                                         "Zamba2ForCausalLM.get_mamba_state_shape_from_config", _head_dim_unexpanded),
     "vllm_olmo_hybrid_state_unwidened": ("vllm.model_executor.models.olmo_hybrid",
                                          "OlmoHybridForCausalLM.get_mamba_state_shape_from_config", _num_spec_dropped),
+    "vllm_minicpm_v46_state_unwidened": ("vllm.model_executor.models.minicpmv4_6",
+                                         "MiniCPMV4_6ForConditionalGeneration.get_mamba_state_shape_from_config",
+                                         _num_spec_dropped),
     "vllm_block_outermost_by_largest_page": (PLANNING, "_get_kv_cache_bytes_per_block", _block_by_largest_page),
 }
 
@@ -244,6 +249,10 @@ MUTANTS: tuple[Mutant, ...] = (
     # OLMo Hybrid's at 3 tokens: at 1 and 2 the page's 53,760 B of slack holds the conv rows the class leaves out
     Mutant("vllm_olmo_hybrid_state_unwidened", ("verify engine vllm --recipe olmo-hybrid-7b-family-0 --tp 1 "
                                                 "--assume pp=1 spec=3",), expect="boots"),
+    # MiniCPM-V 4.6's at 3 tokens: at 1 and 2 the 288-token page's 28,672 B of slack holds the rows the class leaves out
+    Mutant("vllm_minicpm_v46_state_unwidened", ("verify engine vllm --recipe minicpm-v-4.6-family-0 --tp 1 "
+                                                "--baseline engines/vllm/baseline.json --assume pp=1 spec=3",),
+           expect="boots"),
     # LFM2's at LFM2.5-1.2B, fp8 and float32 states, where the class page is the attention page (LFM2-350M's is a
     # quarter of it: the slack hides the bug)
     Mutant("vllm_short_conv_dtype_unaligned", ("verify engine vllm --recipe lfm2.5-1.2b-base --tp 1 --dtype fp8 "
