@@ -65,10 +65,11 @@ def test_it_plans_at_the_installed_vllm_and_stands_for_its_family_not_a_checkpoi
 def test_the_block_is_worked_by_hand() -> None:
     """At tp 1, bf16: the GDN state is (2 x 16 x 128 + 16 x 128) x 3 conv values and 16 x 128 x 128 temporal
     ones, 36,864 + 524,288 = 561,152 B, against 2 x 2 x 256 x 2 B = 2,048 B a token of attention: the block is
-    16 x ceil(561,152 / 32,768) = 288 tokens, a 589,824 B page, six a parent (one page per group of four
-    layers). Two ngram tokens add two conv rows (585,728 B): still 288; three add three (598,016 B), past the
-    page: 304 tokens. fp8 halves the token and float32 states double the state (560 each; 1,104 with both).
-    At tp 8 a rank keeps 2 of the 16 GDN heads and 1 KV head (the 2 replicated): 73,216 B of state, 80 tokens."""
+    16 x ceil(561,152 / 32,768) = 288 tokens, a 589,824 B page; four groups of six layers (one attention,
+    three GDN) share six slots, so six pages a parent. Two ngram tokens add two conv rows (585,728 B): still
+    288; three add three (598,016 B), past the page: 304 tokens. fp8 halves the token and float32 states double
+    the state (560 each; 1,104 with both). At tp 8 a rank keeps 2 of the 16 GDN heads and 1 KV head (the 2
+    replicated): 73,216 B of state, 80 tokens."""
     planned = {spec: planner.plan(point(spec=spec)) for spec in (0, 2, 3)}
     assert {spec: (p.block_size, p.mamba_padded) for spec, p in planned.items()} == {
         0: (288, 589_824), 2: (288, 589_824), 3: (304, 622_592)}
