@@ -273,6 +273,23 @@ def _qwen_gdn_state(vllm_config: Any) -> dict[str, Any]:
     return out
 
 
+def _gdn_layer_state(vllm_config: Any) -> dict[str, Any]:
+    """The state shape each Gated DeltaNet layer computes of itself (get_state_shape:
+    QwenGatedDeltaNetAttention's, qwen_gdn_linear_attn.py:545-556; OlmoHybridGatedDeltaNetAttention's,
+    olmo_gdn_linear_attn.py:59-70): vLLM's gated_delta_net_state_shape of the text config's linear_* keys its
+    constructor keeps (qwen_gdn_linear_attn.py:568-572; olmo_gdn_linear_attn.py:83-87), the tp and its own
+    speculative tokens (gdn/base.py:33, :43-47). Not the model class's get_mamba_state_shape_from_config, which
+    the hybrid alignment pads by: the cache holds the layers' states, and the two disagree where a class drops
+    what its layers keep (vllm#57721)."""
+    from vllm.model_executor.layers.mamba.mamba_utils import MambaStateShapeCalculator
+
+    hf, tp = vllm_config.model_config.hf_text_config, vllm_config.parallel_config.tensor_parallel_size
+    shape = tuple(MambaStateShapeCalculator.gated_delta_net_state_shape(
+        tp, hf.linear_num_key_heads, hf.linear_num_value_heads, hf.linear_key_head_dim, hf.linear_value_head_dim,
+        hf.linear_conv_kernel_dim, vllm_config.num_speculative_tokens))
+    return {"get_state_shape": lambda: shape}
+
+
 def _kimi_linear_layers(hf: Any) -> list[tuple[str, str]]:
     """vLLM's own KimiLinearConfig.is_kda_layer (the model class asks it, kimi_k3/nvidia/model.py:715)."""
     return [(f"model.layers.{i}.self_attn", "state" if hf.is_kda_layer(i) else "attention")
@@ -604,7 +621,9 @@ MODELS.update({m.name: Model(
     olmo_hybrid.layers, (False, True), OLMO_LIMITS,
     draft="ngram", speculative=(0, 1, 2, 3),
     # the GDN layer's conv updates and recurrent kernel (olmo_gdn_linear_attn.py:366, :397, :443, :486)
-    readers=(CAUSAL_CONV1D, GATED_DELTA_RULE, LMCACHE), state_init=olmo_hybrid.gdn_state, member=m)
+    # the layer exports no prefill checkpoints (MambaBase's get_prefill_checkpoint_alignment, abstract.py:65-70)
+    # and plans with MambaBase's get_kv_cache_spec (abstract.py:72): its state shape is all its constructor gives
+    readers=(CAUSAL_CONV1D, GATED_DELTA_RULE, LMCACHE), state_init=_gdn_layer_state, member=m)
     for m in olmo_hybrid.MEMBERS})
 
 
@@ -624,27 +643,25 @@ MODELS.update({m.name: Model(
     for m in lfm2_moe.MEMBERS})
 
 
-def _minicpm_v46_state(vllm_config: Any) -> dict[str, Any]:
-    """Qwen3.5's GDN layer constructor (_qwen_gdn_state), with the state shape each layer computes of itself."""
-    return {**_qwen_gdn_state(vllm_config), **minicpm_v46.gdn_state(vllm_config)}
+def _minicpm_v46(member: families.Member) -> Model:
+    """Qwen3.5's entry (its layers, GDN layer and backends: the class's language model is Qwen3_5ForCausalLM,
+    minicpmv4_6.py:1252), each GDN layer with its own state shape, speculating by ngram: the class drops the
+    checkpoint's MTP weights (minicpmv4_6.py:1178) and vLLM has no MTP draft for minicpmv4_6."""
+    return replace(
+        _qwen3_5(member.name, f"family {member.family.name}, member {member.index}"),
+        limits="planned over a stated family, not at a checkpoint (engines/vllm/minicpm_v46.py); " + GQA_LIMITS
+        + "; its vision tower keeps no page; speculation by ngram only, up to 3 tokens (the class drops the MTP "
+        "weights, minicpmv4_6.py:1178, and vLLM has no MTP draft for minicpmv4_6; EAGLE3 drafts with a checkpoint "
+        "of its own, not modelled)",
+        draft="ngram", draft_layers=lambda _hf: [], member=member,
+        state_init=lambda vllm_config: {**_qwen_gdn_state(vllm_config), **_gdn_layer_state(vllm_config)})
 
 
 # MiniCPM-V 4.6: its one config copy names no dtype, planned over a family of one member (minicpm_v46.py) at
-# Qwen3.5's domain: its language model is Qwen3_5ForCausalLM (minicpmv4_6.py:1252), with Qwen3.5's layers, GDN
-# state and backends. MiniCPMV4_6ForConditionalGeneration is SupportsPP; it drops the checkpoint's MTP weights
-# and speculates by ngram here (EAGLE3 needs a draft checkpoint of its own).
-MODELS.update({m.name: Model(
-    m.name, f"family {m.family.name}, member {m.index}", GQA_BACKENDS, QWEN_GDN,
-    "GDN_ATTN",  # GatedDeltaNetAttention.mamba_type, gdn/base.py:51
-    _qwen3_5_layers, (False, True),
-    "planned over a stated family, not at a checkpoint (engines/vllm/minicpm_v46.py); " + GQA_LIMITS
-    + "; its vision tower keeps no page; speculation by ngram only, up to 3 tokens (the class drops the MTP "
-    "weights, minicpmv4_6.py:1178, and vLLM has no MTP draft for minicpmv4_6; EAGLE3 drafts with a checkpoint of "
-    "its own, not modelled)",
-    draft="ngram", speculative=(0, 1, 2, 3),
-    readers=(CAUSAL_CONV1D, GATED_DELTA_RULE, LMCACHE), state_init=_minicpm_v46_state, member=m,
-    cuda_runtime_at=("sm_100",))
-    for m in minicpm_v46.MEMBERS})
+# Qwen3.5's domain. MiniCPMV4_6ForConditionalGeneration is SupportsPP (minicpmv4_6.py:1150-1158).
+MODELS.update({m.name: _minicpm_v46(m) for m in minicpm_v46.MEMBERS})
+
+
 
 # GLM-5.3-Flash: no published config.json, planned over its family's members (glm53_flash.py): KDA states, the
 # sparse MLA layers' latent pages, and each one's indexer K cache and tail ring (their own specs and backends).

@@ -13,18 +13,21 @@ the copy's values that vLLM's planning reads, cited below, and the dtype the hub
 
 What vLLM reads of this class to plan (vllm/model_executor/models/minicpmv4_6.py, 0.33.0): the language model
 is Qwen3_5ForCausalLM built from text_config (:1246-1258, under `language_model`), so the layers are Qwen3.5's
-(catalog._qwen3_5_layers):
-text_config.layer_types picks each decoder layer's kind (qwen3_5.py:259), a GDN layer's
-QwenGatedDeltaNetAttention at `language_model.model.layers.i.linear_attn`, an attention layer's at
+(catalog._qwen3_5_layers): text_config.layer_types picks each decoder layer's kind (qwen3_5.py:259), a GDN
+layer's QwenGatedDeltaNetAttention at `language_model.model.layers.i.linear_attn`, an attention layer's at
 `language_model.model.layers.i.self_attn.attn`; the attention page from num_attention_heads,
-num_key_value_heads and head_dim; the state the hybrid alignment pads by from the class's own
-get_mamba_state_shape_from_config (:1530-1547: the linear_* keys, the tp and the speculative tokens) in
-gated_delta_net_state_dtype of the model dtype and the two --mamba-*-cache-dtype flags (:1522-1527);
-num_hidden_layers splits the pipeline stages (qwen3_5.py:264); max_position_embeddings and rope_parameters set
-max_model_len. The class has no config hook (MODELS_CONFIG_MAP, model_executor/models/config.py:1211-1262,
-holds Qwen3.5's classes, :1259-1262, not this one), so text_config.mamba_ssm_dtype (float32) is read by no
-planning code: the temporal state is kept in the model dtype at --mamba-ssm-cache-dtype auto, where Qwen3.5's
-classes keep it in float32 (Qwen3_5ForConditionalGenerationConfig, :953-977). It is cited all the same.
+num_key_value_heads and head_dim; each GDN layer's state from the linear_* keys, the tp and its own speculative
+tokens (catalog._gdn_layer_state), and the state the hybrid alignment pads by from the class's own
+get_mamba_state_shape_from_config (:1530-1547, the same keys), both in gated_delta_net_state_dtype of the model
+dtype and the two --mamba-*-cache-dtype flags (:1522-1527; gdn/base.py:53-58); num_hidden_layers splits the
+pipeline stages (qwen3_5.py:264); max_position_embeddings and rope_parameters set max_model_len.
+
+The class has no entry in MODELS_CONFIG_MAP (model_executor/models/config.py:1211-1269, whose Qwen3.5 entries,
+:1259-1262, apply text_config.mamba_ssm_dtype, :953-977); the generic hybrid hook that runs for it
+(HybridAttentionMambaModelConfig, :585-599) sets no SSM dtype. So text_config.mamba_ssm_dtype (float32) is read
+by no planning code: at --mamba-ssm-cache-dtype auto the temporal state is kept in the model dtype, where
+Qwen3.5's classes keep it in float32. It is cited all the same, as is mtp_num_hidden_layers, which no planning
+code of this class reads either.
 
 Speculation: the class drops the checkpoint's MTP weights (`"mtp.": None`, :1178), and SpeculativeConfig
 rewrites only Qwen3.5's own model types to its MTP draft (config/speculative.py:987-1005), so method `mtp`
@@ -38,8 +41,6 @@ exactly as before.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from kvproof.engines.families import Cited, Family, Member
 
@@ -66,8 +67,6 @@ FAMILY = Family(
         Cited(T + "num_hidden_layers", LAYERS, f"{COPY} (text_config.num_hidden_layers 24)"),
         Cited(T + "layer_types", PATTERN, f"{COPY} (text_config.layer_types, 24 entries, full_attention at 3, 7, ..., "
               "23)"),
-        Cited(T + "full_attention_interval", 4, f"{COPY} (text_config.full_attention_interval 4)"),
-        Cited(T + "hidden_size", 1024, f"{COPY} (text_config.hidden_size 1024)"),
         Cited(T + "num_attention_heads", 8, f"{COPY} (text_config.num_attention_heads 8)"),
         Cited(T + "num_key_value_heads", 2, f"{COPY} (text_config.num_key_value_heads 2)"),
         Cited(T + "head_dim", 256, f"{COPY} (text_config.head_dim 256)"),
@@ -81,28 +80,11 @@ FAMILY = Family(
         Cited(T + "max_position_embeddings", 262144, f"{COPY} (text_config.max_position_embeddings 262144)"),
         Cited(T + "rope_parameters", {"partial_rotary_factor": 0.25, "rope_theta": 10000000, "rope_type": "default"},
               f"{COPY} (text_config.rope_parameters: the default rope, no scaling factor on max_model_len)"),
-        Cited(T + "mtp_num_hidden_layers", 1, f"{COPY} (text_config.mtp_num_hidden_layers 1; the class drops the MTP "
-              "weights, minicpmv4_6.py:1178)"),
+        Cited(T + "mtp_num_hidden_layers", 1, f"{COPY} (text_config.mtp_num_hidden_layers 1; no planning code of "
+              "this class reads it: the class drops the MTP weights, minicpmv4_6.py:1178)"),
     ),
     axes=(),
     cap=1,
 )
 
 MEMBERS: tuple[Member, ...] = tuple(FAMILY.members())
-
-
-
-def gdn_state(vllm_config: Any) -> dict[str, Any]:
-    """The state each of the language model's QwenGatedDeltaNetAttention layers computes of itself
-    (get_state_shape, qwen_gdn_linear_attn.py:545-556): vLLM's gated_delta_net_state_shape of the text config
-    keys its constructor keeps (:568-572), the tp and its own speculative tokens (gdn/base.py:33, :42-47). Not
-    the class's get_mamba_state_shape_from_config (minicpmv4_6.py:1530-1547), which the hybrid alignment pads
-    by: the cache holds the layers' states, and the two disagree where a class drops what its layers keep
-    (vllm#57721). The dtype is the same formula in both (gdn/base.py:53-58, minicpmv4_6.py:1522-1527)."""
-    from vllm.model_executor.layers.mamba.mamba_utils import MambaStateShapeCalculator
-
-    hf, tp = vllm_config.model_config.hf_text_config, vllm_config.parallel_config.tensor_parallel_size
-    shape = tuple(MambaStateShapeCalculator.gated_delta_net_state_shape(
-        tp, hf.linear_num_key_heads, hf.linear_num_value_heads, hf.linear_key_head_dim, hf.linear_value_head_dim,
-        hf.linear_conv_kernel_dim, vllm_config.num_speculative_tokens))
-    return {"get_state_shape": lambda: shape}

@@ -251,8 +251,7 @@ MUTANTS: tuple[Mutant, ...] = (
                                                 "--assume pp=1 spec=3",), expect="boots"),
     # MiniCPM-V 4.6's at 3 tokens: at 1 and 2 the 288-token page's 28,672 B of slack holds the rows the class leaves out
     Mutant("vllm_minicpm_v46_state_unwidened", ("verify engine vllm --recipe minicpm-v-4.6-family-0 --tp 1 "
-                                                "--baseline engines/vllm/baseline.json --assume pp=1 spec=3",),
-           expect="boots"),
+                                                "--assume pp=1 spec=3",), expect="boots"),
     # LFM2's at LFM2.5-1.2B, fp8 and float32 states, where the class page is the attention page (LFM2-350M's is a
     # quarter of it: the slack hides the bug)
     Mutant("vllm_short_conv_dtype_unaligned", ("verify engine vllm --recipe lfm2.5-1.2b-base --tp 1 --dtype fp8 "

@@ -82,24 +82,3 @@ def layers(hf: Any) -> list[tuple[str, str]]:
     return [(f"model.layers.{i}.linear_attn", "state") if t == "linear_attention"
             else (f"model.layers.{i}.self_attn.attn", "attention") for i, t in enumerate(hf.layer_types)]
 
-
-def gdn(hf: Any) -> dict[str, int]:
-    """What OlmoHybridGatedDeltaNetAttention's constructor keeps of the config for its state
-    (olmo_gdn_linear_attn.py:83-87), as get_state_shape hands them on (:62-70)."""
-    return {"num_k_heads": hf.linear_num_key_heads, "num_v_heads": hf.linear_num_value_heads,
-            "head_k_dim": hf.linear_key_head_dim, "head_v_dim": hf.linear_value_head_dim,
-            "conv_kernel_size": hf.linear_conv_kernel_dim}
-
-
-def gdn_state(vllm_config: Any) -> dict[str, Any]:
-    """The state each OlmoHybridGatedDeltaNetAttention computes of itself (get_state_shape,
-    olmo_gdn_linear_attn.py:59-70): vLLM's gated_delta_net_state_shape of the config keys its constructor
-    keeps (:83-87), the tp and its own speculative tokens (gdn/base.py:33, :43-47). It exports no prefill
-    checkpoints (MambaBase's get_prefill_checkpoint_alignment, abstract.py:65-70) and plans with
-    MambaBase's get_kv_cache_spec (abstract.py:72), so nothing else of its constructor is read."""
-    from vllm.model_executor.layers.mamba.mamba_utils import MambaStateShapeCalculator
-
-    hf, tp = vllm_config.model_config.hf_config, vllm_config.parallel_config.tensor_parallel_size
-    shape = tuple(MambaStateShapeCalculator.gated_delta_net_state_shape(
-        tp, num_spec=vllm_config.num_speculative_tokens, **gdn(hf)))
-    return {"get_state_shape": lambda: shape}
