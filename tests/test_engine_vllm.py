@@ -125,6 +125,7 @@ def test_the_tp_domain_is_every_divisor_vllm_accepts() -> None:
                    "kimi-k3": (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 96),
                    "jamba-v0.1": (1, 2, 4, 8, 16, 32),  # 32 heads; Mamba-1's 8,192 inner channels
                    "lfm2-350m": (1, 2, 4, 8, 16),  # 16 heads; its 8 KV heads replicated at tp 16
+                   "lfm2-vl-450m-family-0": (1, 2, 4, 8, 16),  # LFM2-350M's text model
                    # LFM2.5-8B-A1B's family: 32 heads; its 8 KV heads replicated at tp 16 and 32
                    "lfm2.5-8b-a1b-family-0": (1, 2, 4, 8, 16, 32),
                    "lfm2.5-1.2b-base": (1, 2, 4, 8, 16, 32),  # 32 heads; its 8 KV heads replicated at 16 and 32

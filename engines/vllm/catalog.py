@@ -23,7 +23,7 @@ from typing import Any
 from kvproof.engines import families
 from kvproof.engines.stubs import StubUsed
 from kvproof.engines.verdict import Coverage
-from kvproof.engines.vllm import falcon_h1, glm53_flash, granite, lfm2_moe, minicpm_v46, olmo_hybrid, zamba2
+from kvproof.engines.vllm import falcon_h1, glm53_flash, granite, lfm2_moe, lfm2_vl, minicpm_v46, olmo_hybrid, zamba2
 from kvproof.engines.vllm.parts import V033, Backend, Kernel, Reader
 from kvproof.impl import faults
 
@@ -380,6 +380,11 @@ def _lfm2_layers(hf: Any) -> list[tuple[str, str]]:
             else (f"model.layers.{i}.short_conv", "state") for i, t in enumerate(hf.layer_types)]
 
 
+def _lfm2_vl_layers(hf: Any) -> list[tuple[str, str]]:
+    """LFM2's layers under Lfm2VLForConditionalGeneration's `language` prefix (lfm2_vl.py:712-718)."""
+    return [(f"language.{name}", kind) for name, kind in _lfm2_layers(hf)]
+
+
 def _short_conv_state(vllm_config: Any, width: Callable[[Any], int] = lambda hf: hf.conv_dim) -> dict[str, Any]:
     """The state each ShortConv layer computes of itself (get_state_shape, short_conv.py:351-357): vLLM's
     short_conv_state_shape of the conv width the decoder layer hands it (config.conv_dim, lfm2.py:356), the
@@ -389,7 +394,7 @@ def _short_conv_state(vllm_config: Any, width: Callable[[Any], int] = lambda hf:
     hands hidden_size, lfm2_moe.py:345)."""
     from vllm.model_executor.layers.mamba.mamba_utils import MambaStateShapeCalculator
 
-    hf, tp = vllm_config.model_config.hf_config, vllm_config.parallel_config.tensor_parallel_size
+    hf, tp = vllm_config.model_config.hf_text_config, vllm_config.parallel_config.tensor_parallel_size
     shape = tuple(MambaStateShapeCalculator.short_conv_state_shape(
         tp_world_size=tp, intermediate_size=width(hf), conv_kernel=hf.conv_L_cache,
         num_spec=vllm_config.num_speculative_tokens))
@@ -661,6 +666,21 @@ def _minicpm_v46(member: families.Member) -> Model:
 # Qwen3.5's domain. MiniCPMV4_6ForConditionalGeneration is SupportsPP (minicpmv4_6.py:1150-1158).
 MODELS.update({m.name: _minicpm_v46(m) for m in minicpm_v46.MEMBERS})
 
+
+# LFM2-VL: its one config copy is the remote-code revision, planned over a family of one member (lfm2_vl.py) at
+# LFM2-350M's domain, whose text model it is. Lfm2VLForConditionalGeneration (lfm2_vl.py:616-623) is SupportsPP,
+# with neither SupportsMTP nor SupportsEagle among its bases.
+MODELS.update({m.name: Model(
+    m.name, f"family {m.family.name}, member {m.index}", GQA_BACKENDS,
+    "vllm.model_executor.layers.mamba.short_conv:ShortConv", "SHORT_CONV",  # short_conv.py:360
+    _lfm2_vl_layers, (False, True),
+    "planned over a stated family, not at a checkpoint (engines/vllm/lfm2_vl.py); " + GQA_LIMITS
+    + "; its vision tower keeps no page; speculation by ngram only (Lfm2VLForConditionalGeneration has no MTP "
+    "layers and no EAGLE interface, lfm2_vl.py:616-623), up to 3 tokens",
+    draft="ngram", speculative=(0, 1, 2, 3),
+    # ShortConv's conv update (short_conv.py:313, :326)
+    readers=(CAUSAL_CONV1D, LMCACHE), state_init=_short_conv_state, member=m)
+    for m in lfm2_vl.MEMBERS})
 
 
 # GLM-5.3-Flash: no published config.json, planned over its family's members (glm53_flash.py): KDA states, the
