@@ -51,7 +51,7 @@ def test_the_member_is_the_copys_keys_and_its_text_model_is_lfm2_350ms() -> None
 
 def test_it_plans_as_lfm2_350m_does_under_the_multimodal_class() -> None:
     """The same blocks, pages and parents as LFM2-350M at drafted, tensor-parallel, prefix-caching, fp8 and
-    float32-state points: the class's own shape and dtype functions (lfm2_vl.py:644-676) agree with LFM2's."""
+    float32-state points: the class's own shape and dtype functions (lfm2_vl.py:644-675) agree with LFM2's."""
     for kwargs in ({}, {"spec": 2}, {"tp": 8, "prefix": True}, {"dtype": "fp8", "mamba": "float32", "spec": 1},
                    {"rank": 1, "pp": 2}):
         ours, theirs = planner.plan(point(**kwargs)), planner.plan(point(LFM2, **kwargs))
@@ -103,7 +103,7 @@ def test_no_default_of_transformers_config_classes_moves_a_plan(where: str) -> N
     lacking, changed = config_defaults.changed(defaults, config, BOOKKEEPING, STRINGS)
     kept = sorted(key for key in lacking if changed[key] == defaults[key])
     prefix = "" if where == "top" else "text_config."
-    moved = {f"{prefix}{k}": v for k, v in changed.items() if k not in kept and k != "full_attn_idxs"}
+    moved = {f"{prefix}{k}": v for k, v in changed.items() if k not in kept}
     assert moved and ("text_config.vocab_size" in moved if prefix else "projector_hidden_size" in moved)
     other = replace(VL, member=Member(lfm2_vl.FAMILY, MEMBER.index, {**MEMBER.values, **moved}))
     base = planner.plan(point(tp=2, spec=2, prefix=True))

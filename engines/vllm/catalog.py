@@ -667,20 +667,21 @@ def _minicpm_v46(member: families.Member) -> Model:
 MODELS.update({m.name: _minicpm_v46(m) for m in minicpm_v46.MEMBERS})
 
 
-# LFM2-VL: its one config copy is the remote-code revision, planned over a family of one member (lfm2_vl.py) at
-# LFM2-350M's domain, whose text model it is. Lfm2VLForConditionalGeneration (lfm2_vl.py:616-623) is SupportsPP,
-# with neither SupportsMTP nor SupportsEagle among its bases.
-MODELS.update({m.name: Model(
-    m.name, f"family {m.family.name}, member {m.index}", GQA_BACKENDS,
-    "vllm.model_executor.layers.mamba.short_conv:ShortConv", "SHORT_CONV",  # short_conv.py:360
-    _lfm2_vl_layers, (False, True),
-    "planned over a stated family, not at a checkpoint (engines/vllm/lfm2_vl.py); " + GQA_LIMITS
-    + "; its vision tower keeps no page; speculation by ngram only (Lfm2VLForConditionalGeneration has no MTP "
-    "layers and no EAGLE interface, lfm2_vl.py:616-623), up to 3 tokens",
-    draft="ngram", speculative=(0, 1, 2, 3),
-    # ShortConv's conv update (short_conv.py:313, :326)
-    readers=(CAUSAL_CONV1D, LMCACHE), state_init=_short_conv_state, member=m)
-    for m in lfm2_vl.MEMBERS})
+def _lfm2_vl(member: families.Member) -> Model:
+    """LFM2's entry (its ShortConv layer, backends and ngram speculation), its layers under the multimodal
+    class's `language` prefix, for a member of kvproof's LFM2-VL family (engines/vllm/lfm2_vl.py)."""
+    return replace(
+        _lfm2(member.name), config=f"family {member.family.name}, member {member.index}", layers=_lfm2_vl_layers,
+        limits="planned over a stated family, not at a checkpoint (engines/vllm/lfm2_vl.py); " + GQA_LIMITS
+        + "; its vision tower keeps no page; speculation by ngram only (Lfm2VLForConditionalGeneration has no MTP "
+        "layers and no EAGLE interface, vllm/model_executor/models/lfm2_vl.py:616-623), up to 3 tokens",
+        member=member)
+
+
+# LFM2-VL: its one config copy is the remote-code revision, planned over a family of one member at LFM2-350M's
+# domain, whose text model it is. vLLM's Lfm2VLForConditionalGeneration is SupportsPP, with neither SupportsMTP nor
+# SupportsEagle among its bases.
+MODELS.update({m.name: _lfm2_vl(m) for m in lfm2_vl.MEMBERS})
 
 
 # GLM-5.3-Flash: no published config.json, planned over its family's members (glm53_flash.py): KDA states, the

@@ -18,7 +18,9 @@ text_config.layer_types picks each decoder layer's kind (lfm2.py:435), an attent
 num_attention_heads and num_key_value_heads with the head hidden_size / num_attention_heads, each ShortConv
 layer's state from conv_dim and conv_L_cache and its own speculative tokens (short_conv.py:351-357), in the model
 dtype at `auto` (torch_dtype). The class's own get_mamba_state_shape_from_config, which the hybrid alignment pads
-by, passes hidden_size and conv_L_cache and no num_spec (:654-676), as Lfm2ForCausalLM's does. num_hidden_layers
+by, passes conv_L_cache and no num_spec, as Lfm2ForCausalLM's does, and hidden_size (:654-675) where
+Lfm2ForCausalLM's and the ShortConv layers pass conv_dim (lfm2.py:575, :356): the two agree here, both 1,024
+(the test plans it as LFM2-350M's). num_hidden_layers
 splits the pipeline stages; max_position_embeddings is the max_model_len.
 
 Speculation: the class has neither SupportsMTP nor SupportsEagle among its bases (:616-623): ngram only, up to 3

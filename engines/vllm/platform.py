@@ -300,7 +300,8 @@ def point_answers(platform: Any, capability: tuple[int, int], backends: list[typ
     emptied on entering and leaving each point. vllm.utils.flashinfer binds current_platform when
     first imported (:24), which happens before any point, under this machine's CPU platform, so its
     platform is the point's for the point too. The stand-ins a model class's module needs to import
-    (stand_ins.planning: torchvision, for Qwen3.5) are in place for the point and gone after it."""
+    (stand_ins.planning: torchvision, for the Qwen3.5, MiniCPM-V 4.6 and LFM2-VL classes) are in place for
+    the point and gone after it."""
     platforms: Any = importlib.import_module("vllm.platforms")
     flashinfer: Any = importlib.import_module("vllm.utils.flashinfer")
     envs: Any = importlib.import_module("vllm.envs")

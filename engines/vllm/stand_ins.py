@@ -23,15 +23,17 @@ reading an attribute of it raises StubUsed naming it, so a plan can never rest o
   with a guarded package in its place (`compiled_missing`), which is gone again afterwards.
 - `torchvision`, `torchvision.transforms`, `torchvision.transforms.v2`, while a point is planned
   (`planning`): torchvision has no CPU wheel for torch 2.13.0+cpu, and vLLM's Qwen3.5 / 3.6 module
-  imports qwen3_vl.py (`qwen3_5.py:88`), which imports transformers' Qwen2-VL image processor module
-  (`qwen3_vl.py:38`), whose first lines bind `from torchvision.transforms.v2 import functional`
-  (transformers 5.20.2, `models/qwen2_vl/image_processing_qwen2_vl.py:26`) whether or not torchvision
-  is installed. vLLM imports the model class in this process (`resolve_model_cls`) and, to inspect
-  it, in a subprocess (`model_executor/models/registry.py:1123`, `_run_in_subprocess`, on a miss of
-  its model-info cache), so the stand-in is put in both: here in sys.modules, there by a
-  sitecustomize on the subprocess's PYTHONPATH. transformers' own answer to whether torchvision is
-  installed (`is_torchvision_available`, kept by its lru_cache, `utils/import_utils.py:846`) is
-  asked before the stand-in goes in, so it stays this machine's: absent.
+  (which MiniCPM-V 4.6's imports, `minicpmv4_6.py:66`) imports qwen3_vl.py (`qwen3_5.py:88`), which imports
+  transformers' Qwen2-VL image processor module (`qwen3_vl.py:38`), whose first lines bind
+  `from torchvision.transforms.v2 import functional` (transformers 5.20.2,
+  `models/qwen2_vl/image_processing_qwen2_vl.py:26`) whether or not torchvision is installed; LFM2-VL's
+  module imports transformers' LFM2-VL image processor (`lfm2_vl.py:16`), which binds the same
+  (`models/lfm2_vl/image_processing_lfm2_vl.py:18`). vLLM imports the model class in this process
+  (`resolve_model_cls`) and, to inspect it, in a subprocess (`model_executor/models/registry.py:1123`,
+  `_run_in_subprocess`, on a miss of its model-info cache), so the stand-in is put in both: here in
+  sys.modules, there by a sitecustomize on the subprocess's PYTHONPATH. transformers' own answer to
+  whether torchvision is installed (`is_torchvision_available`, kept by its lru_cache,
+  `utils/import_utils.py:846`) is asked before the stand-in goes in, so it stays this machine's: absent.
 
 vLLM swallows what a model class's import raises (`_try_load_model_cls` and `_try_inspect_model_cls`
 log it and go on, registry.py:1141-1166, and ModelConfig then raises a ValueError that would read as
