@@ -657,6 +657,32 @@ def test_sm_100_flashinfer_block_and_kernel_page_worked_by_hand() -> None:
         assert {k["tokens"] for k in kv["kernels"]} == {kernel}
 
 
+# A fresh interpreter that imports vLLM's Qwen3.5 module outside any point first (as a caller inspecting the class
+# may), so the GDN layer's module binds this machine's platform, then plans Qwen3-Next's sm_100 point above.
+FIRST_IMPORTED_OUTSIDE_A_POINT = """
+import importlib, json
+from kvproof.engines.vllm import catalog, planner, stand_ins
+planner.modules()
+try:
+    with stand_ins.planning():
+        importlib.import_module("vllm.model_executor.models.qwen3_5")
+except Exception:
+    pass
+m = catalog.MODELS["qwen3-next-80b-a3b"]
+p = planner.plan(planner.Point(m, 1, "auto", "auto", True, catalog.FLASHINFER_SM100, trtllm=True, cuda_runtime=13))
+print(json.dumps([p.block_size, p.asked]))
+"""
+
+
+def test_the_gdn_prefill_backend_is_the_points_whenever_its_module_was_first_imported() -> None:
+    """qwen_gdn_linear_attn binds current_platform when first imported; imported outside a point it holds this
+    machine's platform, which is no CUDA one, and would answer Triton (a 544-token block, the CUDA runtime never
+    asked). The point's platform answers instead: FlashInfer's GDN prefill on CUDA 13, 576 tokens."""
+    proc = subprocess.run([sys.executable, "-c", FIRST_IMPORTED_OUTSIDE_A_POINT], capture_output=True, text=True,
+                          check=False, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout.splitlines()[-1]) == [576, {"cuda_runtime": 13, "trtllm": True}]
+
 def test_the_trtllm_assumption_is_what_vllm_asks_and_the_config_is_current(tmp_path) -> None:
     """FlashInferBackend.get_supported_kernel_block_sizes (flashinfer.py:585) offers pages up to 1,024 only
     on sm_100 with TRTLLM obtainable and GQA, and only with a vLLM config current (as in vLLM's worker):

@@ -261,10 +261,17 @@ def _qwen_gdn_state(vllm_config: Any) -> dict[str, Any]:
     states (0.33.0: gdn_attn.py:34 defines FLASHINFER_GDN_CHECKPOINT_ALIGNMENT), in align mode a
     FlashInfer layer exports them every FLASHINFER_GDN_CHECKPOINT_ALIGNMENT tokens. The layer's own
     get_kv_cache_spec reads these (and the config it keeps, :688)."""
+    from vllm import platforms
     from vllm.model_executor.layers.mamba.gdn import qwen_gdn_linear_attn as gdn
     from vllm.v1.attention.backends import gdn_attn
 
-    _, backend = gdn._resolve_gdn_prefill_backend(vllm_config)
+    # the module binds current_platform when first imported, which may be outside any point (under this
+    # machine's platform, which is no CUDA one: the answer would be Triton): it asks the point's here
+    bound, gdn.current_platform = gdn.current_platform, platforms.current_platform
+    try:
+        _, backend = gdn._resolve_gdn_prefill_backend(vllm_config)
+    finally:
+        gdn.current_platform = bound
     out: dict[str, Any] = {"gdn_prefill_backend": backend, "vllm_config": vllm_config}
     every = getattr(gdn_attn, "FLASHINFER_GDN_CHECKPOINT_ALIGNMENT", None)
     if every is not None:
