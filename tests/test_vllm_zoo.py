@@ -198,6 +198,21 @@ def test_a_mamba1_state_dtype_dropped_by_the_alignment_is_flagged_only_at_jamba(
     assert "vllm_mamba1_dtype_unaligned" in run.source
 
 
+
+def test_a_qwen3_5_class_state_without_the_speculative_rows_does_not_boot_at_one_mtp_token() -> None:
+    """The seeded bug vllm_qwen3_5_state_unwidened: Qwen3_5ForConditionalGeneration's class shape, which the
+    alignment pads by, without num_spec, while each GDN layer keeps its own conv rows. Qwen3.5-27B at tp 1, bf16
+    (its config's float32 SSM state): the state is (2 x 16 x 128 + 48 x 128) x 3 x 2 B + 48 x 128 x 128 x 4 B =
+    3,207,168 B, the block 16 x ceil(3,207,168 / 65,536) = 784 tokens of 4,096 B, 4,096 B to spare, 16 slots a
+    parent; one MTP token's conv row is 20,480 B, so the drafted layers outgrow the page and vLLM's own assertion
+    stops the boot. Undrafted, the point plans as without the bug."""
+    with faults.inject("vllm_qwen3_5_state_unwidened"):
+        run = engine.run(["qwen3.5-27b"], {**TP1, "spec": [0, 1]}, workers=1)
+    undrafted, drafted = run.recipes[0].points
+    assert undrafted.verdict == "ok" and undrafted.parent_bytes == 16 * 784 * 4096
+    assert [f.property for f in drafted.findings] == ["boots"]
+    assert "vllm_qwen3_5_state_unwidened" in run.source
+
 LFM2_TP1: Only = {**TP1, "backend": ["FLASH_ATTN@sm_90"]}
 
 

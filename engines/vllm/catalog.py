@@ -254,13 +254,31 @@ def _qwen3_next_mtp_layers(draft: Any) -> list[tuple[str, str]]:
             for i in range(getattr(draft, "num_nextn_predict_layers", 1))]
 
 
+def _gdn_layer_state(vllm_config: Any) -> dict[str, Any]:
+    """The state shape each Gated DeltaNet layer computes of itself (get_state_shape:
+    QwenGatedDeltaNetAttention's, qwen_gdn_linear_attn.py:545-556; OlmoHybridGatedDeltaNetAttention's,
+    olmo_gdn_linear_attn.py:59-70): vLLM's gated_delta_net_state_shape of the text config's linear_* keys its
+    constructor keeps (qwen_gdn_linear_attn.py:568-572; olmo_gdn_linear_attn.py:83-87), the tp and its own
+    speculative tokens (gdn/base.py:33, :43-47). Not the model class's get_mamba_state_shape_from_config, which
+    the hybrid alignment pads by: the cache holds the layers' states, and the two disagree where a class drops
+    what its layers keep (vllm#57721)."""
+    from vllm.model_executor.layers.mamba.mamba_utils import MambaStateShapeCalculator
+
+    hf, tp = vllm_config.model_config.hf_text_config, vllm_config.parallel_config.tensor_parallel_size
+    shape = tuple(MambaStateShapeCalculator.gated_delta_net_state_shape(
+        tp, hf.linear_num_key_heads, hf.linear_num_value_heads, hf.linear_key_head_dim, hf.linear_value_head_dim,
+        hf.linear_conv_kernel_dim, vllm_config.num_speculative_tokens))
+    return {"get_state_shape": lambda: shape}
+
+
 def _qwen_gdn_state(vllm_config: Any) -> dict[str, Any]:
     """QwenGatedDeltaNetAttention's constructor (qwen_gdn_linear_attn.py:686-696 in 0.33.0; :291-292
     in 0.32.0): the GDN prefill backend is vLLM's _resolve_gdn_prefill_backend of the config on the
     point's platform (FlashInfer on sm_90, :249), and, in a vLLM whose GDN layer exports mid-prefill
     states (0.33.0: gdn_attn.py:34 defines FLASHINFER_GDN_CHECKPOINT_ALIGNMENT), in align mode a
     FlashInfer layer exports them every FLASHINFER_GDN_CHECKPOINT_ALIGNMENT tokens. The layer's own
-    get_kv_cache_spec reads these (and the config it keeps, :688)."""
+    get_kv_cache_spec reads these (and the config it keeps, :688), with the state shape the layer computes of
+    itself (_gdn_layer_state)."""
     from vllm import platforms
     from vllm.model_executor.layers.mamba.gdn import qwen_gdn_linear_attn as gdn
     from vllm.v1.attention.backends import gdn_attn
@@ -277,24 +295,7 @@ def _qwen_gdn_state(vllm_config: Any) -> dict[str, Any]:
     if every is not None:
         exports = vllm_config.cache_config.mamba_cache_mode == "align" and backend == "flashinfer"
         out["_checkpoint_alignment"] = every if exports else None
-    return out
-
-
-def _gdn_layer_state(vllm_config: Any) -> dict[str, Any]:
-    """The state shape each Gated DeltaNet layer computes of itself (get_state_shape:
-    QwenGatedDeltaNetAttention's, qwen_gdn_linear_attn.py:545-556; OlmoHybridGatedDeltaNetAttention's,
-    olmo_gdn_linear_attn.py:59-70): vLLM's gated_delta_net_state_shape of the text config's linear_* keys its
-    constructor keeps (qwen_gdn_linear_attn.py:568-572; olmo_gdn_linear_attn.py:83-87), the tp and its own
-    speculative tokens (gdn/base.py:33, :43-47). Not the model class's get_mamba_state_shape_from_config, which
-    the hybrid alignment pads by: the cache holds the layers' states, and the two disagree where a class drops
-    what its layers keep (vllm#57721)."""
-    from vllm.model_executor.layers.mamba.mamba_utils import MambaStateShapeCalculator
-
-    hf, tp = vllm_config.model_config.hf_text_config, vllm_config.parallel_config.tensor_parallel_size
-    shape = tuple(MambaStateShapeCalculator.gated_delta_net_state_shape(
-        tp, hf.linear_num_key_heads, hf.linear_num_value_heads, hf.linear_key_head_dim, hf.linear_value_head_dim,
-        hf.linear_conv_kernel_dim, vllm_config.num_speculative_tokens))
-    return {"get_state_shape": lambda: shape}
+    return {**out, **_gdn_layer_state(vllm_config)}
 
 
 def _kimi_linear_layers(hf: Any) -> list[tuple[str, str]]:
@@ -657,16 +658,15 @@ MODELS.update({m.name: Model(
 
 def _minicpm_v46(member: families.Member) -> Model:
     """Qwen3.5's entry (its layers, GDN layer and backends: the class's language model is Qwen3_5ForCausalLM,
-    minicpmv4_6.py:1252), each GDN layer with its own state shape, speculating by ngram: the class drops the
-    checkpoint's MTP weights (minicpmv4_6.py:1178) and vLLM has no MTP draft for minicpmv4_6."""
+    minicpmv4_6.py:1252), speculating by ngram: the class drops the checkpoint's MTP weights
+    (minicpmv4_6.py:1178) and vLLM has no MTP draft for minicpmv4_6."""
     return replace(
         _qwen3_5(member.name, f"family {member.family.name}, member {member.index}"),
         limits="planned over a stated family, not at a checkpoint (engines/vllm/minicpm_v46.py); " + GQA_LIMITS
         + "; its vision tower keeps no page; speculation by ngram only, up to 3 tokens (the class drops the MTP "
         "weights, minicpmv4_6.py:1178, and vLLM has no MTP draft for minicpmv4_6; EAGLE3 drafts with a checkpoint "
         "of its own, not modelled)",
-        draft="ngram", draft_layers=lambda _hf: [], member=member,
-        state_init=lambda vllm_config: {**_qwen_gdn_state(vllm_config), **_gdn_layer_state(vllm_config)})
+        draft="ngram", draft_layers=lambda _hf: [], member=member)
 
 
 # MiniCPM-V 4.6: its one config copy names no dtype, planned over a family of one member (minicpm_v46.py) at

@@ -44,6 +44,8 @@ faults.declare({
     "n_mamba_heads, while its MambaMixer2 layers keep heads of the expanded intermediate size / n_mamba_heads",
     "vllm_olmo_hybrid_state_unwidened": "OlmoHybrid's model class sizes the GDN state the alignment pads by without "
     "the speculative conv rows its layers keep (vllm#57721's kind, at another class)",
+    "vllm_qwen3_5_state_unwidened": "Qwen3.5's model class sizes the GDN state the alignment pads by without the "
+    "speculative conv rows its layers keep (vllm#57721's kind, at the Qwen3.5 / 3.6 classes)",
     "vllm_minicpm_v46_state_unwidened": "MiniCPM-V 4.6's model class sizes the GDN state the alignment pads by "
     "without the speculative conv rows its Qwen3.5 layers keep (vllm#57721's kind, at a multimodal wrapper)",
     "vllm_short_conv_dtype_unaligned": "vLLM's hybrid alignment sizes a ShortConv state page by the model dtype, "
@@ -201,6 +203,9 @@ PATCHES: dict[str, tuple[str, str, Callable[[Callable[..., Any]], Callable[..., 
                                         "Zamba2ForCausalLM.get_mamba_state_shape_from_config", _head_dim_unexpanded),
     "vllm_olmo_hybrid_state_unwidened": ("vllm.model_executor.models.olmo_hybrid",
                                          "OlmoHybridForCausalLM.get_mamba_state_shape_from_config", _num_spec_dropped),
+    "vllm_qwen3_5_state_unwidened": ("vllm.model_executor.models.qwen3_5",
+                                     "Qwen3_5ForConditionalGeneration.get_mamba_state_shape_from_config",
+                                     _num_spec_dropped),
     "vllm_minicpm_v46_state_unwidened": ("vllm.model_executor.models.minicpmv4_6",
                                          "MiniCPMV4_6ForConditionalGeneration.get_mamba_state_shape_from_config",
                                          _num_spec_dropped),
@@ -249,6 +254,10 @@ MUTANTS: tuple[Mutant, ...] = (
     # OLMo Hybrid's at 3 tokens: at 1 and 2 the page's 53,760 B of slack holds the conv rows the class leaves out
     Mutant("vllm_olmo_hybrid_state_unwidened", ("verify engine vllm --recipe olmo-hybrid-7b-family-0 --tp 1 "
                                                 "--assume pp=1 spec=3",), expect="boots"),
+    # Qwen3.5's at Qwen3.5-27B's one MTP token: its 784-token page holds the state with 4,096 B to spare, one conv
+    # row 20,480 B (the MoE class inherits the method: every Qwen3.5 / 3.6 checkpoint plans with it)
+    Mutant("vllm_qwen3_5_state_unwidened", ("verify engine vllm --recipe qwen3.5-27b --tp 1 --assume pp=1 spec=1 "
+                                            "backend=FLASH_ATTN",), expect="boots"),
     # MiniCPM-V 4.6's at 3 tokens: at 1 and 2 the 288-token page's 28,672 B of slack holds the rows the class leaves out
     Mutant("vllm_minicpm_v46_state_unwidened", ("verify engine vllm --recipe minicpm-v-4.6-family-0 --tp 1 "
                                                 "--assume pp=1 spec=3",), expect="boots"),
