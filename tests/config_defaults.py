@@ -27,3 +27,15 @@ def changed(defaults: dict[str, Any], config: dict[str, Any], bookkeeping: froze
     """The keys a member's config lacks that the class answers (but bookkeeping), and another value for each."""
     lacking = sorted(set(defaults) - set(config) - bookkeeping)
     return lacking, {key: other(key, defaults[key], strings) for key in lacking}
+
+
+def moved(defaults: dict[str, Any], config: dict[str, Any], where: str, bookkeeping: frozenset[str],
+          strings: dict[str, str]) -> dict[str, Any]:
+    """Another value for every key the class answers that a member's config lacks, at its top level (`where`
+    "top") or in one of its sub-configs (`where` its key, `text_config`), as the member's dotted keys; those whose
+    default has no other value (None, a structure) left out."""
+    if where != "top":
+        defaults, config = defaults[where], config[where]
+    _lacking, others = changed(defaults, config, bookkeeping, strings)
+    prefix = "" if where == "top" else f"{where}."
+    return {f"{prefix}{key}": value for key, value in others.items() if value != defaults[key]}

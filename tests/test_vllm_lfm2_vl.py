@@ -97,14 +97,8 @@ def test_no_default_of_transformers_config_classes_moves_a_plan(where: str) -> N
     and a drafted, tensor-parallel, prefix-caching point plans exactly as before."""
     from transformers import Lfm2VlConfig
 
-    whole = Lfm2VlConfig().to_dict()
-    defaults = whole if where == "top" else whole["text_config"]
-    config = MEMBER.config() if where == "top" else MEMBER.config()["text_config"]
-    lacking, changed = config_defaults.changed(defaults, config, BOOKKEEPING, STRINGS)
-    kept = sorted(key for key in lacking if changed[key] == defaults[key])
-    prefix = "" if where == "top" else "text_config."
-    moved = {f"{prefix}{k}": v for k, v in changed.items() if k not in kept}
-    assert moved and ("text_config.vocab_size" in moved if prefix else "projector_hidden_size" in moved)
+    moved = config_defaults.moved(Lfm2VlConfig().to_dict(), MEMBER.config(), where, BOOKKEEPING, STRINGS)
+    assert "text_config.vocab_size" in moved if where == "text_config" else "projector_hidden_size" in moved
     other = replace(VL, member=Member(lfm2_vl.FAMILY, MEMBER.index, {**MEMBER.values, **moved}))
     base = planner.plan(point(tp=2, spec=2, prefix=True))
     again = planner.plan(point(other, tp=2, spec=2, prefix=True))

@@ -127,15 +127,10 @@ def test_no_default_of_transformers_config_classes_moves_a_plan(where: str) -> N
     they are), and a drafted, tensor-parallel, prefix-caching point plans exactly as before."""
     from transformers import MiniCPMV4_6Config
 
-    whole = MiniCPMV4_6Config().to_dict()
-    defaults = whole if where == "top" else whole["text_config"]
-    config = MEMBER.config() if where == "top" else MEMBER.config()["text_config"]
-    lacking, changed = config_defaults.changed(defaults, config, BOOKKEEPING, STRINGS)
-    kept = sorted(key for key in lacking if changed[key] == defaults[key])
-    prefix = "" if where == "top" else "text_config."
-    moved = {f"{prefix}{k}": v for k, v in changed.items() if k not in kept}
+    moved = config_defaults.moved(MiniCPMV4_6Config().to_dict(), MEMBER.config(), where, BOOKKEEPING, STRINGS)
     # the copy's hidden_size among them (no planning code reads it; its full_attention_interval, None here, neither)
-    assert {"text_config.vocab_size", "text_config.hidden_size"} <= set(moved) if prefix else "insert_layer_id" in moved
+    assert ({"text_config.vocab_size", "text_config.hidden_size"} <= set(moved) if where == "text_config"
+            else "insert_layer_id" in moved)
     other = replace(MINICPM, member=Member(minicpm_v46.FAMILY, MEMBER.index, {**MEMBER.values, **moved}))
     base = planner.plan(point(tp=2, spec=2, prefix=True))
     again = planner.plan(point(other, tp=2, spec=2, prefix=True))
