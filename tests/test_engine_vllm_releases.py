@@ -262,16 +262,22 @@ GLM_GAPS = {"0.30.0": "No module named 'vllm.models.glm5next.common'",
             "0.32.0": "cannot import name 'get_sparse_topk_buffer_width'"}
 
 
+# Qwen4-Exp's: 0.30.0 and 0.31.0 have no qsa_kv_cache_dtype (the QSA layer's cache dtype, which the adapter takes
+# from 0.33.0's qsa.py); 0.32.0 plans every member.
+QWEN4_GAPS = dict.fromkeys(("0.30.0", "0.31.0"), "cannot import name 'qsa_kv_cache_dtype'")
+
+
 @pytest.mark.parametrize("release", list(RELEASES))
 def test_each_release_plans_every_model_at_tp_1(release) -> None:
-    """Every model planned at tp 1 with FlashAttention, FlashMLA or GLM's sparse MLA backend, bf16, both
-    prefix-caching values: a verdict, never exit 2; none NOT VERIFIED but GLM-5.3-Flash's members, whose gap
-    names what the release lacks. Qwen3-Next's 544-token block (16 x ceil(1,097,728 / 32,768)) is the same in
-    every release."""
+    """Every model planned at tp 1 with FlashAttention, FlashMLA, GLM's sparse MLA backend or Qwen4-Exp's QSA
+    backend, bf16, both prefix-caching values: a verdict, never exit 2; none NOT VERIFIED but GLM-5.3-Flash's
+    members and, before 0.32.0, Qwen4-Exp's, whose gap names what the release lacks. Qwen3-Next's 544-token
+    block (16 x ceil(1,097,728 / 32,768)) is the same in every release."""
     folder = release_folder(release)
     proc = subprocess.run([sys.executable, "-m", "kvproof.cli.main", "engine", "vllm", "--engine-path", str(folder),
                            "--tp", "1", "--dtype", "auto", "--assume", "backend=FLASH_ATTN", "backend=FLASHMLA",
-                           "backend=FLASHINFER_MLA_SPARSE_SM90", "mamba_dtype=auto", "pp=1", "--json"],
+                           "backend=FLASHINFER_MLA_SPARSE_SM90", "backend=QWEN4_EXP_QSA_TRITON@sm_90",
+                           "mamba_dtype=auto", "pp=1", "--json"],
                           capture_output=True, text=True, check=False, timeout=1800, cwd=INSTALLED)
     assert proc.returncode in (0, 1, 3), proc.stderr[-2000:]
     report = json.loads(proc.stdout)
@@ -279,8 +285,12 @@ def test_each_release_plans_every_model_at_tp_1(release) -> None:
     reasons = {r["recipe"]: r["reason"] for r in report["recipes"]}
     glm = [name for name in catalog.MODELS if name.startswith("glm53-flash-family-")]
     assert glm and all(reasons[name].startswith("adapter: ") and GLM_GAPS[release] in reasons[name] for name in glm)
-    assert {name: reason for name, reason in reasons.items() if name not in glm} == dict.fromkeys(
-        name for name in catalog.MODELS if name not in glm)
+    qwen4 = [name for name in catalog.MODELS if name.startswith("qwen3.8-flash-next-family-")]
+    gaps = glm + (qwen4 if release in QWEN4_GAPS else [])
+    assert len(qwen4) == 3 and all(reasons[name].startswith("adapter: ") and QWEN4_GAPS[release] in reasons[name]
+                                   for name in gaps if name in qwen4)
+    assert {name: reason for name, reason in reasons.items() if name not in gaps} == dict.fromkeys(
+        name for name in catalog.MODELS if name not in gaps)
     qwen = next(r for r in report["recipes"] if r["recipe"] == "qwen3-next-80b-a3b")
     off = next(p for p in qwen["points"] if p["prefix"] == "off" and p["spec"] == 0)
     assert off["parent_bytes"] == 12 * 544 * 2048  # 12 slots of the 544-token page

@@ -23,7 +23,17 @@ from typing import Any
 from kvproof.engines import families
 from kvproof.engines.stubs import StubUsed
 from kvproof.engines.verdict import Coverage
-from kvproof.engines.vllm import falcon_h1, glm53_flash, granite, lfm2_moe, lfm2_vl, minicpm_v46, olmo_hybrid, zamba2
+from kvproof.engines.vllm import (
+    falcon_h1,
+    glm53_flash,
+    granite,
+    lfm2_moe,
+    lfm2_vl,
+    minicpm_v46,
+    olmo_hybrid,
+    qwen4_exp,
+    zamba2,
+)
 from kvproof.engines.vllm.parts import V033, Backend, Kernel, Reader
 from kvproof.impl import faults
 
@@ -705,3 +715,18 @@ MODELS.update({m.name: Model(
     readers=(CAUSAL_CONV1D, glm53_flash.GLM_FUSED_RECURRENT_KDA, LMCACHE), state_init=glm53_flash.kda_state, member=m,
     built=glm53_flash.built)
     for m in glm53_flash.MEMBERS})
+
+
+# Qwen4-Exp (Qwen/Qwen3.8-Flash-Next): no published config.json, planned over its family's members (qwen4_exp.py):
+# GDN states, the QSA layers' pages and each one's two side caches, and, in a member with PLE, each PLE layer's
+# short-conv state (its own class and backend). Qwen4ExpForConditionalGeneration is SupportsPP (Qwen3.5's VL
+# class, its base), but vLLM refuses pp > 1 with PLE (model_executor/models/config.py:1041-1047); its MTP draft
+# is Qwen4ExpMTP (config/speculative.py:915-931).
+MODELS.update({m.name: Model(
+    m.name, f"family {m.family.name}, member {m.index}", (qwen4_exp.QSA_SM90, qwen4_exp.QSA_SM100), QWEN_GDN,
+    "GDN_ATTN",  # GatedDeltaNetAttention.mamba_type, gdn/base.py:51
+    qwen4_exp.layers, (False, True), qwen4_exp.LIMITS,
+    draft="mtp", draft_layers=qwen4_exp.draft_layers, speculative=(0, 1, 2, 3),
+    readers=(CAUSAL_CONV1D, GATED_DELTA_RULE, LMCACHE), state_init=_qwen_gdn_state, cuda_runtime_at=("sm_100",),
+    member=m, pipeline=not qwen4_exp.has_ple(m), built=qwen4_exp.built)
+    for m in qwen4_exp.MEMBERS})

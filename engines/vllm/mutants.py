@@ -48,6 +48,8 @@ faults.declare({
     "speculative conv rows its layers keep (vllm#57721's kind, at the Qwen3.5 / 3.6 classes)",
     "vllm_minicpm_v46_state_unwidened": "MiniCPM-V 4.6's model class sizes the GDN state the alignment pads by "
     "without the speculative conv rows its Qwen3.5 layers keep (vllm#57721's kind, at a multimodal wrapper)",
+    "vllm_qwen4_exp_state_unwidened": "Qwen4-Exp's model class sizes the GDN state the alignment pads by without "
+    "the speculative conv rows its layers keep (vllm#57721's kind, at the class that sizes two states)",
     "vllm_short_conv_dtype_unaligned": "vLLM's hybrid alignment sizes a ShortConv state page by the model dtype, "
     "dropping --mamba-cache-dtype, while the layers keep their states at it (the Mamba-1 bug at LFM2's classes)",
     "vllm_block_outermost_by_largest_page": "vLLM sizes a block-outermost block by the largest layer page of a "
@@ -209,6 +211,8 @@ PATCHES: dict[str, tuple[str, str, Callable[[Callable[..., Any]], Callable[..., 
     "vllm_minicpm_v46_state_unwidened": ("vllm.model_executor.models.minicpmv4_6",
                                          "MiniCPMV4_6ForConditionalGeneration.get_mamba_state_shape_from_config",
                                          _num_spec_dropped),
+    "vllm_qwen4_exp_state_unwidened": ("vllm.models.qwen4_exp.nvidia.model",
+                                       "Qwen4ExpForCausalLM.get_gdn_mamba_state_shape_from_config", _num_spec_dropped),
     "vllm_block_outermost_by_largest_page": (PLANNING, "_get_kv_cache_bytes_per_block", _block_by_largest_page),
 }
 
@@ -261,6 +265,11 @@ MUTANTS: tuple[Mutant, ...] = (
     # MiniCPM-V 4.6's at 3 tokens: at 1 and 2 the 288-token page's 28,672 B of slack holds the rows the class leaves out
     Mutant("vllm_minicpm_v46_state_unwidened", ("verify engine vllm --recipe minicpm-v-4.6-family-0 --tp 1 "
                                                 "--assume pp=1 spec=3",), expect="boots"),
+    # Qwen4-Exp's at one MTP token: its 1,568-token page holds the state with 4,096 B to spare, one conv row 20,480 B
+    # (the multimodal class's get_mamba_specs_from_config asks the language model class's)
+    Mutant("vllm_qwen4_exp_state_unwidened", ("verify engine vllm --recipe qwen3.8-flash-next-family-0 --tp 1 "
+                                              "--assume pp=1 spec=1 backend=QWEN4_EXP_QSA_TRITON@sm_90",),
+           expect="boots"),
     # LFM2's at LFM2.5-1.2B, fp8 and float32 states, where the class page is the attention page (LFM2-350M's is a
     # quarter of it: the slack hides the bug)
     Mutant("vllm_short_conv_dtype_unaligned", ("verify engine vllm --recipe lfm2.5-1.2b-base --tp 1 --dtype fp8 "

@@ -50,6 +50,7 @@ class Backend:
     # pipeline stages at every shape the domain plans; False: pp 2 at tp 1 only (a backend whose assumption axes
     # multiply its points; which stage lacks an attention layer depends on pp alone, shown at the other backends)
     all_stages: bool = True
+    via: str | None = None  # the module vLLM imports the backend's module through (platform.load_backend)
 
     @property
     def label(self) -> str:
@@ -60,4 +61,4 @@ class Backend:
 
     def load(self) -> Any:
         """The class, imported under kvproof's platform answering for this GPU (platform.load_backend)."""
-        return load_backend(self.path, self.capability)
+        return load_backend(self.path, self.capability, self.via)

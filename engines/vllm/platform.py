@@ -334,15 +334,18 @@ def point_answers(platform: Any, capability: tuple[int, int], backends: list[typ
         flashinfer.supports_trtllm_attention.cache_clear()
 
 
-def load_backend(path: str, capability: tuple[int, int]) -> Any:
+def load_backend(path: str, capability: tuple[int, int], via: str | None = None) -> Any:
     """A backend class, its module imported (if first here) with kvproof's platform as
     current_platform, answering for `capability`, and with the guarded stand-ins of
-    stand_ins.py for the GPU packages it binds; a module bound to another platform raises."""
+    stand_ins.py for the GPU packages it binds; a module bound to another platform raises.
+    `via`: the module vLLM imports it through, imported first (a backend module that imports
+    its importer back fails to import on its own)."""
     module_name, cls = path.split(":")
     platform = cuda_assumed(modules())
     module = sys.modules.get(module_name)
     if module is None or _IMPORTED.get(module_name) is not module:
-        module = _IMPORTED[module_name] = _import_backend(module_name, platform, capability)
+        _import_backend(via or module_name, platform, capability)
+        module = _IMPORTED[module_name] = importlib.import_module(module_name)
     bound = vars(module).get("current_platform", platform)
     if bound is not platform:
         raise StubUsed(f"{module_name} was imported before planning under {type(bound).__name__}, so its answers "
@@ -355,15 +358,14 @@ def load_backend(path: str, capability: tuple[int, int]) -> Any:
 _IMPORTED: dict[str, Any] = {}
 
 
-def _import_backend(module_name: str, platform: Any, capability: tuple[int, int]) -> Any:
+def _import_backend(module_name: str, platform: Any, capability: tuple[int, int]) -> None:
     with point_answers(platform, capability, []):
         try:
             with stand_ins.installed():
-                module = importlib.import_module(module_name)
+                importlib.import_module(module_name)
         except ImportError as err:  # the module imports a compiled package unconditionally (vLLM 0.30.0, 0.31.0)
             compiled = stand_ins.compiled_missing(err)
             if compiled is None:
                 raise
             with stand_ins.installed((compiled,)):
-                module = importlib.import_module(module_name)
-    return module
+                importlib.import_module(module_name)
