@@ -223,8 +223,8 @@ QSA_SPARSE_PAGED = Kernel("qsa_sparse_paged_gqa", 1, None, V033 + "vllm/models/q
                           ":776: PAGE_SIZE = k_cache.shape[1], unchecked; a token's page is token // PAGE_SIZE, "
                           "addressed by k_cache.stride(0)")
 QSA_PATH = "vllm.models.qwen4_exp.nvidia.qsa:Qwen4ExpQSAFlashAttentionBackend"
-QSA_WHY = ("the QSA layer's own backend (Qwen4ExpQSAAttention.attn_backend, qsa.py:475): the layer names it, the "
-           "platform selects none")
+QSA_WHY = ("the QSA layer's own backend (Qwen4ExpQSAAttention.attn_backend, vllm/models/qwen4_exp/nvidia/qsa.py:475): "
+           "the layer names it, the platform selects none")
 # qsa.py imports the model module back (:63), so it is imported as vLLM imports it, through the model module
 QSA_VIA = "vllm.models.qwen4_exp.nvidia.model"
 QSA_SM90 = Backend("QWEN4_EXP_QSA_TRITON", QSA_PATH, "sm_90", (9, 0), QSA_WHY, (QSA_SPARSE_PAGED,), via=QSA_VIA)
