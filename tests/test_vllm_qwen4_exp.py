@@ -1,7 +1,8 @@
 """Qwen4-Exp (Qwen4ExpForConditionalGeneration, Qwen/Qwen3.8-Flash-Next) planned over its stated family
-(engines/vllm/qwen4_exp.py): tokenspeed's cited values in transformers' spelling, three members (with and
-without PLE), planned at the installed vLLM with the QSA layers' side caches and the PLE layers' short-conv
-states, saying it stands for a family; no value transformers fills in for a key the member lacks moves a plan."""
+(engines/vllm/qwen4_exp.py): tokenspeed's cited values in transformers' spelling, four members (with and
+without PLE, n-gram order 2 or 3), planned at the installed vLLM with the QSA layers' side caches and the PLE
+layers' short-conv states, saying it stands for a family; no value transformers fills in for a key the member
+lacks moves a plan."""
 
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ from kvproof.engines.tokenspeed import qwen4_exp as tokenspeed_family
 from kvproof.engines.vllm import catalog, engine, planner, qwen4_exp
 from kvproof.impl import faults
 
-NAMES = [f"qwen3.8-flash-next-family-{i}" for i in range(3)]
-PLAIN, PLE2, PLE3 = (catalog.MODELS[name] for name in NAMES)
+NAMES = [f"qwen3.8-flash-next-family-{i}" for i in range(4)]
+PLAIN, PLAIN3, PLE2, PLE3 = (catalog.MODELS[name] for name in NAMES)
 AT_TP1: dict[str, Any] = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["off"], "pp": [1],
                           "backend": ["QWEN4_EXP_QSA_TRITON@sm_90"]}
 
@@ -35,15 +36,16 @@ def point(model: catalog.Model, tp: int = 1, spec: int = 0, prefix: bool = False
 
 def test_the_family_carries_tokenspeeds_citations_and_varies_ple() -> None:
     """Every value tokenspeed's family cites, under the same key; PLE none or on every linear-attention layer
-    (transformers refuses it on another), n-gram order 2 or 3 with PLE: three members."""
-    assert [m.name for m in qwen4_exp.MEMBERS] == NAMES and qwen4_exp.FAMILY.size() == 3
+    (transformers refuses it on another), n-gram order 2 or 3 with it or without: four members."""
+    assert [m.name for m in qwen4_exp.MEMBERS] == NAMES and qwen4_exp.FAMILY.size() == 4
     carried = {c.key: c.value for c in tokenspeed_family.CITED}
     mine = {c.key: c.value for c in qwen4_exp.FAMILY.cited}
     assert {k: v for k, v in mine.items() if k != "model_type"} == carried and mine["model_type"] == "qwen4_exp"
     varied = [(m.varied()["text_config.ple_layer_ids"], m.varied()["text_config.ngram_size"])
               for m in qwen4_exp.MEMBERS]
     linear = tuple(i for i in range(1, 49) if i % 4)
-    assert varied == [((), 2), (linear, 2), (linear, 3)] and len(linear) == 36
+    assert varied == [((), 2), ((), 3), (linear, 2), (linear, 3)] and len(linear) == 36
+    assert [catalog.MODELS[n].member for n in NAMES] == list(qwen4_exp.MEMBERS)
     text = json.loads(PLE2.config_text())["text_config"]
     assert text["linear_value_head_dim"] == 128 and text["indexer_kv_heads"] == 1
 
@@ -55,7 +57,7 @@ def test_it_plans_at_the_installed_vllm_and_stands_for_its_family_not_a_checkpoi
     (recipe,) = run.recipes
     assert recipe.not_verified is None and [p.point["spec"] for p in recipe.points] == [0, 1]
     out = recipe.as_dict()
-    assert (out["coverage"], out["members"], out["enumerated"]) == ("family", 3, 3)
+    assert (out["coverage"], out["members"], out["enumerated"]) == ("family", 4, 4)
 
 
 def test_the_block_is_worked_by_hand() -> None:
@@ -106,10 +108,24 @@ def test_the_layers_their_names_and_the_domain() -> None:
         planner.plan(point(replace(PLE2, pipeline=True), pp=2))
 
 
+def test_a_member_without_ple_sizes_its_block_by_a_ple_state_no_layer_keeps() -> None:
+    """The class hands the alignment a PLE spec with or without PLE layers (model.py:880-899), so a member with
+    none still reads the n-gram order: at tp 8, float32 states and 3 MTP tokens, order 3's phantom PLE state,
+    2,560 x 4 x ((4 - 1) x 3 + 3) float32 values = 491,520 B, outgrows the GDN state (1,280 x 6 + 6 x 128 x 128
+    float32 values, 423,936 B) and sets a 480-token block (480 x 1,024 B), where order 2's (368,640 B) leaves
+    the GDN state's 416; no layer of the member keeps a PLE state."""
+    def planned(model: catalog.Model) -> planner.Planned:
+        return planner.plan(planner.Point(model, 8, "auto", "float32", False, qwen4_exp.QSA_SM90, 3, 1, 0))
+
+    two, three = planned(PLAIN), planned(PLAIN3)
+    assert (two.block_size, three.block_size) == (416, 480)
+    assert not any(n.endswith(".ple") for g in three.configs[1].kv_cache_groups for n in g.layer_names)
+
+
 def test_the_indexer_budget_moves_no_page() -> None:
     """indexer_budget is a member key only because transformers refuses a QSA config without it: another
     legal budget (2048 x the compress ratio, the other that vLLM 0.30.0 and 0.31.0 take) plans the same."""
-    member = qwen4_exp.MEMBERS[1]
+    member = qwen4_exp.MEMBERS[2]
     other = replace(PLE2, member=Member(qwen4_exp.FAMILY, member.index,
                                         {**member.values, "text_config.indexer_budget": 8192}))
     base, again = planner.plan(point(PLE2, spec=1)), planner.plan(point(other, spec=1))
@@ -127,7 +143,7 @@ def test_no_default_of_transformers_config_classes_moves_a_plan(where: str) -> N
     they are), and a drafted, tensor-parallel, prefix-caching PLE point plans exactly as before."""
     from transformers import Qwen4ExpConfig
 
-    member = qwen4_exp.MEMBERS[2]
+    member = qwen4_exp.MEMBERS[3]
     moved = config_defaults.moved(Qwen4ExpConfig().to_dict(), member.config(), where, BOOKKEEPING, STRINGS)
     if where == "text_config":  # a width the n-gram heads divide, as transformers requires (16 at order 3)
         moved["text_config.ple_embed_dim"] = 2 * 2560

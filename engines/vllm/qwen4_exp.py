@@ -14,31 +14,34 @@ wheel; transformers' models/qwen4_exp/configuration_qwen4_exp.py for the config)
   Qwen4ExpForCausalLM under `language_model` (model.py:1029-1032) and its Qwen4ExpModel under `model`
   (:727-729); transformers' Qwen4ExpConfig ("qwen4_exp");
 - text_config.full_attention_interval: transformers labels layer i "indexed_attention" where (i + 1) is a
-  multiple of it, else "linear_attention" (configuration_qwen4_exp.py:172-179): a GDN layer's
-  QwenGatedDeltaNetAttention at `layers.i.linear_attn` (model.py:224-231), a QSA layer's Qwen4ExpQSAAttention at
-  `layers.i.self_attn` (:232-251) with its pages at `.attn` (qsa.py:464) and its indexer's two side caches at
-  `.indexer.raw_key_cache` and `.indexer.compressed_key_cache` (indexer_qsa.py:165-181);
+  multiple of it, else "linear_attention" (configuration_qwen4_exp.py:173-179): a GDN layer's
+  QwenGatedDeltaNetAttention at `layers.i.linear_attn` (model.py:227-234), a QSA layer's Qwen4ExpQSAAttention at
+  `layers.i.self_attn` (:235-254) with its indexer's two side caches at `.indexer.raw_key_cache` and
+  `.indexer.compressed_key_cache` (indexer_qsa.py:165-181), registered as they are built (common/qsa_cache.py:
+  788-791), then its pages at `.attn` (qsa.py:461, registered at :537): the order vLLM lists the layers in;
 - text_config.num_attention_heads, num_key_value_heads and head_dim: the QSA page, max(1, kv heads // tp)
-  heads of head_dim (qsa.py:379-388, :552-560), tp dividing the heads (:381);
+  heads of head_dim (qsa.py:393-399, :552-560), tp dividing the heads (:385-386);
 - text_config.indexer_head_dim, indexer_compress_ratio and rope_parameters: the raw key ring (bf16 keys of
   indexer_head_dim, widened by three int64 M-RoPE positions where the model uses M-RoPE; compress_ratio +
-  speculative tokens rounded up to a whole group of rows, common/qsa_cache.py:815-870) and the compressed keys
-  (one row per compress_ratio tokens, :873-883); indexer_n_heads turns QSA on (model.py:233), and
-  indexer_kv_heads and indexer_budget must be set with it (configuration_qwen4_exp.py:222-237);
+  speculative tokens rounded up to a whole group of rows, common/qsa_cache.py:811-860) and the compressed keys
+  (one row per compress_ratio tokens, :863-874); indexer_n_heads turns QSA on (model.py:236), and
+  indexer_kv_heads and indexer_budget must be set with it (configuration_qwen4_exp.py:206-223);
 - text_config.linear_*: each GDN layer's state (model.py:822-842; the layer's own, catalog._gdn_layer_state),
   its temporal part in text_config.mamba_ssm_dtype at --mamba-ssm-cache-dtype auto (Qwen3.5's config hook,
   model_executor/models/config.py:953-977, which reads it by getattr: the config class has no such key);
 - text_config.ple_layer_ids, ple_conv_kernel_size, ngram_size, hidden_size and hc_count: each PLE layer's
-  short-conv state at `layers.i.ple` (model.py:211-222), (ple_conv_kernel_size - 1) x ngram_size + the
+  short-conv state at `layers.i.ple` (model.py:212-225), (ple_conv_kernel_size - 1) x ngram_size + the
   speculative tokens rows of hidden_size x hc_count values, replicated across tp (ple_layer.py:98-103,
-  :181-203); the class sizes the hybrid block by the larger of it and the GDN state (model.py:880-899);
+  :181-203); the class sizes the hybrid block by the larger of that state and the GDN state
+  (model.py:789-809, :880-899), with or without PLE layers: a member without them still reads these keys;
 - text_config.num_hidden_layers and mtp_num_hidden_layers: the decoder layers and the MTP draft's QSA layers
   after them (mtp.py:189-190, :223-230), under `mtp` (:420-423);
 - text_config.max_position_embeddings: max_model_len, the state's block without prefix caching;
-- dtype: the model dtype; QSA refuses any but bfloat16 (qsa.py:356-357).
+- dtype: the model dtype; QSA refuses any but bfloat16 (qsa.py:357-358).
 
 Read by the layers' constructors or by transformers' checks but by no cache page (so a member key only where
-transformers refuses its absence): heads_per_ngram and eos_token_id (PLE's, configuration_qwen4_exp.py:239-257),
+transformers refuses its absence): heads_per_ngram and eos_token_id (PLE's, configuration_qwen4_exp.py:232-238,
+:255-256),
 indexer_budget (the selection buffer's width, indexer_qsa.py:118, qsa.py:522-530).
 """
 
@@ -87,33 +90,35 @@ FAMILY = Family(
     ),
     axes=(
         Axis("dtype", ("bfloat16",),
-             "no source names the model dtype; QSA refuses any other (Qwen4ExpQSAAttention, qsa.py:356-357; "
+             "no source names the model dtype; QSA refuses any other (Qwen4ExpQSAAttention, qsa.py:357-358; "
              "QSAIndexer, indexer_qsa.py:111-112)"),
         _axis(T + "linear_num_value_heads", "the GDN state's value heads (model.py:822-842)"),
         _axis(T + "linear_key_head_dim", "the GDN state's key width (model.py:822-842)"),
         Axis(T + "ple_layer_ids", ((), LINEAR_IDS),
-             "no source names the PLE layers (1-based, model.py:211); transformers refuses PLE on a layer that is "
-             "not linear attention (configuration_qwen4_exp.py:250-255): none, and every linear-attention layer "
+             "no source names the PLE layers (1-based, model.py:212); transformers refuses PLE on a layer that is "
+             "not linear attention (configuration_qwen4_exp.py:247-254): none, and every linear-attention layer "
              "of the cited interval, the most PLE states the hybrid block can hold"),
         Axis(T + "ngram_size", (2, 3),
-             "no source gives it; transformers refuses an order whose (n - 1) x heads_per_ngram does not divide "
-             "ple_embed_dim, the cited hidden size 2560 where none is given (configuration_qwen4_exp.py:166, "
-             ":239-244): 1 (no heads) and 4 (24 heads) are refused, 2 and 3 build"),
+             "no source gives it; with PLE, transformers refuses an order whose (n - 1) x heads_per_ngram does "
+             "not divide ple_embed_dim, the cited hidden size 2560 where none is given (configuration_qwen4_exp.py:"
+             "167, :232-238): 1 (no heads) and 4 (24 heads) are refused, 2 and 3 build. Without PLE nothing "
+             "refuses an order, and vLLM still sizes the block by a PLE state of it (model.py:789-809, :880-899): "
+             "the same two, 3 being transformers' default (:151), what a config without the key gets"),
         _axis(T + "ple_conv_kernel_size", "the PLE state's rows (ple_layer.py:98-103)"),
         Axis(T + "indexer_kv_heads", (1,),
-             "no source gives it; transformers refuses any other (configuration_qwen4_exp.py:232-233)"),
+             "no source gives it; transformers refuses any other (configuration_qwen4_exp.py:220-221)"),
         Axis(T + "indexer_budget", (2048,),
              "no source gives it; no cache page of 0.33.0 reads it (the selection buffer's width, indexer_qsa.py:118, "
              "qsa.py:522-530), and transformers refuses a QSA config without it or not a multiple of the cited "
-             "compress ratio 4 (configuration_qwen4_exp.py:222-235); vLLM 0.30.0 and 0.31.0 read the config with "
+             "compress ratio 4 (configuration_qwen4_exp.py:214-223); vLLM 0.30.0 and 0.31.0 read the config with "
              "their own class, which requires budget / compress ratio to be 512 or 2048 (vllm/models/qwen4_exp/"
              "config.py:163-168 at 0.31.0): 512 x 4, the least every release takes"),
         Axis(T + "rope_parameters", (QWEN35_ROPE,),
              f"no source gives it; {QWEN35}'s, the sibling whose vision tower the class reuses (Qwen3-VL's, "
              "model.py:927-935). Its M-RoPE widens the raw key ring by three int64 positions "
-             "(common/qsa_cache.py:815-830), which the multimodal class keeps (config.py:1063-1064 strips it "
-             "only for --language-model-only, not planned); its rotary width 64 fits the cited 128-wide index "
-             "head, as transformers requires (configuration_qwen4_exp.py:236-243)"),
+             "(common/qsa_cache.py:815-827), which the multimodal class keeps (model_executor/models/config.py:"
+             "1048-1049 strips it only for --language-model-only, not planned); its rotary width 64 fits the "
+             "cited 128-wide index head, as transformers requires (configuration_qwen4_exp.py:224-230)"),
         Axis(T + "max_position_embeddings", (262144,),
              f"no source gives it; {QWEN35}'s. vLLM makes it max_model_len, the state's block without prefix "
              "caching; no page's bytes depend on it"),
@@ -124,12 +129,10 @@ FAMILY = Family(
              "planned (each value more adds every member again)"),
         Axis(T + "eos_token_id", (248044,),
              f"no source gives it; {QWEN35}'s. No page reads it; transformers refuses PLE without one "
-             "(configuration_qwen4_exp.py:256-257)"),
+             "(configuration_qwen4_exp.py:255-256)"),
     ),
-    cap=3,
+    cap=4,
     derived={T + "linear_value_head_dim": lambda v: cited.INNER // v[T + "linear_num_value_heads"]},
-    # without PLE layers the n-gram keys are never read: one such member, not two alike
-    valid=lambda v: bool(v[T + "ple_layer_ids"]) or v[T + "ngram_size"] == 2,
 )
 MEMBERS: tuple[Member, ...] = tuple(FAMILY.members())
 
@@ -139,14 +142,16 @@ def has_ple(member: Member) -> bool:
 
 
 def _qsa(at: str) -> list[tuple[str, str]]:
-    return [(f"{at}.attn", "attention"), (f"{at}.indexer.raw_key_cache", "raw_keys"),
-            (f"{at}.indexer.compressed_key_cache", "compressed_keys")]
+    """A QSA layer's caches in the order its constructor registers them: the indexer's two side caches as the
+    indexer is built (qsa.py:488-495; common/qsa_cache.py:788-791), then the layer itself (qsa.py:534-537)."""
+    return [(f"{at}.indexer.raw_key_cache", "raw_keys"), (f"{at}.indexer.compressed_key_cache", "compressed_keys"),
+            (f"{at}.attn", "attention")]
 
 
 def layers(hf: Any) -> list[tuple[str, str]]:
-    """The cache layers of the language model (`language_model.model.layers.i`): a linear layer's GDN state
-    (`state`), a QSA layer's pages and its indexer's two side caches, and, at a PLE layer, its short-conv
-    state (`ple`)."""
+    """The cache layers of the language model (`language_model.model.layers.i`) in the order the decoder layers
+    build them (model.py:212-254): at a PLE layer its short-conv state (`ple`) first, then a linear layer's GDN
+    state (`state`) or a QSA layer's caches."""
     out: list[tuple[str, str]] = []
     ple = set(hf.ple_layer_ids)
     for i, label in enumerate(hf.layer_types):
@@ -169,10 +174,10 @@ def draft_layers(draft: Any) -> list[tuple[str, str]]:
 def built(vllm_config: Any, backend: Any, names: list[tuple[str, str]]) -> dict[str, Any]:
     """Each QSA layer, its indexer's two side caches and each PLE layer, as their constructors leave what
     their get_kv_cache_spec reads (shells: the class without its constructor run). The QSA layer
-    (qsa.py:379-388, :464-475): its KV heads at the point's tp, head_dim and cache dtype, and its own backend.
-    The raw key ring (QSAKeyStateCache, common/qsa_cache.py:815-830, :775-785, built by indexer_qsa.py:165-173):
+    (qsa.py:393-399, :461-475): its KV heads at the point's tp, head_dim and cache dtype, and its own backend.
+    The raw key ring (QSAKeyStateCache, common/qsa_cache.py:815-827, :775-785, built by indexer_qsa.py:165-173):
     bf16 keys of indexer_head_dim, with three int64 positions after them where the model uses M-RoPE. The
-    compressed keys (QSACompressedKeyCache, :873-883; indexer_qsa.py:174-181) in the indexer's KV dtype, the
+    compressed keys (QSACompressedKeyCache, :863-874; indexer_qsa.py:174-181) in the indexer's KV dtype, the
     attention config's resolve_indexer_kv_dtype of bf16 (:151-163). The PLE layer (ple_layer.py:98-107,
     :181-203): its conv rows and width, the speculative tokens, and the model and cache configs."""
     import torch
