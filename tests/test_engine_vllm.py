@@ -154,7 +154,7 @@ def test_the_tp_domain_is_every_divisor_vllm_accepts() -> None:
                    # MiniCPM-V 4.6's family: 8 heads, 16 GDN key and value heads; its 2 KV heads replicated at 4 and 8
                    "minicpm-v-4.6-family-0": (1, 2, 4, 8),
                    # Qwen4-Exp's family: 24 heads, 16 and 48 GDN heads; its 2 KV heads replicated at 4 and 8
-                   **dict.fromkeys((f"qwen3.8-flash-next-family-{i}" for i in range(3)), (1, 2, 4, 8))}
+                   **dict.fromkeys((f"qwen3.8-flash-next-family-{i}" for i in range(4)), (1, 2, 4, 8))}
     # (backend, kv dtype): FLASHMLA, TRITON_MLA, FLASHINFER_MLA at both, FLASH_ATTN_MLA at auto; x prefix, state
     # dtype; times tp at pp 1 and 2 (12 each) and pp 4 and 8 at tp 1
     assert len(engine.points(K3)) == 7 * 2 * 2 * (12 + 12 + 1 + 1)
