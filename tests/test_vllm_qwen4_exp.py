@@ -44,8 +44,7 @@ def test_the_family_carries_tokenspeeds_citations_and_varies_ple() -> None:
     varied = [(m.varied()["text_config.ple_layer_ids"], m.varied()["text_config.ngram_size"])
               for m in qwen4_exp.MEMBERS]
     linear = tuple(i for i in range(1, 49) if i % 4)
-    assert varied == [((), 2), ((), 3), (linear, 2), (linear, 3)] and len(linear) == 36
-    assert [catalog.MODELS[n].member for n in NAMES] == list(qwen4_exp.MEMBERS)
+    assert varied == [((), 2), ((), 3), (linear, 2), (linear, 3)]
     text = json.loads(PLE2.config_text())["text_config"]
     assert text["linear_value_head_dim"] == 128 and text["indexer_kv_heads"] == 1
 
@@ -156,7 +155,7 @@ def test_no_default_of_transformers_config_classes_moves_a_plan(where: str) -> N
 
 
 def test_its_seeded_bug_is_killed_at_one_token() -> None:
-    """The class sizing the GDN state without the speculative conv rows its layers keep (vllm#57721's kind): the
+    """The class sizing the GDN state without the speculative conv rows its layers keep: the
     1,568-token page holds the undrafted state with 4,096 B to spare, and one token's conv row is 20,480 B, so
     vLLM's own assertion stops the boot at one token."""
     with faults.inject("vllm_qwen4_exp_state_unwidened"):

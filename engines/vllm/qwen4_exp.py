@@ -55,7 +55,8 @@ from kvproof.engines.vllm.parts import V033, Backend, Kernel
 
 LAYERS = cited.LAYERS
 INTERVAL = next(c.value for c in cited.CITED if c.key == "text_config.full_attention_interval")
-# transformers' labels of the cited interval (configuration_qwen4_exp.py:172-179): PLE may sit on these alone (:250)
+# transformers' labels of the cited interval (configuration_qwen4_exp.py:173-179): PLE may sit on these alone
+# (:247-254)
 LINEAR_IDS = tuple(i + 1 for i in range(LAYERS) if (i + 1) % INTERVAL)
 QWEN35 = "Qwen3.5-27B's published config (engines/tokenspeed/models/qwen3.5-27b.json)"
 QWEN35_ROPE = {"mrope_interleaved": True, "mrope_section": [11, 11, 10], "rope_type": "default",
