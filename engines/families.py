@@ -111,6 +111,12 @@ class Family:
     def citations(self) -> list[dict[str, Any]]:
         return [{"key": c.key, "value": c.value, "source": c.source} for c in self.cited]
 
+    def carried(self, key: str, note: str | None = None) -> Cited:
+        """This family's citation of `key`, for another engine's family of the same model that reads the key
+        under the same name (`note`: how that engine comes to read it)."""
+        found = next(c for c in self.cited if c.key == key)
+        return found if note is None else Cited(found.key, found.value, f"{found.source}; {note}")
+
 
 @dataclass(frozen=True)
 class Member:

@@ -79,16 +79,7 @@ TRANSLATED = ("transformers' Glm5NextTextConfig reads linear_attn_config into li
 SIBLING = "Kimi-K3's published config (engines/tokenspeed/models/kimi-k3.json)"
 
 
-def _source(key: str) -> str:
-    """tokenspeed's citation of a text_config key."""
-    return next(c.source for c in cited.FAMILY.cited if c.key == key)
-
-
-def _carried(key: str, note: str | None = None) -> Cited:
-    """A value tokenspeed's family cites, under the same key in the config.json vLLM reads (`note`: how vLLM
-    comes to read it)."""
-    found = next(c for c in cited.FAMILY.cited if c.key == key)
-    return Cited(found.key, found.value, found.source if note is None else f"{found.source}; {note}")
+_carried = cited.FAMILY.carried  # tokenspeed's citations, under the same keys in the config.json vLLM reads
 
 
 FAMILY = Family(
@@ -97,13 +88,13 @@ FAMILY = Family(
     cited=(
         Cited("architectures", ["Glm5NextForConditionalGeneration"],
               f"vLLM's registry name for the class (vllm/model_executor/models/registry.py:437-440); "
-              f"{_source('architectures')}"),
+              f"{_carried('architectures').source}"),
         Cited("model_type", "glm5_next", "transformers' Glm5NextConfig.model_type (configuration_glm5_next.py), "
               "which the cited architecture is the model of"),
         _carried("text_config.num_hidden_layers"),
         Cited("text_config.layer_types", LAYER_TYPES,
-              f"{_source('text_config.layer_types')}; in transformers' labels (linear_attention, indexed_attention, "
-              "configuration_glm5_next.py:164-172)"),
+              f"{_carried('text_config.layer_types').source}; in transformers' labels (linear_attention, "
+              "indexed_attention, configuration_glm5_next.py:164-172)"),
         _carried("text_config.num_attention_heads"),
         _carried("text_config.kv_lora_rank"),
         _carried("text_config.qk_rope_head_dim"),

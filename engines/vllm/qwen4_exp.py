@@ -54,7 +54,7 @@ from kvproof.engines.tokenspeed import qwen4_exp as cited
 from kvproof.engines.vllm.parts import V033, Backend, Kernel
 
 LAYERS = cited.LAYERS
-INTERVAL = next(c.value for c in cited.CITED if c.key == "text_config.full_attention_interval")
+INTERVAL = cited.QWEN4.carried("text_config.full_attention_interval").value
 # transformers' labels of the cited interval (configuration_qwen4_exp.py:173-179): PLE may sit on these alone
 # (:247-254)
 LINEAR_IDS = tuple(i + 1 for i in range(LAYERS) if (i + 1) % INTERVAL)
@@ -63,10 +63,7 @@ QWEN35_ROPE = {"mrope_interleaved": True, "mrope_section": [11, 11, 10], "rope_t
                "rope_theta": 10000000, "partial_rotary_factor": 0.25}  # its text_config.rope_parameters
 
 
-def _carried(key: str, note: str | None = None) -> Cited:
-    """A value tokenspeed's family cites, under the same key in the config.json vLLM reads."""
-    found = next(c for c in cited.CITED if c.key == key)
-    return Cited(found.key, found.value, found.source if note is None else f"{found.source}; {note}")
+_carried = cited.QWEN4.carried  # tokenspeed's citations, under the same keys in the config.json vLLM reads
 
 
 def _axis(key: str, read: str) -> Axis:
@@ -185,6 +182,7 @@ def built(vllm_config: Any, backend: Any, names: list[tuple[str, str]]) -> dict[
     from vllm.models.qwen4_exp.common.qsa_cache import QSACompressedKeyCache, QSAKeyStateCache
     from vllm.models.qwen4_exp.nvidia.ple_layer import Qwen4ExpPLELayer
     from vllm.models.qwen4_exp.nvidia.qsa import Qwen4ExpQSAAttention, qsa_kv_cache_dtype
+    from vllm.utils.math_utils import round_up
     from vllm.utils.torch_utils import kv_cache_dtype_str_to_dtype
 
     hf, cache, model = vllm_config.model_config.hf_text_config, vllm_config.cache_config, vllm_config.model_config
@@ -204,7 +202,7 @@ def built(vllm_config: Any, backend: Any, names: list[tuple[str, str]]) -> dict[
         elif kind == "raw_keys":
             layer = object.__new__(QSAKeyStateCache)
             rope = model.uses_mrope
-            storage = (-(-hf.indexer_head_dim // layer._BF16_PER_INT64) * layer._BF16_PER_INT64
+            storage = (round_up(hf.indexer_head_dim, layer._BF16_PER_INT64)
                        + layer._NUM_ROPE_AXES * layer._BF16_PER_INT64) if rope else hf.indexer_head_dim
             vars(layer).update(key_head_size=hf.indexer_head_dim, cache_rope_positions=rope, head_size=storage,
                                dtype=torch.bfloat16, cache_config=cache, compress_ratio=ratio, prefix=name)
