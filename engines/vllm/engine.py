@@ -56,7 +56,9 @@ CUDA_RUNTIMES = (12, 13)  # the CUDA runtime's major version: vLLM's check is >=
 # A run of this many stage plannings or more is spread over one process per core (_spread): below it, starting a
 # worker (importing vLLM and the backends, seconds of CPU) costs more than it saves.
 SPREAD_FROM = 200
-CHUNKS_PER_PROCESS = 16  # chunks of the run's points per process: a faster process takes more of them
+# Chunks of the run's points per process: a faster process takes more of them, and the last chunk is the time one
+# process may work on alone at the end, so they are small; each chunk costs a little of its own (docs/benchmarks.md).
+CHUNKS_PER_PROCESS = 64
 Outcome = tuple[PointResult, int | None] | verdict.AdapterGap  # a point's result and block size, or its gap
 Only = dict[str, Sequence[Any] | None]
 

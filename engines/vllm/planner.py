@@ -146,9 +146,12 @@ def _plan(v: Vllm, point: Point, folder: str, patches: Patches | None, made: Mod
         model_cls, _ = v.models.ModelRegistry.resolve_model_cls(model_config.architecture,
                                                                     model_config=model_config)
         shells = {name: _shell(point.model.state_layer_class()) for name, kind in layers if kind == "state"}
-        for shell in shells.values():
-            if point.model.state_init is not None:  # what each layer's constructor would set, from vLLM's code
-                vars(shell).update(point.model.state_init(vllm_config))
+        if point.model.state_init is not None and shells:
+            # what each layer's constructor would set, from vLLM's code: a function of the config alone, so one
+            # answer serves every state layer of the planning
+            state = point.model.state_init(vllm_config)
+            for shell in shells.values():
+                vars(shell).update(state)
         # the model's other cache layers, each its own class with what its constructor sets (and writes to the
         # config: vLLM's worker builds the model before it picks the block, v1/executor/uniproc_executor.py:71-75)
         built = point.model.built(vllm_config, backend, layers) if point.model.built is not None else {}
