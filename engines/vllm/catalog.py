@@ -428,6 +428,9 @@ GQA_LIMITS = ("FLASHINFER plans with guarded stand-ins for the FlashInfer entry 
               "pipeline stages at tp 1, pp 2 only (its assumption axes multiply its points; FLASH_ATTN's stages "
               "show which stage lacks an attention layer, which depends on pp alone)")
 MLA_BACKENDS = (FLASHMLA, TRITON_MLA, FLASH_ATTN_MLA, FLASHINFER_MLA)  # sm_90 as before, then the new
+# A checkpoint with no draft of its own still speculates by ngram (SpeculativeConfig(method="ngram"), whose proposer
+# keeps no page), which widens its state layers' states as a draft's tokens do; up to 3 tokens, as the MTP drafts.
+NGRAM_ONLY = "; speculation by ngram only ({}), up to 3 tokens"
 MLA_LIMITS = ("FLASH_ATTN_MLA and FLASHINFER_MLA plan with guarded stand-ins for the GPU entry points their modules "
               "bind (engines/vllm/stand_ins.py); FlashInfer's presence checks see it absent, as on this CPU")
 
@@ -448,22 +451,26 @@ MODELS: dict[str, Model] = {
         "vllm.model_executor.layers.mamba.gdn.kimi_gdn_linear_attn:KimiGatedDeltaNetAttention",
         "GDN_ATTN",  # GatedDeltaNetAttention.mamba_type, gdn/base.py:51
         _kimi_linear_layers, (False, True),
-        MLA_LIMITS,
+        MLA_LIMITS + NGRAM_ONLY.format("its config declares no MTP layer"),
+        draft="ngram", speculative=(0, 1, 2, 3),
         # KimiGatedDeltaNetAttention's conv and recurrent kernels (kimi_gdn_linear_attn.py:40, :489)
         readers=(CAUSAL_CONV1D, GATED_DELTA_RULE, LMCACHE)),
     "nemotron-h-56b-base-8k": Model(
         "nemotron-h-56b-base-8k", "tokenspeed/models/nemotron-h-56b-base-8k.json", GQA_BACKENDS,
         "vllm.model_executor.layers.mamba.mamba_mixer2:MambaMixer2", "MAMBA2",  # mamba_mixer2.py:1159
         _nemotron_h_layers, (False, True),
-        GQA_LIMITS,
+        GQA_LIMITS + NGRAM_ONLY.format("its config declares no MTP layer"),
+        draft="ngram", speculative=(0, 1, 2, 3),
         readers=(CAUSAL_CONV1D, SELECTIVE_STATE_UPDATE, LMCACHE)),
     "kimi-k3": Model(
         "kimi-k3", "tokenspeed/models/kimi-k3.json", MLA_BACKENDS,
         "vllm.models.kimi_k3.nvidia.kda:KimiK3DeltaAttention",
         "GDN_ATTN",  # GatedDeltaNetAttention.mamba_type, gdn/base.py:51 (KimiK3DeltaAttention keeps it)
         _kimi_k3_layers, (False, True),
-        MLA_LIMITS + "; no MTP draft: the published config declares num_nextn_predict_layers 0 (vLLM's "
-        "SpeculativeConfig then divides by it, config/speculative.py:1606); its vision tower keeps no page",
+        MLA_LIMITS + NGRAM_ONLY.format("no MTP draft: the published config declares num_nextn_predict_layers 0, "
+                                       "and vLLM's SpeculativeConfig then divides by it, config/speculative.py:1606")
+        + "; its vision tower keeps no page",
+        draft="ngram", speculative=(0, 1, 2, 3),
         # KimiK3DeltaAttention's conv update and recurrent KDA kernel (kimi_k3/nvidia/kda.py:1029, :1275)
         readers=(CAUSAL_CONV1D, FUSED_RECURRENT_KDA, LMCACHE), state_init=_kimi_k3_kda_state),
 }
@@ -488,11 +495,12 @@ def _qwen3_5(recipe: str, config: str, limits: str = "") -> Model:
 
 def _nemotron_3(recipe: str, config: str, mtp: bool, limits: str = "") -> Model:
     """A Nemotron-3 checkpoint (NemotronHForCausalLM, nemotron_h.py): Nemotron-H's layers and state; with
-    num_nextn_predict_layers 1, its MTP draft (NemotronHMTPModel, config/speculative.py:895-906)."""
+    num_nextn_predict_layers 1, its MTP draft (NemotronHMTPModel, config/speculative.py:895-906), else ngram."""
     return Model(
         recipe, config, GQA_BACKENDS, MAMBA2, "MAMBA2",  # mamba_mixer2.py:1159
         _nemotron_h_layers, (False, True), GQA_LIMITS + limits,
-        draft="mtp" if mtp else None, draft_layers=_nemotron_h_mtp_layers, speculative=(0, 1, 2, 3) if mtp else (),
+        draft="mtp" if mtp else "ngram", draft_layers=_nemotron_h_mtp_layers if mtp else lambda _hf: [],
+        speculative=(0, 1, 2, 3),
         readers=(CAUSAL_CONV1D, SELECTIVE_STATE_UPDATE, LMCACHE))
 
 
@@ -523,9 +531,12 @@ MODELS.update({
         "jamba-v0.1", "vllm/models/jamba-v0.1.json", GQA_BACKENDS,
         "vllm.model_executor.layers.mamba.mamba_mixer:MambaMixer", "MAMBA1",  # mamba_mixer.py:427
         _jamba_layers, (False, True),
-        GQA_LIMITS + "; no draft: JambaForCausalLM has no MTP layers and no EAGLE interface (jamba.py:376); "
-        "the Mamba-1 prefill scan (selective_scan_fn, mamba_ssm.py:702, a CUDA op whose source kvproof did not "
-        "read) is not recorded as a reader of the state pages",
+        GQA_LIMITS + NGRAM_ONLY.format("JambaForCausalLM has no MTP layers and no EAGLE interface, jamba.py:376")
+        + "; Mamba-1's state takes no speculative rows (mamba1_state_shape has no num_spec, "
+        "mamba_utils.py:171-183), so its pages are those of no speculation; the Mamba-1 prefill scan "
+        "(selective_scan_fn, mamba_ssm.py:702, a CUDA op whose source kvproof did not read) is not recorded as a "
+        "reader of the state pages",
+        draft="ngram", speculative=(0, 1, 2, 3),
         # MambaMixer's conv update and selective state update (mamba_mixer.py:360, :377)
         readers=(CAUSAL_CONV1D, SELECTIVE_STATE_UPDATE, LMCACHE)),
     "lfm2-350m": _lfm2("lfm2-350m"),
@@ -533,7 +544,7 @@ MODELS.update({
     "lfm2.5-1.2b-base": _lfm2("lfm2.5-1.2b-base"),
     "nemotron-3-nano-30b-a3b-bf16": _nemotron_3(
         "nemotron-3-nano-30b-a3b-bf16", "vllm/models/nemotron-3-nano-30b-a3b-bf16.json", mtp=False,
-        limits="; no draft: the published config declares no num_nextn_predict_layers (NemotronHConfig: 0)"),
+        limits=NGRAM_ONLY.format("the published config declares no num_nextn_predict_layers, NemotronHConfig: 0")),
     "nemotron-3-super-120b-a12b-fp8": _nemotron_3(
         "nemotron-3-super-120b-a12b-fp8", "tokenspeed/models/nemotron-3-super-120b-a12b-fp8.json", mtp=True,
         limits=QUANTIZED.format("FP8")),
