@@ -156,8 +156,8 @@ def test_the_tp_domain_is_every_divisor_vllm_accepts() -> None:
                    # Qwen4-Exp's family: 24 heads, 16 and 48 GDN heads; its 2 KV heads replicated at 4 and 8
                    **dict.fromkeys((f"qwen3.8-flash-next-family-{i}" for i in range(4)), (1, 2, 4, 8))}
     # (backend, kv dtype): FLASHMLA, TRITON_MLA, FLASHINFER_MLA at both, FLASH_ATTN_MLA at auto; x prefix, state
-    # dtype; times tp at pp 1 and 2 (12 each) and pp 4 and 8 at tp 1
-    assert len(engine.points(K3)) == 7 * 2 * 2 * (12 + 12 + 1 + 1)
+    # dtype; times tp at pp 1 (12, each at 0 to 3 ngram tokens) and 2 (12) and pp 4 and 8 at tp 1
+    assert len(engine.points(K3)) == 7 * 2 * 2 * (12 * 4 + 12 + 1 + 1)
     planned = planner.plan(point(K3, tp=3))
     assert (planned.block_size, planned.mamba_padded) == (1920, 2_211_840)
     assert {tuple(f["shape"]) for f in planned.documents[1]["fields"]} == {(1920, 576), (3, 12_288), (32, 128, 128)}
@@ -200,7 +200,7 @@ def test_a_mamba2_hybrid_keeps_one_block_size_at_every_tp() -> None:
     shrink together and B = 16 x ceil(M / (16 x A1)) stays 4128 tokens (bf16; the model's config
     hook makes the SSM state float32)."""
     only: Only = {"tp": [1, 8], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["on"], "backend": ["FLASH_ATTN"],
-            "pp": [1]}
+            "pp": [1], "spec": [0]}
     points = engine.run(["nemotron-h-56b-base-8k"], only).recipes[0].points
     assert [p.verdict for p in points] == ["ok", "ok"]
     assert planner.plan(point(catalog.MODELS["nemotron-h-56b-base-8k"], tp=8)).block_size == 4128
@@ -255,7 +255,7 @@ def test_vllm_plans_are_held_to_the_contracts_padding_bound() -> None:
     its one KDA head, M = 3 x 384 x 2 + 128 x 128 x 4 = 67,840 B, while the MLA page cannot go below
     128 tokens x 1,152 B = 147,456 B: (7 x 147,456 - 6 x 67,840) / (6 x 67,840) = 1.5358."""
     only: Only = {"tp": [1, 32], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["off"], "backend": ["FLASHMLA"],
-            "pp": [1]}
+            "pp": [1], "spec": [0]}
     at_tp1, at_tp32 = engine.run(["kimi-linear-48b-a3b"], only).recipes[0].points
     assert at_tp1.verdict == "ok" and at_tp1.worst_padding == pytest.approx((7 * 2_211_840 - 6 * 2_170_880)
                                                                              / (6 * 2_170_880))
@@ -396,7 +396,7 @@ def test_a_pipeline_stage_without_attention_skips_the_alignment(monkeypatch) -> 
     assert [f.property for f in found.findings] == [engine.PP_BLOCK_SIZE]
     assert found.findings[0].message.startswith("pipeline stages plan different block sizes (16 tokens at rank 0 "
                                                 "(no attention layer among layers 0-2); 1920 tokens at rank 1, 2,")
-    assert found.replay.endswith("prefix=on pp=8")
+    assert found.replay.endswith("prefix=on spec=0 pp=8")
     # at pp 2 (planned at every tp) both stages hold MLA layers and agree: 1,920 tokens at tp 1, 512
     # at tp 4, so the pp-2 pair differs across tp (tp_block_size) but no pp-2 point's stages do
     at_tp1, at_tp4 = engine.run(["kimi-linear-48b-a3b"], {**only, "tp": [1, 4], "pp": [2]}, None).recipes[0].points
@@ -440,7 +440,7 @@ def test_each_kernel_gets_a_page_its_own_source_allows() -> None:
 
 def test_a_raised_block_handed_to_flashmla_is_flagged() -> None:
     """vllm#25811 reintroduced: select_common_block_size hands the kernel the manager's block."""
-    only: Only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["off"], "pp": [1]}
+    only: Only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["off"], "pp": [1], "spec": [0]}
     with faults.inject("vllm_kernel_gets_raised_block"):
         run = engine.run(["kimi-linear-48b-a3b"], only)
     by_backend = {p.point["backend"]: p for p in run.recipes[0].points}
@@ -532,7 +532,7 @@ def test_a_padded_page_split_into_kernel_pages_is_flagged() -> None:
     """vllm_split_page_padded: every layer-outer block reserves two pages. Kimi-Linear at tp 1, bf16:
     P = 1,920 x 1,152 = 2,211,840 B becomes a stride of 4,423,680 B. FlashMLA's split 64-token pages
     then miss the block (exact_stride); Triton MLA steps by the stride and reads every page right."""
-    only: Only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["off"], "pp": [1]}
+    only: Only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["off"], "pp": [1], "spec": [0]}
     with faults.inject("vllm_split_page_padded"):
         run = engine.run(["kimi-linear-48b-a3b"], only)
     by_backend = {p.point["backend"]: p for p in run.recipes[0].points}
@@ -553,8 +553,9 @@ def test_a_padded_page_split_into_kernel_pages_is_flagged() -> None:
     # 5, 10, 15 and 30 are the OLMo Hybrid members' (30 heads); no model takes 7
     (["--tp", "7"], "has tp 7; tp takes 1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 16, 24, 30, 32, 48, 64, 96"),
     (["--dtype", "bogus"], "has dtype bogus; dtype takes auto, fp8"),
-    (["--recipe", "qwen3-next-80b-a3b", "nemotron-h-56b-base-8k", "--assume", "spec=0"],
-     "--recipe nemotron-h-56b-base-8k: the narrowing leaves it no point"),
+    # the Falcon-H1 member speculates up to 2 tokens
+    (["--recipe", "qwen3-next-80b-a3b", "falcon-h1-0.5b-family-0", "--assume", "spec=3"],
+     "--recipe falcon-h1-0.5b-family-0: the narrowing leaves it no point"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message) -> None:
     proc = subprocess.run([sys.executable, "-m", "kvproof.cli.main", "engine", "vllm", *args], capture_output=True,
@@ -834,7 +835,8 @@ def test_a_plan_that_pickles_as_one_checked_before_is_not_checked_again(monkeypa
         return original(recipe, point, *rest)
 
     monkeypatch.setattr(engine.verdict, "planned", spy)
-    only: Only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "backend": ["FLASHMLA"], "pp": [1]}
+    only: Only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "backend": ["FLASHMLA"], "pp": [1],
+                  "spec": [0]}
     off, on = engine.run(["kimi-linear-48b-a3b"], only).recipes[0].points
     assert [p["prefix"] for p in checked] == ["off"] and (off.point["prefix"], on.point["prefix"]) == ("off", "on")
     assert on.replay == off.replay.replace("prefix=off", "prefix=on") and on.findings == off.findings

@@ -30,8 +30,6 @@ QWEN3_5 = ("qwen3.5-27b", "qwen3.5-35b-a3b", "qwen3.5-122b-a10b", "qwen3.5-397b-
            "qwen3.6-35b-a3b-nvfp4")
 ZOO = ("jamba-v0.1", "nemotron-3-nano-30b-a3b-bf16", "nemotron-3-super-120b-a12b-fp8",
        "nemotron-3-ultra-550b-a55b-bf16", "nemotron-3.5-lightning-30b-a3b-nvfp4", *QWEN3_5)
-MTP = ("nemotron-3-super-120b-a12b-fp8", "nemotron-3-ultra-550b-a55b-bf16", "nemotron-3.5-lightning-30b-a3b-nvfp4",
-       *QWEN3_5)
 JAMBA = catalog.MODELS["jamba-v0.1"]
 TP1: Only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "backend": ["FLASH_ATTN"], "pp": [1],
              "prefix": ["off"]}
@@ -55,10 +53,10 @@ def _states(planned: planner.Planned) -> dict[str, list[tuple[int, ...]]]:
 
 @pytest.mark.parametrize("recipe", ZOO)
 def test_each_zoo_model_plans_at_tp_1_and_every_plan_holds(recipe: str) -> None:
-    spec: Only = {"spec": [0, 1]} if recipe in MTP else {}
-    (result,) = engine.run([recipe], {**TP1, **spec}, workers=1).recipes
+    # every zoo model speculates: by its MTP draft, or by ngram (Jamba, Nemotron-3-Nano)
+    (result,) = engine.run([recipe], {**TP1, "spec": [0, 1]}, workers=1).recipes
     assert result.not_verified is None, result.not_verified
-    assert len(result.points) == (2 if recipe in MTP else 1)
+    assert len(result.points) == 2
     assert all(p.verdict == "ok" for p in result.points), [f.message for p in result.points for f in p.findings]
     assert all(p.parents and p.parents[1] > 1000 for p in result.points)
 
@@ -159,12 +157,13 @@ def test_jambas_block_worked_by_hand_from_its_config() -> None:
 @pytest.mark.parametrize("recipe", ("nemotron-3-nano-30b-a3b-bf16", "nemotron-3-super-120b-a12b-fp8"))
 def test_nemotron_3s_state_is_vllms_own_mamba2_shape_widened_by_its_draft(recipe: str, tmp_path: Any) -> None:
     """NemotronHForCausalLM's get_mamba_state_shape_from_config, with the speculated tokens' conv
-    rows where the checkpoint has an MTP draft; and the draft's one attention layer joins the cache."""
+    rows, speculated by the checkpoint's MTP draft or, without one, by ngram; and an MTP draft's one
+    attention layer joins the cache."""
     from vllm.model_executor.models.nemotron_h import NemotronHForCausalLM
 
     model = catalog.MODELS[recipe]
     hf = _hf(model, tmp_path)
-    spec = 2 if model.speculative else 0
+    spec = 2
     planned = planner.plan(planner.Point(model, 1, "auto", "auto", False, model.backends[0], spec))
     # what the classmethod reads of a VllmConfig (nemotron_h.py:796-811)
     config: Any = SimpleNamespace(
@@ -177,7 +176,7 @@ def test_nemotron_3s_state_is_vllms_own_mamba2_shape_widened_by_its_draft(recipe
     conv = hf.mamba_num_heads * hf.mamba_head_dim + 2 * hf.n_groups * hf.ssm_state_size
     assert sorted(vllm[0]) == sorted((conv, hf.conv_kernel - 1 + spec))
     draft = [f["id"] for f in planned.documents[1]["fields"] if ".mtp." in f["id"]]
-    assert len(draft) == (1 if spec else 0) and all(d.endswith(".mtp.layers.0.mixer.kv") for d in draft)
+    assert len(draft) == (1 if model.draft == "mtp" else 0) and all(d.endswith(".mtp.layers.0.mixer.kv") for d in draft)
 
 
 def test_a_mamba1_state_dtype_dropped_by_the_alignment_is_flagged_only_at_jamba() -> None:
@@ -185,7 +184,7 @@ def test_a_mamba1_state_dtype_dropped_by_the_alignment_is_flagged_only_at_jamba(
     (the model dtype) while its layers keep float32 states (--mamba-cache-dtype float32): the
     160-token block the layers need is aligned to 80, and vLLM's own check refuses the point. The
     Mamba-2, GDN and KDA models never ask mamba1_state_dtype: their float32 points stay clean."""
-    only: Only = {**TP1, "mamba_dtype": ["float32"]}
+    only: Only = {**TP1, "mamba_dtype": ["float32"], "spec": [0]}
     (clean,) = engine.run(["jamba-v0.1"], only, workers=1).recipes[0].points
     assert clean.verdict == "ok"
     with faults.inject("vllm_mamba1_dtype_unaligned"):
