@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -263,6 +264,24 @@ def test_vllm_plans_are_held_to_the_contracts_padding_bound() -> None:
     assert at_tp32.worst_padding == pytest.approx((7 * 147_456 - 6 * 67_840) / (6 * 67_840))
     (unbounded,) = engine.run(["kimi-linear-48b-a3b"], {**only, "tp": [32]}, None).recipes[0].points
     assert "padding_bound" not in {f.property for f in unbounded.findings}
+
+
+def test_a_kda_class_that_drops_the_speculative_rows_does_not_boot_at_two_ngram_tokens(monkeypatch) -> None:
+    """Kimi-Linear at tp 1, bf16, FLASHMLA: each KDA layer keeps conv (3 + spec, 12,288) bf16 and 32 x 128 x 128
+    float32, 2,170,880 B at 0 tokens, in a 1,920-token page of 1,920 x 1,152 = 2,211,840 B. Its model class sizing
+    the state without the speculative rows (the seeded vllm_kimi_linear_state_unwidened) leaves that page: one
+    token's 2,195,456 B fit it, two tokens' 2,220,032 B do not, and vLLM's own assertion stops the boot. Were the
+    layers given the class's shape (as before), the plan would stay consistent and the bug would pass."""
+    only: Only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["off"], "backend": ["FLASHMLA"],
+                  "pp": [1], "spec": [1, 2]}
+    with faults.inject("vllm_kimi_linear_state_unwidened"):
+        one, two = engine.run(["kimi-linear-48b-a3b"], only, workers=1).recipes[0].points
+        assert one.verdict == "ok" and one.parent_bytes == 7 * 2_211_840
+        assert [f.property for f in two.findings] == ["boots"]
+        assert "vllm/v1/kv_cache_interface.py:" in two.findings[0].message
+        monkeypatch.setitem(catalog.MODELS, "kimi-linear-48b-a3b", replace(KIMI, state_init=None))
+        (unseen,) = engine.run(["kimi-linear-48b-a3b"], {**only, "spec": [2]}, workers=1).recipes[0].points
+    assert unseen.verdict == "ok"
 
 
 def test_points_with_draft_tokens_state_no_bound_as_in_the_contract() -> None:

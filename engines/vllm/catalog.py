@@ -308,6 +308,23 @@ def _qwen_gdn_state(vllm_config: Any) -> dict[str, Any]:
     return {**out, **_gdn_layer_state(vllm_config)}
 
 
+def _kda_layer_state(vllm_config: Any) -> dict[str, Any]:
+    """The state shape each KDA layer computes of itself (get_state_shape: KimiGatedDeltaNetAttention's,
+    kimi_gdn_linear_attn.py:166-175; KimiK3DeltaAttention's, kimi_k3/nvidia/kda.py:582-591): vLLM's
+    kda_state_shape of the head count, head dim and short-conv kernel its constructor keeps of the text config's
+    linear_attn_config (kimi_gdn_linear_attn.py:187-194; kda.py:611-617), the tp and its own speculative tokens
+    (gdn/base.py:33, :43-47). Not the model class's get_mamba_state_shape_from_config, which the hybrid alignment
+    pads by: the cache holds the layers' states, and the two disagree where a class drops what its layers keep
+    (vllm#57721)."""
+    from vllm.model_executor.layers.mamba.mamba_utils import MambaStateShapeCalculator
+
+    linear = vllm_config.model_config.hf_text_config.linear_attn_config
+    shape = tuple(MambaStateShapeCalculator.kda_state_shape(
+        vllm_config.parallel_config.tensor_parallel_size, linear["num_heads"], linear["head_dim"],
+        conv_kernel_size=linear["short_conv_kernel_size"], num_spec=vllm_config.num_speculative_tokens))
+    return {"get_state_shape": lambda: shape}
+
+
 def _kimi_linear_layers(hf: Any) -> list[tuple[str, str]]:
     """vLLM's own KimiLinearConfig.is_kda_layer (the model class asks it, kimi_k3/nvidia/model.py:715)."""
     return [(f"model.layers.{i}.self_attn", "state" if hf.is_kda_layer(i) else "attention")
@@ -328,7 +345,8 @@ def _kimi_k3_kda_state(vllm_config: Any) -> dict[str, Any]:
     resolve_kda_prefill_backend (kimi_k3/nvidia/kda.py:824; "auto" unless additional_config names
     one, :819-823) from the layer's head_dim, the model dtype, its recurrent state dtype and the
     gate's lower bound; FlashKDA on sm_90 with K3's config (:363). Its get_kv_cache_spec sets the
-    prefill checkpoint fields from that backend (kda.py:901-909)."""
+    prefill checkpoint fields from that backend (kda.py:901-909), with the state shape the layer computes of
+    itself (_kda_layer_state)."""
     from vllm.model_executor.layers.mamba.mamba_utils import MambaStateDtypeCalculator
     from vllm.models.kimi_k3.nvidia import kda
     from vllm.platforms import current_platform
@@ -346,7 +364,8 @@ def _kimi_k3_kda_state(vllm_config: Any) -> dict[str, Any]:
     extra = vllm_config.additional_config
     choice = extra.get("kda_prefill_backend", "auto") if isinstance(extra, dict) else "auto"
     return {"kda_prefill_backend": kda.resolve_kda_prefill_backend(
-        choice, linear["head_dim"], vllm_config.model_config.dtype, recurrent, linear.get("gate_lower_bound"))}
+        choice, linear["head_dim"], vllm_config.model_config.dtype, recurrent, linear.get("gate_lower_bound")),
+        **_kda_layer_state(vllm_config)}
 
 
 def _nemotron_h_layers(hf: Any) -> list[tuple[str, str]]:
@@ -454,7 +473,7 @@ MODELS: dict[str, Model] = {
         MLA_LIMITS + NGRAM_ONLY.format("its config declares no MTP layer"),
         draft="ngram", speculative=(0, 1, 2, 3),
         # KimiGatedDeltaNetAttention's conv and recurrent kernels (kimi_gdn_linear_attn.py:40, :489)
-        readers=(CAUSAL_CONV1D, GATED_DELTA_RULE, LMCACHE)),
+        readers=(CAUSAL_CONV1D, GATED_DELTA_RULE, LMCACHE), state_init=_kda_layer_state),
     "nemotron-h-56b-base-8k": Model(
         "nemotron-h-56b-base-8k", "tokenspeed/models/nemotron-h-56b-base-8k.json", GQA_BACKENDS,
         "vllm.model_executor.layers.mamba.mamba_mixer2:MambaMixer2", "MAMBA2",  # mamba_mixer2.py:1159

@@ -50,6 +50,8 @@ faults.declare({
     "without the speculative conv rows its Qwen3.5 layers keep (vllm#57721's kind, at a multimodal wrapper)",
     "vllm_qwen4_exp_state_unwidened": "Qwen4-Exp's model class sizes the GDN state the alignment pads by without "
     "the speculative conv rows its layers keep (vllm#57721's kind, at the class that sizes two states)",
+    "vllm_kimi_linear_state_unwidened": "Kimi-Linear's model class sizes the KDA state the alignment pads by without "
+    "the speculative conv rows its layers keep (vllm#57721's kind, at the class Kimi-K3's delegates to)",
     "vllm_short_conv_dtype_unaligned": "vLLM's hybrid alignment sizes a ShortConv state page by the model dtype, "
     "dropping --mamba-cache-dtype, while the layers keep their states at it (the Mamba-1 bug at LFM2's classes)",
     "vllm_block_outermost_by_largest_page": "vLLM sizes a block-outermost block by the largest layer page of a "
@@ -213,6 +215,8 @@ PATCHES: dict[str, tuple[str, str, Callable[[Callable[..., Any]], Callable[..., 
                                          _num_spec_dropped),
     "vllm_qwen4_exp_state_unwidened": ("vllm.models.qwen4_exp.nvidia.model",
                                        "Qwen4ExpForCausalLM.get_gdn_mamba_state_shape_from_config", _num_spec_dropped),
+    "vllm_kimi_linear_state_unwidened": ("vllm.models.kimi_k3.nvidia.model",
+                                         "KimiLinearForCausalLM.get_mamba_state_shape_from_config", _num_spec_dropped),
     "vllm_block_outermost_by_largest_page": (PLANNING, "_get_kv_cache_bytes_per_block", _block_by_largest_page),
 }
 
@@ -262,6 +266,11 @@ MUTANTS: tuple[Mutant, ...] = (
     # row 20,480 B (the MoE class inherits the method: every Qwen3.5 / 3.6 checkpoint plans with it)
     Mutant("vllm_qwen3_5_state_unwidened", ("verify engine vllm --recipe qwen3.5-27b --tp 1 --assume pp=1 spec=1 "
                                             "backend=FLASH_ATTN",), expect="boots"),
+    # Kimi-Linear's at 2 ngram tokens: its 1,920-token page holds the state with 40,960 B to spare, one conv row
+    # 24,576 B (Kimi-K3's class delegates to it)
+    Mutant("vllm_kimi_linear_state_unwidened", ("verify engine vllm --recipe kimi-linear-48b-a3b --tp 1 --dtype auto "
+                                                "--assume pp=1 spec=2 backend=FLASHMLA mamba_dtype=auto prefix=off",),
+           expect="boots"),
     # MiniCPM-V 4.6's at 3 tokens: at 1 and 2 the 288-token page's 28,672 B of slack holds the rows the class leaves out
     Mutant("vllm_minicpm_v46_state_unwidened", ("verify engine vllm --recipe minicpm-v-4.6-family-0 --tp 1 "
                                                 "--assume pp=1 spec=3",), expect="boots"),
