@@ -319,9 +319,9 @@ def _kda_layer_state(vllm_config: Any) -> dict[str, Any]:
     from vllm.model_executor.layers.mamba.mamba_utils import MambaStateShapeCalculator
 
     linear = vllm_config.model_config.hf_text_config.linear_attn_config
-    shape = tuple(MambaStateShapeCalculator.kda_state_shape(
+    shape = MambaStateShapeCalculator.kda_state_shape(
         vllm_config.parallel_config.tensor_parallel_size, linear["num_heads"], linear["head_dim"],
-        conv_kernel_size=linear["short_conv_kernel_size"], num_spec=vllm_config.num_speculative_tokens))
+        conv_kernel_size=linear["short_conv_kernel_size"], num_spec=vllm_config.num_speculative_tokens)
     return {"get_state_shape": lambda: shape}
 
 
@@ -447,11 +447,13 @@ GQA_LIMITS = ("FLASHINFER plans with guarded stand-ins for the FlashInfer entry 
               "pipeline stages at tp 1, pp 2 only (its assumption axes multiply its points; FLASH_ATTN's stages "
               "show which stage lacks an attention layer, which depends on pp alone)")
 MLA_BACKENDS = (FLASHMLA, TRITON_MLA, FLASH_ATTN_MLA, FLASHINFER_MLA)  # sm_90 as before, then the new
-# A checkpoint with no draft of its own still speculates by ngram (SpeculativeConfig(method="ngram"), whose proposer
-# keeps no page), which widens its state layers' states as a draft's tokens do; up to 3 tokens, as the MTP drafts.
-NGRAM_ONLY = "; speculation by ngram only ({}), up to 3 tokens"
 MLA_LIMITS = ("FLASH_ATTN_MLA and FLASHINFER_MLA plan with guarded stand-ins for the GPU entry points their modules "
               "bind (engines/vllm/stand_ins.py); FlashInfer's presence checks see it absent, as on this CPU")
+# A checkpoint with no draft of its own still speculates by ngram (SpeculativeConfig(method="ngram"), whose proposer
+# keeps no page), and its state layers widen their states by the tokens as under a draft (Mamba-1's excepted); up to 3
+# tokens, as the MTP drafts. A class with an EAGLE interface also drafts with a checkpoint of its own, not modelled.
+NGRAM = "; speculation by ngram, up to 3 tokens ({})"
+EAGLE = "; EAGLE3 drafts with a checkpoint of its own ({}), not modelled"
 
 MODELS: dict[str, Model] = {
     "qwen3-next-80b-a3b": Model(
@@ -470,7 +472,8 @@ MODELS: dict[str, Model] = {
         "vllm.model_executor.layers.mamba.gdn.kimi_gdn_linear_attn:KimiGatedDeltaNetAttention",
         "GDN_ATTN",  # GatedDeltaNetAttention.mamba_type, gdn/base.py:51
         _kimi_linear_layers, (False, True),
-        MLA_LIMITS + NGRAM_ONLY.format("its config declares no MTP layer"),
+        MLA_LIMITS + NGRAM.format("its config declares no MTP layer")
+        + EAGLE.format("SupportsEagle3, kimi_k3/nvidia/model.py:1408"),
         draft="ngram", speculative=(0, 1, 2, 3),
         # KimiGatedDeltaNetAttention's conv and recurrent kernels (kimi_gdn_linear_attn.py:40, :489)
         readers=(CAUSAL_CONV1D, GATED_DELTA_RULE, LMCACHE), state_init=_kda_layer_state),
@@ -478,7 +481,8 @@ MODELS: dict[str, Model] = {
         "nemotron-h-56b-base-8k", "tokenspeed/models/nemotron-h-56b-base-8k.json", GQA_BACKENDS,
         "vllm.model_executor.layers.mamba.mamba_mixer2:MambaMixer2", "MAMBA2",  # mamba_mixer2.py:1159
         _nemotron_h_layers, (False, True),
-        GQA_LIMITS + NGRAM_ONLY.format("its config declares no MTP layer"),
+        GQA_LIMITS + NGRAM.format("its config declares no MTP layer")
+        + EAGLE.format("SupportsEagle3, nemotron_h.py:724-725"),
         draft="ngram", speculative=(0, 1, 2, 3),
         readers=(CAUSAL_CONV1D, SELECTIVE_STATE_UPDATE, LMCACHE)),
     "kimi-k3": Model(
@@ -486,8 +490,9 @@ MODELS: dict[str, Model] = {
         "vllm.models.kimi_k3.nvidia.kda:KimiK3DeltaAttention",
         "GDN_ATTN",  # GatedDeltaNetAttention.mamba_type, gdn/base.py:51 (KimiK3DeltaAttention keeps it)
         _kimi_k3_layers, (False, True),
-        MLA_LIMITS + NGRAM_ONLY.format("no MTP draft: the published config declares num_nextn_predict_layers 0, "
-                                       "and vLLM's SpeculativeConfig then divides by it, config/speculative.py:1606")
+        MLA_LIMITS + NGRAM.format("no MTP draft: the published config declares num_nextn_predict_layers 0, and "
+                                  "vLLM's SpeculativeConfig then divides by it, config/speculative.py:1606")
+        + EAGLE.format("SupportsEagle3, kimi_k3/nvidia/model.py:1574; and DSpark, kimi_k3/nvidia/dspark_mla.py")
         + "; its vision tower keeps no page",
         draft="ngram", speculative=(0, 1, 2, 3),
         # KimiK3DeltaAttention's conv update and recurrent KDA kernel (kimi_k3/nvidia/kda.py:1029, :1275)
@@ -550,7 +555,7 @@ MODELS.update({
         "jamba-v0.1", "vllm/models/jamba-v0.1.json", GQA_BACKENDS,
         "vllm.model_executor.layers.mamba.mamba_mixer:MambaMixer", "MAMBA1",  # mamba_mixer.py:427
         _jamba_layers, (False, True),
-        GQA_LIMITS + NGRAM_ONLY.format("JambaForCausalLM has no MTP layers and no EAGLE interface, jamba.py:376")
+        GQA_LIMITS + NGRAM.format("JambaForCausalLM has no MTP layers and no EAGLE interface, jamba.py:376")
         + "; Mamba-1's state takes no speculative rows (mamba1_state_shape has no num_spec, "
         "mamba_utils.py:171-183), so its pages are those of no speculation; the Mamba-1 prefill scan "
         "(selective_scan_fn, mamba_ssm.py:702, a CUDA op whose source kvproof did not read) is not recorded as a "
@@ -563,7 +568,8 @@ MODELS.update({
     "lfm2.5-1.2b-base": _lfm2("lfm2.5-1.2b-base"),
     "nemotron-3-nano-30b-a3b-bf16": _nemotron_3(
         "nemotron-3-nano-30b-a3b-bf16", "vllm/models/nemotron-3-nano-30b-a3b-bf16.json", mtp=False,
-        limits=NGRAM_ONLY.format("the published config declares no num_nextn_predict_layers, NemotronHConfig: 0")),
+        limits=NGRAM.format("the published config declares no num_nextn_predict_layers, NemotronHConfig: 0")
+        + EAGLE.format("SupportsEagle3, nemotron_h.py:724-725")),
     "nemotron-3-super-120b-a12b-fp8": _nemotron_3(
         "nemotron-3-super-120b-a12b-fp8", "tokenspeed/models/nemotron-3-super-120b-a12b-fp8.json", mtp=True,
         limits=QUANTIZED.format("FP8")),

@@ -73,12 +73,12 @@ def version() -> str:
 
 def points(model: catalog.Model, only: dict[str, Sequence[Any] | None] | None = None) -> list[dict[str, Any]]:
     """Every point of the model's domain within the narrowing `only`; `spec` (speculative tokens)
-    only where it has a draft, `trtllm` only at FLASHINFER points and `cuda_runtime` only at the GPUs
-    where planning asks it (the axes are added where they change vLLM's answer), and a backend only at
-    the KV-cache dtypes its class declares (vLLM's validate_configuration rejects any other, so the
-    platform selects the next backend there: FLASH_ATTN_MLA has no fp8). A backend is narrowed by its
-    name (every GPU) or name@gpu. Only the backends of points left by the narrowing are imported; one
-    that does not import raises."""
+    only where it speculates (by its own draft or by ngram), `trtllm` only at FLASHINFER points and
+    `cuda_runtime` only at the GPUs where planning asks it (the axes are added where they change vLLM's
+    answer), and a backend only at the KV-cache dtypes its class declares (vLLM's validate_configuration
+    rejects any other, so the platform selects the next backend there: FLASH_ATTN_MLA has no fp8). A
+    backend is narrowed by its name (every GPU) or name@gpu. Only the backends of points left by the
+    narrowing are imported; one that does not import raises."""
     chosen, gaps = _domain(model, only)
     if gaps:
         raise gaps[0][1]
@@ -508,7 +508,7 @@ def cross_tp(planned: list[tuple[PointResult, int | None]]) -> list[PointResult]
 
 def _assumed(assume: Sequence[str] | None) -> dict[str, list[Any]]:
     """--assume NAME=VALUE ...: the backend assumed, and the axes with no flag of their own
-    (spec: the speculative tokens of a model's own draft)."""
+    (spec: the speculative tokens, by the model's own draft or by ngram)."""
     known = {"backend": sorted({name for m in catalog.MODELS.values() for b in m.backends
                                 for name in (b.name, b.label)}),
              "mamba_dtype": list(MAMBA_DTYPES), "prefix": ["on", "off"],

@@ -147,8 +147,8 @@ def _plan(v: Vllm, point: Point, folder: str, patches: Patches | None, made: Mod
                                                                     model_config=model_config)
         shells = {name: _shell(point.model.state_layer_class()) for name, kind in layers if kind == "state"}
         if point.model.state_init is not None and shells:
-            # what each layer's constructor would set, from vLLM's code: a function of the config alone, so one
-            # answer serves every state layer of the planning
+            # what each layer's constructor would set, from vLLM's code: a function of the planning's config and
+            # platform, so one answer serves every state layer of the planning
             state = point.model.state_init(vllm_config)
             for shell in shells.values():
                 vars(shell).update(state)
