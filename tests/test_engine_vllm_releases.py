@@ -304,7 +304,8 @@ def test_a_seeded_bug_at_a_release_patches_the_module_that_plans_there() -> None
     folder = release_folder("0.32.0")
     proc = subprocess.run([sys.executable, "-m", "kvproof.cli.main", "engine", "vllm", "--engine-path", str(folder),
                            "--recipe", "kimi-linear-48b-a3b", "--tp", "1", "--dtype", "auto", "--assume",
-                           "backend=FLASHMLA", "mamba_dtype=auto", "prefix=off", "pp=1", "--json"],
+                           "backend=FLASHMLA", "mamba_dtype=auto", "prefix=off", "spec=0", "pp=1",
+                           "--json"],
                           capture_output=True, text=True, check=False, timeout=900, cwd=INSTALLED,
                           env={**os.environ, faults.ENV: "vllm_split_page_padded"})
     assert proc.returncode == 1, proc.stderr[-2000:]
