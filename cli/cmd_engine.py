@@ -8,7 +8,7 @@ import math
 
 from kvproof.cli import progress
 from kvproof.cli.args import UsageError
-from kvproof.engines import baseline, registry
+from kvproof.engines import baseline, registry, shards
 from kvproof.engines.interface import Narrowing
 from kvproof.engines.verdict import EngineError, EngineRun, PointResult, RecipeResult
 from kvproof.spec.plan_reader import padding_bound_of
@@ -27,6 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "included)")
     parser.add_argument("--assume", nargs="+", metavar="NAME=VALUE",
                         help="narrow assumption axes (a GPU or environment answer) to these values")
+    parser.add_argument("--shard", metavar="K/N",
+                        help="only the K-th of N parts of the recipes, each recipe whole in one part, dealt by cost "
+                        "alike on every run: one part per job of a CI matrix (vllm)")
     parser.add_argument("--max-padding", metavar="X|inf", type=float,
                         help="hold plans whose engine sets no padding bound (drafts) to this bound (default: the "
                         "adapter's, vllm 0.25 (engine.PADDING_BOUND), tokenspeed and sglang none; inf: none)")
@@ -52,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
             narrowed["assume"] = args.assume
         if args.config:
             narrowed["config"] = args.config
+        if args.shard:
+            narrowed["shard"] = shards.parse(args.shard)
         if args.max_padding is not None:  # else the adapter's own default
             narrowed["padding_bound"] = (None if args.max_padding == math.inf
                                          else padding_bound_of(args.max_padding, "--max-padding"))

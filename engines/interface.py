@@ -60,6 +60,7 @@ class Narrowing(TypedDict, total=False):
     # none. Absent: the adapter's own default.
     padding_bound: Fraction | None
     config: str  # --config FILE: a user's config.json, the one --recipe's checkpoint
+    shard: tuple[int, int]  # --shard K/N: only the recipes the K-th of N shards is dealt (kvproof.engines.shards)
 
 
 class Verify(Protocol):

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvproof.cli import progress
-from kvproof.engines import spread, verdict
+from kvproof.engines import shards, spread, verdict
 from kvproof.engines.interface import Adapter, EngineAdapter
 from kvproof.engines.sglang import loader, mutants, pairs, sizing
 from kvproof.engines.stubs import StubUsed
@@ -204,10 +204,13 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
 def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Sequence[str] | None,
            engine_path: str | None, drafts: Sequence[int] | None = None, models: Sequence[str] | None = None,
            assume: Sequence[str] | None = None, padding_bound: Fraction | None = None,
-           config: str | None = None, workers: int | None = None) -> EngineRun:
+           config: str | None = None, shard: tuple[int, int] | None = None, workers: int | None = None
+           ) -> EngineRun:
     """The installed SGLang, or the checkout at --engine-path; SGLang states no padding bound, and
     none is held by default (`padding_bound`: --max-padding). `workers`: the processes that plan the
     points (default: spread.processes, one per core)."""
+    if shard:
+        raise shards.unsharded(ENGINE)
     if drafts or models or config:
         raise EngineError("--drafts, --model and --config do not apply to sglang: --recipe names the model, "
                           "and no recipe plans draft layers yet")

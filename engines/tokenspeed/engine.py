@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kvproof.cli import progress
-from kvproof.engines import verdict
+from kvproof.engines import shards, verdict
 from kvproof.engines.interface import Adapter, EngineAdapter
 from kvproof.engines.stubs import StubUsed
 from kvproof.engines.tokenspeed import (
@@ -103,9 +103,11 @@ def _declared_families(path: Path, err: Exception) -> tuple[str, ...]:
 def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Sequence[str] | None,
            engine_path: str | None, drafts: Sequence[int] | None = None, models: Sequence[str] | None = None,
            assume: Sequence[str] | None = None, padding_bound: Fraction | None = None,
-           config: str | None = None) -> EngineRun:
+           config: str | None = None, shard: tuple[int, int] | None = None) -> EngineRun:
     """`verify engine tokenspeed`: the installed release, or the package at --engine-path;
     `config`, a user's config.json that the one recipe named plans as its checkpoint."""
+    if shard:
+        raise shards.unsharded(ENGINE)
     try:
         source = loader.source_of(engine_path)
         only = {"tp": tps, "dtype": dtypes, "drafts": drafts, "model": models, "assume": _assumed(assume)}

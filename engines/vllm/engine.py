@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kvproof.cli import progress
-from kvproof.engines import spread, verdict
+from kvproof.engines import shards, spread, verdict
 from kvproof.engines.checkout import commit_at
 from kvproof.engines.interface import Adapter, EngineAdapter
 from kvproof.engines.verdict import EngineError, EngineRun, Finding, PointResult
@@ -129,6 +129,12 @@ def _grid(model: catalog.Model) -> list[dict[str, Any]]:
             if (pp == 1 or not spec) and (backend.all_stages or pp == 1 or (tp, pp) == (1, 2))]
 
 
+def _stages(model: catalog.Model) -> int:
+    """The stage plannings of the model's whole domain: what a shard is dealt by (a planning's cost grows with
+    the model's layers too, but by less than the spread between the models' domains)."""
+    return sum(p["pp"] for p in _grid(model))
+
+
 def _assumptions(model: catalog.Model, backend: catalog.Backend) -> list[dict[str, Any]]:
     """The deployment facts a backend's points assume, every value of each: whether FlashInfer's
     TRTLLM kernels are obtainable (FLASHINFER asks), the CUDA runtime's major version (where the
@@ -144,9 +150,10 @@ def _assumptions(model: catalog.Model, backend: catalog.Backend) -> list[dict[st
 def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Sequence[str] | None,
            engine_path: str | None, drafts: Sequence[int] | None = None, models: Sequence[str] | None = None,
            assume: Sequence[str] | None = None, padding_bound: Bound = CONTRACT,
-           config: str | None = None) -> EngineRun:
+           config: str | None = None, shard: shards.Shard | None = None) -> EngineRun:
     """The installed vLLM, or the checkout at --engine-path (its Python files plan; the installed
-    wheel's dependencies serve it, and no compiled extension is needed)."""
+    wheel's dependencies serve it, and no compiled extension is needed); `shard`, one part of the
+    chosen models (engines/shards.py)."""
     if drafts or models:
         given = " and ".join(flag for flag, value in (("--drafts", drafts), ("--model", models)) if value)
         raise EngineError(f"{given} {'do' if drafts and models else 'does'} not apply to vllm: --recipe names the "
@@ -157,7 +164,7 @@ def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Seq
     release = checkout[0] if checkout else version()
     _supported(release)
     try:
-        return run(recipes, {"tp": tps, "dtype": dtypes, **_assumed(assume)}, padding_bound, checkout)
+        return run(recipes, {"tp": tps, "dtype": dtypes, **_assumed(assume)}, padding_bound, checkout, shard=shard)
     except EngineError:
         raise
     except platform.Unsupported as err:  # this vLLM lacks what the adapter follows (platform.modules)
@@ -237,14 +244,20 @@ def use_checkout(path: str) -> tuple[str, str, str | None]:
 
 def run(recipes: Sequence[str] | None = None, only: dict[str, Sequence[Any] | None] | None = None,
         padding_bound: Bound = CONTRACT, checkout: tuple[str, str, str | None] | None = None,
-        workers: int | None = None) -> EngineRun:
-    """The run; `workers` processes plan it (this one included; default: see _spread)."""
+        workers: int | None = None, shard: shards.Shard | None = None) -> EngineRun:
+    """The run; `workers` processes plan it (this one included; default: see _spread); `shard`: only the
+    chosen models that shard is dealt, by their stage plannings (_stages)."""
     start = time.perf_counter()
     release, where, commit = checkout or (version(), "installed", None)
     unknown = sorted(set(recipes or ()) - set(catalog.MODELS))
     if unknown:
         raise EngineError(f"kvproof plans no vllm model {unknown[0]!r}; it has: " + ", ".join(catalog.MODELS))
     names = list(recipes or catalog.MODELS)
+    dealt = f", shard {shard[0]} of {shard[1]}: " if shard else ""
+    if shard:
+        everyone = len(names)
+        names = shards.chosen({name: _stages(catalog.MODELS[name]) for name in names}, shard, ENGINE)
+        dealt += f"{len(names)} of {everyone} models ({', '.join(names)})"
     platform.cuda_assumed(platform.modules())  # what the adapter follows is there, or platform.Unsupported
     domains = {name: _domain(catalog.MODELS[name], only) for name in names}
     chosen = {name: domain[0] for name, domain in domains.items()}
@@ -269,7 +282,7 @@ def run(recipes: Sequence[str] | None = None, only: dict[str, Sequence[Any] | No
                                         catalog.MODELS[name].limits)
         # a family member's points stand for its family, never for a checkpoint
         results.append(replace(result, coverage=catalog.MODELS[name].coverage))
-    source = f"vllm {release} ({where}, planned on CPU)"
+    source = f"vllm {release} ({where}, planned on CPU){dealt}"
     if empty:
         source += f", narrowed out: {', '.join(empty)} (no point of theirs matches)"
     if mutants.active():
