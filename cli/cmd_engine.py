@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
             narrowed["assume"] = args.assume
         if args.config:
             narrowed["config"] = args.config
-        if args.shard:
+        if args.shard is not None:
             narrowed["shard"] = shards.parse(args.shard)
         if args.max_padding is not None:  # else the adapter's own default
             narrowed["padding_bound"] = (None if args.max_padding == math.inf

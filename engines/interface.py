@@ -21,7 +21,9 @@ members are for:
   an engine the adapter does not follow at all) is an `EngineError` with one line, and `verify
   engine` exits 2. A recipe the adapter cannot drive at this engine revision (a moved function, a
   changed call shape, a stand-in used: `StubUsed`) is that recipe's NOT VERIFIED (adapter), from
-  kvproof.engines.verdict's `adapter_result`; every other recipe is still planned.
+  kvproof.engines.verdict's `adapter_result`; every other recipe is still planned. `shard` is no
+  axis but a choice of recipes: an adapter deals them whole with kvproof.engines.shards' `chosen`,
+  or refuses with its `unsharded`.
 - `cross_point`: the finding properties that span points rather than belong to one plan (vLLM's
   block size that differs across tp); when every new finding is one of these, `verify engine`
   exits 3 instead of 1. Empty for an engine that has none.
@@ -46,6 +48,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Protocol, TypedDict, Unpack
 
+from kvproof.engines.shards import Shard
 from kvproof.engines.verdict import EngineRun
 
 
@@ -60,7 +63,7 @@ class Narrowing(TypedDict, total=False):
     # none. Absent: the adapter's own default.
     padding_bound: Fraction | None
     config: str  # --config FILE: a user's config.json, the one --recipe's checkpoint
-    shard: tuple[int, int]  # --shard K/N: only the recipes the K-th of N shards is dealt (kvproof.engines.shards)
+    shard: Shard  # --shard K/N: only the recipes the K-th of N shards is dealt (kvproof.engines.shards)
 
 
 class Verify(Protocol):

@@ -5,7 +5,8 @@ verdict over a family is its recipe's. So the N shards' runs together are the un
 recipes, points and findings, and the same baseline comparison (baseline.compare judges an entry stale only
 at a point its run planned). The recipes are dealt by cost, the costliest first, each to the shard with the
 least cost so far (the lower shard on a tie, the name breaking ties between recipes of equal cost), so the
-same recipes and costs are dealt alike on every run and every machine.
+same recipes and costs are dealt alike on every run and every machine. A shard's run narrowed past its recipes
+(a tp, a dtype) could find no point where another shard's finds some, so an adapter deals only unnarrowed runs.
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ def parse(text: str) -> Shard:
 
 
 def deal(costs: dict[str, int], count: int) -> list[list[str]]:
-    """The recipes of each of `count` shards, each in the order `costs` lists them."""
-    loads, dealt = [0] * count, [set[str]() for _ in range(count)]
+    """The recipes of each of `count` shards, each in the order `costs` lists them; with positive costs and
+    no more shards than recipes, every shard holds one."""
+    loads = [0] * count
+    dealt: list[set[str]] = [set() for _ in range(count)]
     for name in sorted(costs, key=lambda recipe: (-costs[recipe], recipe)):
         lightest = min(range(count), key=lambda i: (loads[i], i))
         loads[lightest] += costs[name]
@@ -36,16 +39,16 @@ def deal(costs: dict[str, int], count: int) -> list[list[str]]:
 
 
 def chosen(costs: dict[str, int], shard: Shard, engine: str) -> list[str]:
-    """The recipes of the shard; a shard left without one (more shards than recipes) is refused."""
+    """The recipes of the shard (costs positive); more shards than recipes, which would leave one without, are
+    refused."""
     k, n = shard
-    mine = deal(costs, n)[k - 1]
-    if not mine:
-        raise EngineError(f"--shard {k}/{n}: {engine} has {len(costs)} recipe(s) to deal, so shard {k} of {n} holds "
-                          f"none; use at most {len(costs)} shards")
-    return mine
+    if n > len(costs):
+        raise EngineError(f"--shard {k}/{n}: {engine} has {len(costs)} recipes to deal here, so at most "
+                          f"{len(costs)} shards")
+    return deal(costs, n)[k - 1]
 
 
 def unsharded(engine: str) -> EngineError:
     """The refusal of an engine whose whole default run is one job within the gate's budget."""
-    return EngineError(f"--shard does not apply to {engine}: its whole default run fits the gate's budget in one job "
-                       "(docs/benchmarks.md); vllm deals its models into shards")
+    return EngineError(f"--shard does not apply to {engine}: its whole default run is one job's; vllm deals its "
+                       "models into shards")

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kvproof.engines import shards
+from kvproof.engines import baseline, shards
 from kvproof.engines.verdict import EngineError
 
 COSTS = st.dictionaries(st.text("abcdefgh", min_size=1, max_size=4), st.integers(1, 10_000), min_size=1, max_size=40)
@@ -46,14 +46,24 @@ def test_a_malformed_shard_is_refused(text: str) -> None:
         shards.parse(text)
 
 
-def test_a_shard_left_without_a_recipe_is_refused() -> None:
+@given(COSTS, st.integers(1, 8))
+def test_no_more_shards_than_recipes_leaves_none_without_one(costs: dict[str, int], count: int) -> None:
+    assert all(shards.deal(costs, count)) == (count <= len(costs))
+
+
+def test_more_shards_than_recipes_are_refused_before_any_is_dealt() -> None:
     assert shards.chosen({"a": 1, "b": 2}, (2, 2), "vllm") == ["a"]
-    with pytest.raises(EngineError, match="shard 3 of 3 holds none; use at most 2 shards"):
+    with pytest.raises(EngineError, match="has 2 recipes to deal here, so at most 2 shards"):
         shards.chosen({"a": 1, "b": 2}, (3, 3), "vllm")
+    with pytest.raises(EngineError, match="at most 2 shards"):  # refused, not dealt into 10^12 empty shards
+        shards.chosen({"a": 1, "b": 2}, (1, 10**12), "vllm")
 
 
 @pytest.mark.parametrize(("args", "says"), [
     (["vllm", "--shard", "5/4"], "--shard 5/4: give K/N"),
+    (["vllm", "--shard", ""], "--shard : give K/N"),
+    (["vllm", "--recipe", "zamba2-7b-family-0", "--shard", "2/2"], "vllm has 1 recipes to deal here, so at most 1"),
+    (["vllm", "--shard", "1/2", "--tp", "1"], "--shard deals whole models: choose them with --recipe"),
     (["tokenspeed", "--shard", "1/2"], "--shard does not apply to tokenspeed"),
     (["sglang", "--shard", "1/2"], "--shard does not apply to sglang"),
 ])
@@ -65,8 +75,9 @@ def test_bad_shards_are_one_line_and_exit_2(args: list[str], says: str) -> None:
 
 
 def test_vllms_shards_together_are_the_unsharded_run() -> None:
-    """Two small models in two shards: each shard plans one of them whole, says which in its source, and the
-    two shards' verdicts are the unsharded run's."""
+    """Two small models in two shards: each shard plans one of them whole and says which in its source; the two
+    shards' verdicts are the unsharded run's, and so is their comparison with a baseline (a finding of each model
+    known, one entry of each stale)."""
     pytest.importorskip("vllm", reason="vllm is not installed: `make .venv/.vllm` installs it (make test does)")
     from kvproof.engines.vllm import engine
 
@@ -79,9 +90,22 @@ def test_vllms_shards_together_are_the_unsharded_run() -> None:
     assert sorted((r for part in parts for r in part.recipes), key=lambda r: r.recipe) == sorted(
         whole.recipes, key=lambda r: r.recipe)
 
+    def compared(run: engine.EngineRun) -> baseline.Comparison:
+        return baseline.compare(baseline.findings("vllm", run.version, run.recipes), known, "vllm", run.version,
+                                baseline.ran(run.recipes))
+
+    found = baseline.findings("vllm", whole.version, whole.recipes)
+    firsts = [next(k for k in found if k[2] == model) for model in models]
+    known = {*firsts, *((*k[:4], "no_overlap") for k in firsts)}
+    one = compared(whole)
+    assert len(one.stale) == 2 and len(one.known) == 2
+    both = [compared(part) for part in parts]
+    for field in ("new", "known", "stale"):
+        assert sorted(k for c in both for k in getattr(c, field)) == sorted(getattr(one, field))
+
 
 def test_vllms_whole_catalog_deals_every_model_once() -> None:
-    pytest.importorskip("vllm", reason="vllm is not installed: `make .venv/.vllm` installs it (make test does)")
+    """The stage plannings a model is dealt by come from its catalog entry alone (no vLLM import)."""
     from kvproof.engines.vllm import catalog, engine
 
     costs = {name: engine._stages(model) for name, model in catalog.MODELS.items()}

@@ -104,6 +104,25 @@ def test_every_action_is_pinned_to_a_commit(path: Path) -> None:
         assert re.match(r"\s+#\s*v\d+(\.\d+)*\s*$", m[2]), f"{path.name}: {m[1]} has no `# vX.Y.Z` comment"
 
 
+@pytest.mark.parametrize(("shards", "shard", "passed"), [("1", "1", []), ("4", "2", ["--shard", "2/4"])])
+def test_the_template_passes_a_shard_only_to_a_matrix_of_several(tmp_path: Path, shards: str, shard: str,
+                                                                   passed: list[str]) -> None:
+    """The verify step, with `verify` standing in: --shard K/N only when the inputs ask for more than one shard,
+    named in the summary's heading, and the command's exit the step's."""
+    (step,) = [s for s in _steps(_load(TEMPLATE)) if s.get("name") == "verify engine"]
+    assert step["env"]["SHARD"] == "${{ inputs.shard }}" and step["env"]["SHARDS"] == "${{ inputs.shards }}"
+    stand_in = 'verify() { printf "%s\\n" "$@" > args; echo "{}"; return 3; }\n'
+    env = {**os.environ, "ENGINE": "vllm", "ENGINE_PATH": ".", "BASELINE": "b.json", "SHARD": shard,
+           "SHARDS": shards, "GITHUB_STEP_SUMMARY": str(tmp_path / "summary")}
+    proc = subprocess.run(["bash", "-e", "-c", stand_in + step["run"]], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, check=False, timeout=60)
+    assert proc.returncode == 3, proc.stderr
+    assert (tmp_path / "args").read_text().split() == ["engine", "vllm", "--engine-path", ".", "--baseline", "b.json",
+                                                       *passed, "--json"]
+    heading = " ".join(["### kvproof: verify engine vllm", *passed, "(exit 3)"])
+    assert heading in (tmp_path / "summary").read_text().splitlines()
+
+
 def _template_inputs() -> dict[str, dict[str, Any]]:
     inputs: dict[str, dict[str, Any]] = _load(TEMPLATE)["on"]["workflow_call"]["inputs"]
     return inputs

@@ -204,7 +204,7 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
 def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Sequence[str] | None,
            engine_path: str | None, drafts: Sequence[int] | None = None, models: Sequence[str] | None = None,
            assume: Sequence[str] | None = None, padding_bound: Fraction | None = None,
-           config: str | None = None, shard: tuple[int, int] | None = None, workers: int | None = None
+           config: str | None = None, shard: shards.Shard | None = None, workers: int | None = None
            ) -> EngineRun:
     """The installed SGLang, or the checkout at --engine-path; SGLang states no padding bound, and
     none is held by default (`padding_bound`: --max-padding). `workers`: the processes that plan the

@@ -103,7 +103,7 @@ def _declared_families(path: Path, err: Exception) -> tuple[str, ...]:
 def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Sequence[str] | None,
            engine_path: str | None, drafts: Sequence[int] | None = None, models: Sequence[str] | None = None,
            assume: Sequence[str] | None = None, padding_bound: Fraction | None = None,
-           config: str | None = None, shard: tuple[int, int] | None = None) -> EngineRun:
+           config: str | None = None, shard: shards.Shard | None = None) -> EngineRun:
     """`verify engine tokenspeed`: the installed release, or the package at --engine-path;
     `config`, a user's config.json that the one recipe named plans as its checkpoint."""
     if shard:

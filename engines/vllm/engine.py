@@ -253,11 +253,14 @@ def run(recipes: Sequence[str] | None = None, only: dict[str, Sequence[Any] | No
     if unknown:
         raise EngineError(f"kvproof plans no vllm model {unknown[0]!r}; it has: " + ", ".join(catalog.MODELS))
     names = list(recipes or catalog.MODELS)
-    dealt = f", shard {shard[0]} of {shard[1]}: " if shard else ""
+    part = ""
     if shard:
+        if any((only or {}).values()):
+            raise EngineError("--shard deals whole models: choose them with --recipe, not a narrowing of their points "
+                              "(--tp, --dtype, --assume), which could leave one shard no point where another has some")
         everyone = len(names)
         names = shards.chosen({name: _stages(catalog.MODELS[name]) for name in names}, shard, ENGINE)
-        dealt += f"{len(names)} of {everyone} models ({', '.join(names)})"
+        part = f", shard {shard[0]} of {shard[1]}: {len(names)} of {everyone} models ({', '.join(names)})"
     platform.cuda_assumed(platform.modules())  # what the adapter follows is there, or platform.Unsupported
     domains = {name: _domain(catalog.MODELS[name], only) for name in names}
     chosen = {name: domain[0] for name, domain in domains.items()}
@@ -282,7 +285,7 @@ def run(recipes: Sequence[str] | None = None, only: dict[str, Sequence[Any] | No
                                         catalog.MODELS[name].limits)
         # a family member's points stand for its family, never for a checkpoint
         results.append(replace(result, coverage=catalog.MODELS[name].coverage))
-    source = f"vllm {release} ({where}, planned on CPU){dealt}"
+    source = f"vllm {release} ({where}, planned on CPU){part}"
     if empty:
         source += f", narrowed out: {', '.join(empty)} (no point of theirs matches)"
     if mutants.active():
