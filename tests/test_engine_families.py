@@ -117,12 +117,17 @@ def test_config_plans_a_users_file_as_the_recipes_checkpoint(tmp_path: Path) -> 
     (["--recipe", "mla", "--config", "{missing}"], "No such file"),
     (["--recipe", "mla", "--config", "{notjson}"], "Expecting value"),
     (["--recipe", "mla", "--config", "{array}"], "a config.json is one JSON object"),
+    (["--recipe", "mla", "--config", "{deep}"], "nested too deeply"),
+    (["--recipe", "mla", "--config", "{huge}"], "larger than 16 MiB"),
 ])
 def test_a_bad_config_is_one_line_and_exit_2(tmp_path: Path, args: list[str], says: str) -> None:
     (tmp_path / "notjson").write_text("not json")
     (tmp_path / "array").write_text("[1]")
+    (tmp_path / "deep").write_text("[" * 100_000)
+    with (tmp_path / "huge").open("wb") as huge:  # sparse: read whole, it would be 16 MiB and a byte
+        huge.truncate(16 * 2**20 + 1)
     paths = {"file": str(V3), "missing": str(tmp_path / "none.json"), "notjson": str(tmp_path / "notjson"),
-             "array": str(tmp_path / "array")}
+             "array": str(tmp_path / "array"), "deep": str(tmp_path / "deep"), "huge": str(tmp_path / "huge")}
     done = _verify(*(a.format(**paths) for a in args))
     assert done.returncode == 2 and says in done.stderr and len(done.stderr.strip().splitlines()) == 1
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from kvproof.engines import user_config
 from kvproof.engines.stubs import StubUsed
 from kvproof.engines.tokenspeed import engine, inputs, loader, msa, pipeline
 from kvproof.engines.tokenspeed.configs import STRICT, member_dicts
@@ -154,7 +155,7 @@ def test_the_recipe_asks_no_assumption(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_users_config_plans_as_the_checkpoint() -> None:
     published = json.loads(STORED.read_text())
     run = engine.run(loader.installed_source(), ["msa"], {"tp": [4]},
-                     config=engine.UserConfig("mine.json", published))
+                     config=user_config.UserConfig("mine.json", published))
     (result,) = run.recipes
     assert result.not_verified is None and {p.point["model"] for p in result.points} == {"mine"}
     assert result.as_dict()["config"] == "mine.json"

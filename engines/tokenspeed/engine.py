@@ -14,7 +14,6 @@ run (EngineError, exit 2).
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 import types
 from collections.abc import Sequence
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from kvproof.cli import progress
-from kvproof.engines import shards, verdict
+from kvproof.engines import shards, user_config, verdict
 from kvproof.engines.interface import Adapter, EngineAdapter
 from kvproof.engines.stubs import StubUsed
 from kvproof.engines.tokenspeed import (
@@ -40,6 +39,7 @@ from kvproof.engines.tokenspeed import (
 from kvproof.engines.tokenspeed.configs import STRICT
 from kvproof.engines.tokenspeed.mutants import NEWER
 from kvproof.engines.tokenspeed.profile import Profile, configs
+from kvproof.engines.user_config import UserConfig
 from kvproof.engines.verdict import AdapterGap, Coverage, EngineError, EngineRun, PointResult, RecipeResult
 from kvproof.spec.catalog import ConfigError
 
@@ -111,7 +111,7 @@ def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Seq
     try:
         source = loader.source_of(engine_path)
         only = {"tp": tps, "dtype": dtypes, "drafts": drafts, "model": models, "assume": _assumed(assume)}
-        return run(source, recipes, only, engine_path, padding_bound, config=_user_config(config, recipes))
+        return run(source, recipes, only, engine_path, padding_bound, config=user_config.load(config, recipes))
     except loader.SourceError as err:
         raise EngineError(str(err)) from None
     except (StubUsed, AdapterGap) as err:  # outside any one recipe (its gaps are its verdict): no verdict at all
@@ -151,33 +151,6 @@ def run(source: loader.Source, recipes: Sequence[str] | None = None,
                           + " ...")
     return EngineRun(ENGINE, source.version, source.describe(), source.commit, tuple(results),
                      time.perf_counter() - start)
-
-
-@dataclass(frozen=True)
-class UserConfig:
-    """--config FILE: a user's config.json, planned as the one recipe's checkpoint."""
-
-    path: str
-    config: dict[str, Any]
-
-    @property
-    def name(self) -> str:
-        return Path(self.path).stem
-
-
-def _user_config(path: str | None, recipes: Sequence[str] | None) -> UserConfig | None:
-    if path is None:
-        return None
-    if not recipes or len(recipes) != 1:
-        raise EngineError("--config FILE is one checkpoint of one recipe: name that recipe with --recipe R")
-    try:
-        with open(path, encoding="utf-8") as handle:
-            config = json.load(handle)
-    except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise EngineError(f"--config {path}: {verdict.one_line(err)}") from None
-    if not isinstance(config, dict):
-        raise EngineError(f"--config {path}: a config.json is one JSON object")
-    return UserConfig(path, config)
 
 
 @dataclass(frozen=True)
