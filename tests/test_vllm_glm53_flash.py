@@ -168,8 +168,7 @@ def test_both_members_plan_and_stand_for_their_family_not_a_checkpoint() -> None
     on."""
     run = engine.run(NAMES, {**AT_TP1, "spec": [0, 2]})
     text = render(run, baseline.compare([], set(), "vllm", run.version, set()), False, set())
-    assert text.count("not a verdict on zai-org/GLM-5.3-Flash; a verdict on it needs its published config.json in "
-                      "kvproof's catalog (engines/vllm/models/; verify engine vllm takes no --config)") == 2
+    assert text.count("not a verdict on zai-org/GLM-5.3-Flash; --config FILE gives one") == 2
     for r in run.recipes:
         assert r.not_verified is None and [p.point["spec"] for p in r.points] == [0, 2]
         undrafted, drafted = r.points

@@ -52,8 +52,7 @@ def test_it_plans_at_the_installed_vllm_and_stands_for_its_family_not_a_checkpoi
     (the class is SupportsPP), ngram speculation up to 3 tokens."""
     run = engine.run([MOE.recipe], {**AT_TP1, "spec": [0, 2]}, workers=1)
     text = render(run, baseline.compare([], set(), "vllm", run.version, set()), False, set())
-    assert text.count("not a verdict on LiquidAI/LFM2.5-8B-A1B or LiquidAI/LFM2-8B-A1B; a verdict on it needs its "
-                      "published config.json in kvproof's catalog") == 1
+    assert text.count("not a verdict on LiquidAI/LFM2.5-8B-A1B or LiquidAI/LFM2-8B-A1B; --config FILE gives one") == 1
     (result,) = run.recipes
     out = result.as_dict()
     assert (out["coverage"], out["members"], out["enumerated"]) == ("family", 1, 1)

@@ -78,7 +78,7 @@ def test_three_ngram_tokens_and_float32_states_do_not_boot_at_fp8_and_it_stands_
     20,480 B, past the page, and vLLM's own assertion stops the boot, as at LFM2-350M. bf16 pages hold it."""
     run = engine.run([NAME], {**AT_TP1, "dtype": ["auto", "fp8"], "spec": [3]})
     text = render(run, baseline.compare([], set(), "vllm", run.version, set()), False, set())
-    assert "not a verdict on LiquidAI/LFM2-VL-450M; a verdict on it needs its published config.json" in text
+    assert "not a verdict on LiquidAI/LFM2-VL-450M; --config FILE gives one" in text
     (recipe,) = run.recipes
     verdicts = {p.point["dtype"]: [f.property for f in p.findings] for p in recipe.points}
     assert verdicts == {"auto": [], "fp8": ["boots"]}

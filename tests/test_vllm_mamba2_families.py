@@ -17,7 +17,7 @@ pytest.importorskip("vllm", reason="vllm is not installed: `make .venv/.vllm` in
 import config_defaults
 
 from kvproof.cli.cmd_engine import render
-from kvproof.engines import baseline, verdict
+from kvproof.engines import baseline
 from kvproof.engines.families import Member
 from kvproof.engines.vllm import catalog, engine, falcon_h1, planner, zamba2
 from kvproof.impl import faults
@@ -69,12 +69,8 @@ def test_both_plan_at_the_installed_vllm_and_stand_for_their_family_not_a_checkp
     family, one member, and which checkpoint it is no verdict on."""
     run = engine.run([FALCON.recipe, ZAMBA.recipe], {**AT_TP1, "spec": [0, 2]})
     text = render(run, baseline.compare([], set(), "vllm", run.version, set()), False, set())
-    # the way to a checkpoint verdict the text names is one verify engine vllm has: it refuses --config
-    assert "--config FILE gives one" not in text
-    assert text.count("not a verdict on Zyphra/Zamba2-7B; a verdict on it needs its published config.json in "
-                      "kvproof's catalog (engines/vllm/models/; verify engine vllm takes no --config)") == 1
-    with pytest.raises(verdict.EngineError, match="--config does not apply to vllm"):
-        engine.verify([ZAMBA.recipe], [1], ["auto"], None, config="config.json")
+    # the way to a checkpoint verdict the text names is one verify engine vllm has (test_engine_vllm_config.py)
+    assert text.count("not a verdict on Zyphra/Zamba2-7B; --config FILE gives one") == 1
     for r, checkpoint in zip(run.recipes, ("tiiuae/Falcon-H1-0.5B-Instruct", "Zyphra/Zamba2-7B"), strict=True):
         assert r.not_verified is None and [p.point["spec"] for p in r.points] == [0, 2]
         assert all(f.property == "padding_bound" for p in r.points for f in p.findings)

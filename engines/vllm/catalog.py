@@ -22,7 +22,8 @@ from typing import Any
 
 from kvproof.engines import families
 from kvproof.engines.stubs import StubUsed
-from kvproof.engines.verdict import Coverage
+from kvproof.engines.user_config import UserConfig
+from kvproof.engines.verdict import Coverage, EngineError
 from kvproof.engines.vllm import (
     falcon_h1,
     glm53_flash,
@@ -142,11 +143,6 @@ def _layer_number(name: str) -> int:
     return int(found.group(1))
 
 
-# verify engine vllm refuses --config (engine.run): a verdict on a family's checkpoint needs its config.json
-CHECKPOINT_BY = ("a verdict on it needs its published config.json in kvproof's catalog "
-                 "(engines/vllm/models/; verify engine vllm takes no --config)")
-
-
 @dataclass(frozen=True)
 class Model:
     recipe: str  # the name --recipe takes
@@ -175,22 +171,36 @@ class Model:
     # the decoder layer a cache layer's name belongs to (what a pipeline stage builds): the index after
     # `layers.` unless the model class names its layers otherwise
     hidden_layer: Callable[[str, Any], int] = lambda name, _hf: _layer_number(name)
-    pipeline: bool = True  # the model class is SupportsPP (else vLLM refuses pp > 1 in its config check)
+    # whether the model class is SupportsPP at this config.json (else vLLM refuses pp > 1 in its config check)
+    pipeline: Callable[[dict[str, Any]], bool] = lambda _config: True
     # the model's cache layers besides its state layers and plain attention, each as its constructor leaves it
     # (a shell, whose own get_kv_cache_spec and get_attn_backend vLLM calls), from the point's config, its
     # attention backend and the layer names; it may write to the config as those constructors do
     built: Callable[[Any, Any, list[tuple[str, str]]], dict[str, Any]] | None = None
+    # what a member's verdict states of its family (where it is written down, what it assumes), before `limits`
+    family_limits: str = ""
+    # --config FILE: a user's config.json planned in place of `config` or `member`, at this model's points
+    user: UserConfig | None = field(default=None, hash=False)
 
     @property
     def coverage(self) -> Coverage | None:
         """What the model's points stand for: None for a published checkpoint; a family member's
         family, with the member's own values (its name, index and varied keys)."""
+        if self.user is not None:
+            return Coverage(config=self.user.path)
         if self.member is None:
             return None
         family = self.member.family
         return Coverage({**family.as_dict(), "member": self.member.name, "member_values": self.member.varied()},
-                        family.size(), len(family.members()), tuple(family.citations()),
-                        checkpoint_by=CHECKPOINT_BY)
+                        family.size(), len(family.members()), tuple(family.citations()))
+
+    @property
+    def stated_limits(self) -> str:
+        """What its verdict says of what it plans and does not: a member's family first; at a user's
+        --config, the file in the family's place."""
+        if self.user is not None:
+            return f"planned at --config {self.user.path} over {self.recipe}'s points; {self.limits}"
+        return "; ".join(part for part in (self.family_limits, self.limits) if part)
 
     def state_readers(self) -> tuple[Reader, ...]:
         """The readers, with LMCache's entry flipped to walking by payload while the seeded
@@ -200,6 +210,8 @@ class Model:
         return self.readers
 
     def config_text(self) -> str:
+        if self.user is not None:
+            return json.dumps(self.user.config, indent=2) + "\n"
         if self.member is not None:
             return json.dumps(self.member.config(), indent=2) + "\n"
         return resources.files("kvproof.engines").joinpath(self.config).read_text(encoding="utf-8")
@@ -634,10 +646,15 @@ def _granite_mixer(hf: Any) -> dict[str, int]:
 # The ngram drafter keeps no page in the cache: SpeculativeConfig makes the target's config the draft's
 # (config/speculative.py:1329) and its proposer builds no layer. The only drafter of a class with no MTP
 # layers and no EAGLE interface.
-FAMILY_LIMITS = ("planned over a stated family, not at a checkpoint (engines/vllm/{module}.py); at FLASH_ATTN on "
-                 "sm_90 only, {stages}, up to 2 speculative tokens: every backend, stage and token multiplies each "
-                 "member's points, and the other backends' pages, deeper pipelines and 3 tokens are planned at the "
-                 "published checkpoints; speculation by ngram only (no MTP or EAGLE interface)")
+def over_family(module: str, assumed: str = "") -> str:
+    """A member's family_limits: where its family is written down, and what it assumes."""
+    return f"planned over a stated family, not at a checkpoint (engines/vllm/{module}.py)" + (
+        f", {assumed}" if assumed else "")
+
+
+FAMILY_LIMITS = ("at FLASH_ATTN on sm_90 only, {stages}, up to 2 speculative tokens: every backend, stage and token "
+                 "multiplies each member's points, and the other backends' pages, deeper pipelines and 3 tokens are "
+                 "planned at the published checkpoints; speculation by ngram only (no MTP or EAGLE interface)")
 
 
 def _family_member(member: families.Member, module: Any, mixer: Callable[[Any], dict[str, int]],
@@ -645,14 +662,16 @@ def _family_member(member: families.Member, module: Any, mixer: Callable[[Any], 
     """A member of a stated family of a Mamba2 hybrid class that speculates by ngram only, planned at
     FLASH_ATTN with its layers' own state shapes (`module`: the family's layers and their names)."""
     stages = "pipeline stages at tp 1, pp 2 only" if pipeline else "no pipeline stages (the class is not SupportsPP)"
+    name = module.__name__.rsplit(".", 1)[1]
     return Model(
         member.name, f"family {member.family.name}, member {member.index}", (FAMILY_FLASH_ATTN,), MAMBA2,
         "MAMBA2",  # mamba_mixer2.py:1159
-        module.layers, (False, True), FAMILY_LIMITS.format(module=module.__name__.rsplit(".", 1)[1], stages=stages),
+        module.layers, (False, True), FAMILY_LIMITS.format(stages=stages),
         draft="ngram", speculative=(0, 1, 2),
         # MambaMixer2's conv update and selective state update (mamba_mixer2.py)
         readers=(CAUSAL_CONV1D, SELECTIVE_STATE_UPDATE, LMCACHE), state_init=_mamba2_layer_state(mixer), member=member,
-        hidden_layer=getattr(module, "hidden_layer", lambda name, _hf: _layer_number(name)), pipeline=pipeline)
+        hidden_layer=getattr(module, "hidden_layer", lambda name, _hf: _layer_number(name)),
+        pipeline=lambda _config: pipeline, family_limits=over_family(name))
 
 
 # Granite-4.0-H, Falcon-H1 and Zamba2: no published config.json found whole, each planned over its family's
@@ -670,10 +689,9 @@ OLMO_GDN = "vllm.model_executor.layers.mamba.gdn.olmo_gdn_linear_attn:OlmoHybrid
 # of this class plans 3, and at 2 a class-level state shape that dropped the speculative tokens (vllm#57721's
 # kind) still boots in the page's 53,760 B of slack, where 3 tokens do not. OlmoHybridForCausalLM
 # (olmo_hybrid.py:382-384) is SupportsPP and has neither SupportsMTP nor SupportsEagle among its bases.
-OLMO_LIMITS = ("planned over a stated family, not at a checkpoint (engines/vllm/olmo_hybrid.py); at FLASH_ATTN on "
-               "sm_90 only, pipeline stages at tp 1, pp 2 only, up to 3 speculative tokens: every backend and "
-               "stage multiplies each member's points, and the other backends' pages and deeper pipelines are "
-               "planned at the published checkpoints; speculation by ngram only (no MTP or EAGLE interface)")
+OLMO_LIMITS = ("at FLASH_ATTN on sm_90 only, pipeline stages at tp 1, pp 2 only, up to 3 speculative tokens: every "
+               "backend and stage multiplies each member's points, and the other backends' pages and deeper pipelines "
+               "are planned at the published checkpoints; speculation by ngram only (no MTP or EAGLE interface)")
 MODELS.update({m.name: Model(
     m.name, f"family {m.family.name}, member {m.index}", (FAMILY_FLASH_ATTN,), OLMO_GDN,
     "GDN_ATTN",  # GatedDeltaNetAttention.mamba_type, gdn/base.py:51
@@ -682,7 +700,8 @@ MODELS.update({m.name: Model(
     # the GDN layer's conv updates and recurrent kernel (olmo_gdn_linear_attn.py:366, :397, :443, :486)
     # the layer exports no prefill checkpoints (MambaBase's get_prefill_checkpoint_alignment, abstract.py:65-70)
     # and plans with MambaBase's get_kv_cache_spec (abstract.py:72): its state shape is all its constructor gives
-    readers=(CAUSAL_CONV1D, GATED_DELTA_RULE, LMCACHE), state_init=_gdn_layer_state, member=m)
+    readers=(CAUSAL_CONV1D, GATED_DELTA_RULE, LMCACHE), state_init=_gdn_layer_state, member=m,
+    family_limits=over_family("olmo_hybrid"))
     for m in olmo_hybrid.MEMBERS})
 
 
@@ -693,12 +712,12 @@ MODELS.update({m.name: Model(
     m.name, f"family {m.family.name}, member {m.index}", GQA_BACKENDS,
     "vllm.model_executor.layers.mamba.short_conv:ShortConv", "SHORT_CONV",  # short_conv.py:360
     lfm2_moe.layers, (False, True),
-    "planned over a stated family, not at a checkpoint (engines/vllm/lfm2_moe.py); " + GQA_LIMITS
-    + "; speculation by ngram only (Lfm2MoeForCausalLM has no MTP layers and no EAGLE interface, "
+    GQA_LIMITS + "; speculation by ngram only (Lfm2MoeForCausalLM has no MTP layers and no EAGLE interface, "
     "lfm2_moe.py:500-508), up to 3 tokens",
     draft="ngram", speculative=(0, 1, 2, 3),
     # ShortConv's conv update (short_conv.py:313, :326)
-    readers=(CAUSAL_CONV1D, LMCACHE), state_init=partial(_short_conv_state, width=lfm2_moe.conv_width), member=m)
+    readers=(CAUSAL_CONV1D, LMCACHE), state_init=partial(_short_conv_state, width=lfm2_moe.conv_width), member=m,
+    family_limits=over_family("lfm2_moe"))
     for m in lfm2_moe.MEMBERS})
 
 
@@ -708,11 +727,10 @@ def _minicpm_v46(member: families.Member) -> Model:
     (minicpmv4_6.py:1178) and vLLM has no MTP draft for minicpmv4_6."""
     return replace(
         _qwen3_5(member.name, f"family {member.family.name}, member {member.index}"),
-        limits="planned over a stated family, not at a checkpoint (engines/vllm/minicpm_v46.py); " + GQA_LIMITS
-        + "; its vision tower keeps no page; speculation by ngram only, up to 3 tokens (the class drops the MTP "
-        "weights, minicpmv4_6.py:1178, and vLLM has no MTP draft for minicpmv4_6; EAGLE3 drafts with a checkpoint "
-        "of its own, not modelled)",
-        draft="ngram", draft_layers=lambda _hf: [], member=member)
+        limits=GQA_LIMITS + "; its vision tower keeps no page; speculation by ngram only, up to 3 tokens (the class "
+        "drops the MTP weights, minicpmv4_6.py:1178, and vLLM has no MTP draft for minicpmv4_6; EAGLE3 drafts with a "
+        "checkpoint of its own, not modelled)",
+        draft="ngram", draft_layers=lambda _hf: [], member=member, family_limits=over_family("minicpm_v46"))
 
 
 # MiniCPM-V 4.6: its one config copy names no dtype, planned over a family of one member (minicpm_v46.py) at
@@ -725,10 +743,10 @@ def _lfm2_vl(member: families.Member) -> Model:
     class's `language` prefix, for a member of kvproof's LFM2-VL family (engines/vllm/lfm2_vl.py)."""
     return replace(
         _lfm2(member.name), config=f"family {member.family.name}, member {member.index}", layers=_lfm2_vl_layers,
-        limits="planned over a stated family, not at a checkpoint (engines/vllm/lfm2_vl.py); " + GQA_LIMITS
-        + "; its vision tower keeps no page; speculation by ngram only (Lfm2VLForConditionalGeneration has no MTP "
-        "layers and no EAGLE interface, vllm/model_executor/models/lfm2_vl.py:616-623), up to 3 tokens",
-        member=member)
+        limits=GQA_LIMITS + "; its vision tower keeps no page; speculation by ngram only "
+        "(Lfm2VLForConditionalGeneration has no MTP layers and no EAGLE interface, "
+        "vllm/model_executor/models/lfm2_vl.py:616-623), up to 3 tokens",
+        member=member, family_limits=over_family("lfm2_vl"))
 
 
 # LFM2-VL: its one config copy is the remote-code revision, planned over a family of one member at LFM2-350M's
@@ -749,7 +767,7 @@ MODELS.update({m.name: Model(
     draft="mtp", draft_layers=glm53_flash.draft_layers, speculative=(0, 1, 2),
     # Glm5NextLinearAttention's conv update and recurrent KDA kernel (glm5next/common/kda.py:607, :673)
     readers=(CAUSAL_CONV1D, glm53_flash.GLM_FUSED_RECURRENT_KDA, LMCACHE), state_init=glm53_flash.kda_state, member=m,
-    built=glm53_flash.built)
+    built=glm53_flash.built, family_limits=over_family("glm53_flash", glm53_flash.ASSUMED))
     for m in glm53_flash.MEMBERS})
 
 
@@ -764,5 +782,17 @@ MODELS.update({m.name: Model(
     qwen4_exp.layers, (False, True), qwen4_exp.LIMITS,
     draft="mtp", draft_layers=qwen4_exp.draft_layers, speculative=(0, 1, 2, 3),
     readers=(CAUSAL_CONV1D, GATED_DELTA_RULE, LMCACHE), state_init=_qwen_gdn_state, cuda_runtime_at=("sm_100",),
-    member=m, pipeline=not qwen4_exp.has_ple(m), built=qwen4_exp.built)
+    member=m, pipeline=lambda config: not qwen4_exp.has_ple(config), built=qwen4_exp.built,
+    family_limits=over_family("qwen4_exp", qwen4_exp.ASSUMED))
     for m in qwen4_exp.MEMBERS})
+
+
+def at_config(model: Model, user: UserConfig) -> Model:
+    """`model` planning a user's config.json (--config FILE) in place of its own: its points, backends and
+    reading of the layers, the file's numbers. The file must name the architecture the model's own config
+    does: that is the class whose layers, state and drafts the model describes."""
+    own = json.loads(model.config_text()).get("architectures")
+    if user.config.get("architectures") != own:
+        raise EngineError(f"--config {user.path}: architectures {user.config.get('architectures')} is not "
+                          f"{model.recipe}'s {own}; name a recipe of that class with --recipe")
+    return replace(model, member=None, user=user)

@@ -28,9 +28,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kvproof.cli import progress
-from kvproof.engines import shards, spread, verdict
+from kvproof.engines import shards, spread, user_config, verdict
 from kvproof.engines.checkout import commit_at
 from kvproof.engines.interface import Adapter, EngineAdapter
+from kvproof.engines.user_config import UserConfig
 from kvproof.engines.verdict import EngineError, EngineRun, Finding, PointResult
 from kvproof.engines.vllm import catalog, mutants, planner, platform
 from kvproof.impl import faults
@@ -120,8 +121,9 @@ def _grid(model: catalog.Model) -> list[dict[str, Any]]:
     hf = json.loads(model.config_text())
     specs: tuple[int | None, ...] = model.speculative or (None,)
     shapes = [(tp, pp) for pp in (1, *PIPELINE) for tp in model.tps(hf)
-              if (pp <= 2 or tp == 1) and (model.pipeline or pp == 1)]
-    return [{"tp": tp, "dtype": dtype, "mamba_dtype": mamba, "prefix": "on" if prefix else "off",
+              if (pp <= 2 or tp == 1) and (pp == 1 or model.pipeline(hf))]
+    named = {"model": model.user.name} if model.user else {}  # a user's config.json: its own findings
+    return [{**named, "tp": tp, "dtype": dtype, "mamba_dtype": mamba, "prefix": "on" if prefix else "off",
              "backend": backend.label, **({} if spec is None else {"spec": spec}), "pp": pp, **assumed}
             for backend in model.backends for assumed in _assumptions(model, backend)
             for prefix in model.prefix_caching for spec in specs for dtype in DTYPES
@@ -158,13 +160,13 @@ def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Seq
         given = " and ".join(flag for flag, value in (("--drafts", drafts), ("--model", models)) if value)
         raise EngineError(f"{given} {'do' if drafts and models else 'does'} not apply to vllm: --recipe names the "
                           "model, and its drafts are --assume spec=")
-    if config:
-        raise EngineError("--config does not apply to vllm yet: its models are the published configs it ships")
+    user = user_config.load(config, recipes)
     checkout = use_checkout(engine_path) if engine_path else None
     release = checkout[0] if checkout else version()
     _supported(release)
     try:
-        return run(recipes, {"tp": tps, "dtype": dtypes, **_assumed(assume)}, padding_bound, checkout, shard=shard)
+        return run(recipes, {"tp": tps, "dtype": dtypes, **_assumed(assume)}, padding_bound, checkout, shard=shard,
+                   user=user)
     except EngineError:
         raise
     except platform.Unsupported as err:  # this vLLM lacks what the adapter follows (platform.modules)
@@ -244,35 +246,37 @@ def use_checkout(path: str) -> tuple[str, str, str | None]:
 
 def run(recipes: Sequence[str] | None = None, only: dict[str, Sequence[Any] | None] | None = None,
         padding_bound: Bound = CONTRACT, checkout: tuple[str, str, str | None] | None = None,
-        workers: int | None = None, shard: shards.Shard | None = None) -> EngineRun:
+        workers: int | None = None, shard: shards.Shard | None = None, user: UserConfig | None = None) -> EngineRun:
     """The run; `workers` processes plan it (this one included; default: see _spread); `shard`: only the
-    chosen models that shard is dealt, by their stage plannings (_stages)."""
+    chosen models that shard is dealt, by their stage plannings (_stages); `user`: a config.json planned at
+    the one recipe's points in place of its own (--config)."""
     start = time.perf_counter()
     release, where, commit = checkout or (version(), "installed", None)
     unknown = sorted(set(recipes or ()) - set(catalog.MODELS))
     if unknown:
         raise EngineError(f"kvproof plans no vllm model {unknown[0]!r}; it has: " + ", ".join(catalog.MODELS))
     names = list(recipes or catalog.MODELS)
+    models = _models(names, user)
     part = ""
     if shard:
         if any((only or {}).values()):
             raise EngineError("--shard deals whole models: choose them with --recipe, not a narrowing of their points "
                               "(--tp, --dtype, --assume), which could leave one shard no point where another has some")
         everyone = len(names)
-        names = shards.chosen({name: _stages(catalog.MODELS[name]) for name in names}, shard, ENGINE)
+        names = shards.chosen({name: _stages(models[name]) for name in names}, shard, ENGINE)
         part = f", shard {shard[0]} of {shard[1]}: {len(names)} of {everyone} models ({', '.join(names)})"
     platform.cuda_assumed(platform.modules())  # what the adapter follows is there, or platform.Unsupported
-    domains = {name: _domain(catalog.MODELS[name], only) for name in names}
+    domains = {name: _domain(models[name], only) for name in names}
     chosen = {name: domain[0] for name, domain in domains.items()}
     empty = [name for name in names if not chosen[name] and not domains[name][1]]
     if len(empty) == len(names):
-        raise EngineError(_no_point(names, only))
+        raise EngineError(_no_point([models[name] for name in names], only))
     if recipes and empty:  # a model asked for by name must be planned, or the run says less than asked
         raise EngineError(f"--recipe {empty[0]}: the narrowing leaves it no point; "
-                          f"{_no_point([empty[0]], only)}")
-    plannings = {name: chosen[name] + _tp1_references(catalog.MODELS[name], chosen[name])
+                          f"{_no_point([models[empty[0]]], only)}")
+    plannings = {name: chosen[name] + _tp1_references(models[name], chosen[name])
                  for name in names if name not in empty}
-    planned = _spread(plannings, only, padding_bound, workers)
+    planned = _spread(models, plannings, only, padding_bound, workers, user)
     results = []
     for name, planning in plannings.items():
         checked = iter(cross_tp([o for o in planned[name] if not isinstance(o, verdict.AdapterGap)]))
@@ -282,9 +286,9 @@ def run(recipes: Sequence[str] | None = None, only: dict[str, Sequence[Any] | No
         # a point kvproof's adapter cannot plan at this vLLM makes its model NOT VERIFIED (adapter); the
         # tp-1 references (after the chosen points) are not the run's
         result = verdict.adapter_result(name, [*outcomes[:len(chosen[name])], *domains[name][1]],
-                                        catalog.MODELS[name].limits)
+                                        models[name].stated_limits)
         # a family member's points stand for its family, never for a checkpoint
-        results.append(replace(result, coverage=catalog.MODELS[name].coverage))
+        results.append(replace(result, coverage=models[name].coverage))
     source = f"vllm {release} ({where}, planned on CPU){part}"
     if empty:
         source += f", narrowed out: {', '.join(empty)} (no point of theirs matches)"
@@ -293,9 +297,19 @@ def run(recipes: Sequence[str] | None = None, only: dict[str, Sequence[Any] | No
     return EngineRun(ENGINE, release, source, commit, tuple(results), time.perf_counter() - start)
 
 
-def _no_point(names: list[str], only: dict[str, Sequence[Any] | None] | None) -> str:
+def _models(names: list[str], user: UserConfig | None) -> dict[str, catalog.Model]:
+    """The models by name, the one named planning `user`'s config.json where given (the caller checked that
+    one is named)."""
+    models = {name: catalog.MODELS[name] for name in names}
+    if user is not None:
+        models[names[0]] = catalog.at_config(models[names[0]], user)
+    return models
+
+
+def _no_point(models: list[catalog.Model], only: dict[str, Sequence[Any] | None] | None) -> str:
     """Which narrowed value no point of these models has, and the values they do have."""
-    grids = [p for name in names for p in _grid(catalog.MODELS[name])]
+    names = [m.recipe for m in models]
+    grids = [p for model in models for p in _grid(model)]
     for axis, want in (only or {}).items():
         have = sorted({str(p[axis]) for p in grids if axis in p} | (
             {str(p[axis]).split("@")[0] for p in grids} if axis == "backend" else set()),
@@ -326,8 +340,8 @@ def _tp1_references(model: catalog.Model, chosen: list[dict[str, Any]]) -> list[
     return out
 
 
-def _spread(plannings: dict[str, list[dict[str, Any]]], only: Only | None, padding_bound: Bound,
-            workers: int | None) -> dict[str, list[Outcome]]:
+def _spread(models: dict[str, catalog.Model], plannings: dict[str, list[dict[str, Any]]], only: Only | None,
+            padding_bound: Bound, workers: int | None, user: UserConfig | None) -> dict[str, list[Outcome]]:
     """Each model's outcomes (_plan_all), its points planned in chunks by `workers` processes, this one
     included; by default one per core once the run has SPREAD_FROM stage plannings. A worker is forked
     where the platform forks (it starts with this process's vLLM modules and backends, imported before
@@ -341,28 +355,29 @@ def _spread(plannings: dict[str, list[dict[str, Any]]], only: Only | None, paddi
     seen = Seen()
     with progress.task(sum(map(len, plannings.values())), "vllm", "points") as shown:
         if workers <= 1:
-            return {name: _plan_all(catalog.MODELS[name], points, padding_bound, seen, shown)
+            return {name: _plan_all(models[name], points, padding_bound, seen, shown)
                     for name, points in plannings.items()}
-        return _spread_over(plannings, only, padding_bound, workers, stages, seen, shown)
+        return _spread_over(models, plannings, (only, user), padding_bound, workers, stages, seen, shown)
 
 
 Chunk = tuple[str, list[dict[str, Any]], list[int]]  # a model, some of its points, and their indices in its list
 
 
-def _spread_over(plannings: dict[str, list[dict[str, Any]]], only: Only | None, padding_bound: Bound, workers: int,
-                 stages: int, seen: Seen, shown: progress.Task) -> dict[str, list[Outcome]]:
+def _spread_over(models: dict[str, catalog.Model], plannings: dict[str, list[dict[str, Any]]],
+                 asked: tuple[Only | None, UserConfig | None], padding_bound: Bound, workers: int, stages: int,
+                 seen: Seen, shown: progress.Task) -> dict[str, list[Outcome]]:
     size = -(-stages // (workers * CHUNKS_PER_PROCESS))
     chunks = [(name, [plannings[name][i] for i in part], part) for name, points in plannings.items()
               for part in _parts(points, size)]
 
     def here(chunk: Chunk) -> list[Outcome]:
-        return _plan_all(catalog.MODELS[chunk[0]], chunk[1], padding_bound, seen, shown)
+        return _plan_all(models[chunk[0]], chunk[1], padding_bound, seen, shown)
 
     def counted(i: int) -> None:
         shown.advance(len(chunks[i][1]), chunks[i][0])
 
     done = spread.run(chunks, partial(_plan_chunk, padding_bound), here, workers, counted, _START,
-                      _prepare_worker, (list(plannings), only, faults.switched_on()))
+                      _prepare_worker, (list(plannings), *asked, faults.switched_on()))
     at: dict[str, dict[int, Outcome]] = {name: {} for name in plannings}
     for (name, _, part), outcomes in zip(chunks, done, strict=True):
         at[name].update(zip(part, outcomes, strict=True))
@@ -411,17 +426,19 @@ class Seen:
 
 
 _SEEN = Seen()  # a worker's (a worker serves one run)
+_MODELS: dict[str, catalog.Model] = {}  # the models of a worker's run, as _models made them
 
 
-def _prepare_worker(names: list[str], only: Only | None, on: frozenset[str]) -> None:
+def _prepare_worker(names: list[str], only: Only | None, user: UserConfig | None, on: frozenset[str]) -> None:
     faults.switch_on(on)
     platform.cuda_assumed(platform.modules())
+    _MODELS.update(_models(names, user))
     for name in names:
-        _domain(catalog.MODELS[name], only)
+        _domain(_MODELS[name], only)
 
 
 def _plan_chunk(padding_bound: Bound, chunk: Chunk) -> list[Outcome]:
-    return _plan_all(catalog.MODELS[chunk[0]], chunk[1], padding_bound, _SEEN)
+    return _plan_all(_MODELS[chunk[0]], chunk[1], padding_bound, _SEEN)
 
 
 def _plan_all(model: catalog.Model, chosen: list[dict[str, Any]], padding_bound: Bound,
@@ -437,7 +454,8 @@ def _plan_all(model: catalog.Model, chosen: list[dict[str, Any]], padding_bound:
         replay = (f"verify engine vllm --recipe {model.recipe} --tp {p['tp']} --dtype {p['dtype']} --assume "
                   f"backend={backend.label} mamba_dtype={p['mamba_dtype']} prefix={p['prefix']}"
                   + (f" spec={p['spec']}" if "spec" in p else "") + f" pp={p['pp']}"
-                  + "".join(f" {axis}={p[axis]}" for axis in ("trtllm", "cuda_runtime") if axis in p))
+                  + "".join(f" {axis}={p[axis]}" for axis in ("trtllm", "cuda_runtime") if axis in p)
+                  + (f" --config {model.user.path}" if model.user else ""))
         ranks: list[tuple[PointResult, planner.Planned]] = []
         stopped: PointResult | verdict.AdapterGap | None = None
         for rank in range(p["pp"]):

@@ -247,9 +247,9 @@ FLASHINFER_MLA_SPARSE_SM90 = Backend(
     "first sparse MLA choice below sm_100 at a 512-wide head (vllm/platforms/cuda.py:144-146), where FlashInfer "
     "has its SM90 MLA (has_flashinfer_sm90_nope_mla, flashinfer_mla_sparse_sm90.py:205-210: FlashInfer >= 0.6.18; "
     "vLLM 0.33.0 pins 0.7.2.post1)", (FLASHINFER_MLA_SPARSE_ROWS,), all_stages=False)
-GLM_LIMITS = ("planned over a stated family, not at a checkpoint (engines/vllm/glm53_flash.py), the KDA gate "
-              "bound and max_position_embeddings assumed (Kimi-K3's published values: no GLM source gives them); at "
-              "FLASHINFER_MLA_SPARSE_SM90 on sm_90 only (FLASH_ATTN_MLA_SPARSE and FLASHMLA_SPARSE, reached where "
+ASSUMED = ("the KDA gate bound and max_position_embeddings assumed (Kimi-K3's published values: no GLM source "
+           "gives them)")
+GLM_LIMITS = ("at FLASHINFER_MLA_SPARSE_SM90 on sm_90 only (FLASH_ATTN_MLA_SPARSE and FLASHMLA_SPARSE, reached where "
               "FlashInfer lacks its SM90 MLA, and sm_100's sparse backends are not planned), pipeline stages at "
               "tp 1, pp 2 only (each member's points multiply as a family's do), its MTP draft up to 2 speculative "
               "tokens; the MLA pages' kernel is recorded as FlashInfer's at one-token pages (the "

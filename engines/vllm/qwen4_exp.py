@@ -135,8 +135,9 @@ FAMILY = Family(
 MEMBERS: tuple[Member, ...] = tuple(FAMILY.members())
 
 
-def has_ple(member: Member) -> bool:
-    return bool(member.values[T + "ple_layer_ids"])
+def has_ple(config: dict[str, Any]) -> bool:
+    """Whether a config.json's language model has PLE layers (vLLM then refuses pipeline stages)."""
+    return bool(config.get("text_config", config).get("ple_layer_ids"))
 
 
 def _qsa(at: str) -> list[tuple[str, str]]:
@@ -233,10 +234,9 @@ QSA_WHY = ("the QSA layer's own backend (Qwen4ExpQSAAttention.attn_backend, vllm
 QSA_VIA = "vllm.models.qwen4_exp.nvidia.model"
 QSA_SM90 = Backend("QWEN4_EXP_QSA_TRITON", QSA_PATH, "sm_90", (9, 0), QSA_WHY, (QSA_SPARSE_PAGED,), via=QSA_VIA)
 QSA_SM100 = Backend("QWEN4_EXP_QSA_TRITON", QSA_PATH, "sm_100", (10, 0), QSA_WHY, (QSA_SPARSE_PAGED,), via=QSA_VIA)
-LIMITS = ("planned over a stated family, not at a checkpoint (engines/vllm/qwen4_exp.py), its GDN value heads and "
-          "key width, PLE layers, n-gram order, PLE kernel, rope parameters, SSM dtype and max_position_embeddings "
-          "assumed "
-          "(tokenspeed's family's values and Qwen3.5-27B's: no source gives them); at the QSA layers' own backend "
+ASSUMED = ("its GDN value heads and key width, PLE layers, n-gram order, PLE kernel, rope parameters, SSM dtype and "
+           "max_position_embeddings assumed (tokenspeed's family's values and Qwen3.5-27B's: no source gives them)")
+LIMITS = ("at the QSA layers' own backend "
           "on sm_90 and sm_100; no pipeline stages with PLE (vLLM refuses them); its MTP draft up to 3 speculative "
           "tokens; --language-model-only (which strips M-RoPE and so narrows the raw key ring) and an fp8 indexer "
           "(--attention-config) not planned; the side caches' kernels not recorded; its vision tower keeps no page")
