@@ -11,12 +11,14 @@ import dataclasses
 import json
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from kvproof.cli.cmd_engine import render
-from kvproof.engines import baseline
+from kvproof.engines import baseline, user_config
 from kvproof.engines.families import Axis, Cited, Family
 from kvproof.engines.tokenspeed import engine, loader
 from kvproof.engines.tokenspeed.profile import configs
@@ -111,6 +113,22 @@ def test_config_plans_a_users_file_as_the_recipes_checkpoint(tmp_path: Path) -> 
     assert f"mla: VERIFIED AT --config {mine} (a user's config.json, planned as a checkpoint)" in text
 
 
+def test_a_config_in_a_familys_place_states_the_file_not_the_family(family_mla: Family, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The family's own line (how its members are planned) is the family's: at a --config FILE the
+    limits name the file instead."""
+    mla = engine.PROFILES["mla"]
+    monkeypatch.setitem(engine.PROFILES, "mla", dataclasses.replace(mla, family_limits="members of a test's family"))
+    mine = tmp_path / "my-v3.json"
+    mine.write_text(V3.read_text())
+    source = loader.installed_source()
+    only: dict[str, Sequence[Any] | None] = {"tp": [8], "dtype": ["fp8"], "drafts": [0]}
+    (family,) = engine.run(source, ["mla"], only).recipes
+    (config,) = engine.run(source, ["mla"], only, config=user_config.load(str(mine), ["mla"])).recipes
+    assert family.limits == f"members of a test's family; {mla.limits}"
+    assert config.limits == f"planned at --config {mine}; {mla.limits}"
+
+
 @pytest.mark.parametrize(("args", "says"), [
     (["--config", "{file}"], "name that recipe with --recipe R"),
     (["--recipe", "mla", "mha", "--config", "{file}"], "name that recipe with --recipe R"),
@@ -118,6 +136,8 @@ def test_config_plans_a_users_file_as_the_recipes_checkpoint(tmp_path: Path) -> 
     (["--recipe", "mla", "--config", "{notjson}"], "Expecting value"),
     (["--recipe", "mla", "--config", "{array}"], "a config.json is one JSON object"),
     (["--recipe", "mla", "--config", "{deep}"], "nested too deeply"),
+    (["--recipe", "mla", "--config", "{llama}"], "architectures ['LlamaForCausalLM'] is not a class recipe mla plans"),
+    (["--recipe", "mha", "--config", "{headless}"], "recipe mha reads its points from keys the file lacks"),
     (["--recipe", "mla", "--config", "{huge}"], "larger than 16 MiB"),
 ])
 def test_a_bad_config_is_one_line_and_exit_2(tmp_path: Path, args: list[str], says: str) -> None:
@@ -126,8 +146,12 @@ def test_a_bad_config_is_one_line_and_exit_2(tmp_path: Path, args: list[str], sa
     (tmp_path / "deep").write_text("[" * 100_000)
     with (tmp_path / "huge").open("wb") as huge:  # sparse: read whole, it would be 16 MiB and a byte
         huge.truncate(16 * 2**20 + 1)
+    llama = json.loads((V3.parent / "llama-3.1-8b.json").read_text())
+    (tmp_path / "llama.json").write_text(json.dumps(llama))
+    (tmp_path / "headless.json").write_text(json.dumps({k: v for k, v in llama.items() if k != "num_attention_heads"}))
     paths = {"file": str(V3), "missing": str(tmp_path / "none.json"), "notjson": str(tmp_path / "notjson"),
-             "array": str(tmp_path / "array"), "deep": str(tmp_path / "deep"), "huge": str(tmp_path / "huge")}
+             "array": str(tmp_path / "array"), "deep": str(tmp_path / "deep"), "huge": str(tmp_path / "huge"),
+             "llama": str(tmp_path / "llama.json"), "headless": str(tmp_path / "headless.json")}
     done = _verify(*(a.format(**paths) for a in args))
     assert done.returncode == 2 and says in done.stderr and len(done.stderr.strip().splitlines()) == 1
 

@@ -132,6 +132,8 @@ def run(source: loader.Source, recipes: Sequence[str] | None = None,
     if unknown:
         raise loader.SourceError(f"{source.describe()} registers no recipe {unknown[0]!r}; it has: "
                                  + ", ".join(families))
+    if config is not None and recipes and recipes[0] in PROFILES:
+        _check_config(recipes[0], PROFILES[recipes[0]], config)
     _check_narrowing([PROFILES[f] for f in recipes or families if f in PROFILES], only or {}, config)
     results = []
     for family in recipes or families:
@@ -139,7 +141,7 @@ def run(source: loader.Source, recipes: Sequence[str] | None = None,
         if profile is None:
             results.append(RecipeResult(family, (), NO_CONFIG))
         elif trouble is not None:
-            results.append(verdict.adapter_result(family, [(None, trouble)], profile.limits))
+            results.append(verdict.adapter_result(family, [(None, trouble)], _limits(profile, config)))
         else:
             ask = Ask(only or {}, engine_path, padding_bound, config, everything)
             results.append(_recipe(source, family, profile, ask))
@@ -175,7 +177,7 @@ def _recipe(source: loader.Source, family: str, profile: Profile, ask: Ask) -> R
     # A member named past the default list (a sweep's replay line) is planned from the whole family.
     everything = ask.everything or bool(profile.family and ask.only.get("model"))
     outcomes = _points(source, family, profile, dataclasses.replace(ask, everything=everything))
-    result = verdict.adapter_result(family, outcomes, profile.limits)
+    result = verdict.adapter_result(family, outcomes, _limits(profile, ask.config))
     if ask.config is not None:
         result = dataclasses.replace(result, coverage=Coverage(config=ask.config.path))
     elif profile.family is not None:
@@ -186,6 +188,13 @@ def _recipe(source: loader.Source, family: str, profile: Profile, ask: Ask) -> R
     if not result.adapter and result.points and all(p.verdict == "refused" for p in result.points):
         return dataclasses.replace(result, not_verified="every point refused as unsupported")
     return result
+
+
+def _limits(profile: Profile, config: UserConfig | None) -> str:
+    """What a recipe's verdict states it does not model: a family's way of planning first; at a user's
+    --config, the file in the family's place."""
+    first = f"planned at --config {config.path}" if config is not None else profile.family_limits
+    return "; ".join(part for part in (first, profile.limits) if part)
 
 
 def _check_narrowing(chosen: Sequence[Profile], only: dict[str, Sequence[Any] | None],
@@ -208,6 +217,24 @@ def _check_narrowing(chosen: Sequence[Profile], only: dict[str, Sequence[Any] | 
                 raise EngineError(f"--assume {missing[0]}: no point of the chosen recipes makes that assumption")
         elif axis not in axes:
             raise EngineError(f"{flag}: the chosen recipes' points have no {axis} axis (not modelled there)")
+
+
+def _check_config(recipe: str, profile: Profile, config: UserConfig) -> None:
+    """A user's config.json must be of a class the recipe plans (its checkpoints' or its family's
+    `architectures`: kvproof builds each class's model config its own way), and hold every key the
+    recipe's points are read from; else one line, naming the classes or the key."""
+    own = sorted({tuple(c.get("architectures") or ()) for name, c in configs(profile, everything=True).items()
+                  if name not in profile.drafts})
+    given = tuple(config.config.get("architectures") or ())
+    if given not in own:
+        raise EngineError(f"--config {config.path}: architectures {list(given)} is not a class recipe "
+                          f"{recipe} plans ({' or '.join(str(list(a)) for a in own)}); name its recipe with "
+                          "--recipe")
+    try:
+        profile.points(_configs(profile, config))
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise EngineError(f"--config {config.path}: recipe {recipe} reads its points from keys the file "
+                          f"lacks or holds otherwise ({type(err).__name__}: {verdict.one_line(err)})") from None
 
 
 def plan(source: loader.Source, family: str, point: dict[str, Any]) -> pipeline.Planned | pipeline.Refused:

@@ -176,15 +176,16 @@ def build(modules: dict[str, types.ModuleType], configs: dict[str, dict], point:
                           draft_model_config=draft_mc, draft_attn_config=draft_attn)
 
 
-LIMITS = ("a family, not the checkpoint: no verbatim config.json of zai-org/GLM-5.3-Flash is published, so its "
-          "one member is the cited values (partial sources; the short-conv kernel from a single third-party "
-          "engine's doc) and spells the layer split as text_config.layer_types in tokenspeed's labels (the "
-          "checkpoint's own list is not published); not modelled: tp 16 and above (the recipe's packing table "
+FAMILY_LIMITS = ("a family, not the checkpoint: no verbatim config.json of zai-org/GLM-5.3-Flash is published, so "
+                 "its one member is the cited values (partial sources; the short-conv kernel from a single "
+                 "third-party engine's doc) and spells the layer split as text_config.layer_types in tokenspeed's "
+                 "labels (the checkpoint's own list is not published)")
+LIMITS = ("not modelled: tp 16 and above (the recipe's packing table "
           "stops at 8: NotImplementedError), --kv-cache-dtype mxfp8 (the same float8_e4m3fn cache as fp8), "
           "--prefix-granularity (the recipe fixes 64), prefill/decode disaggregation (the recipe refuses it), "
           "EAGLE-3 and draft trees (speculative_eagle_topk > 1), a linear-attention tp other than the attention tp")
 
-PROFILE: Profile = Profile((), MODULES, points, build, LIMITS, family=FAMILY)
+PROFILE: Profile = Profile((), MODULES, points, build, LIMITS, family=FAMILY, family_limits=FAMILY_LIMITS)
 
 faults.declare({
     "ts_glm53_packing_tp8": "tokenspeed's glm53_flash recipe packs 10 bf16 full-attention pages per parent at "

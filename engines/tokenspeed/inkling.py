@@ -205,9 +205,9 @@ def build(modules: dict[str, types.ModuleType], configs: dict[str, dict], point:
 
 PROFILE: Profile = Profile(
     models=(), modules=startup.MODULES, points=points, build=build, family=FAMILY,
-    limits="not modelled: every member at every tp and draft count (member i is planned at tp TPS[i % 5] "
-    "and i % 9 MTP depths; the whole family meets every pair once, as a --config FILE is planned at all of "
-    "them); prefill/decode disaggregation (the recipe's PD transfer policies); tree speculation "
+    family_limits="each member at one tp and draft count: member i is planned at tp TPS[i % 5] and i % 9 MTP "
+    "depths, so the whole family meets every pair once, as a --config FILE is planned at all of them",
+    limits="not modelled: prefill/decode disaggregation (the recipe's PD transfer policies); tree speculation "
     "(--speculative-eagle-topk above 1); --prefix-granularity (the recipe fixes its block at 128)")
 faults.declare({
     "ts_inkling_kv_heads_unclamped": "tokenspeed's inkling recipe splits a layer's KV heads over the attention tp "

@@ -34,6 +34,8 @@ class Profile:
     # No published checkpoint: the targets are this family's members (`models` then holds only
     # drafts), and the verdict is on the members planned.
     family: Family | None = None
+    # What the verdict states of the family before `limits` (how its members are planned), not at a --config FILE
+    family_limits: str = ""
 
 
 def configs(profile: Profile, everything: bool = False, user: tuple[str, dict] | None = None) -> dict[str, dict]:
