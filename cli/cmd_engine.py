@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from pathlib import Path
 
 from kvproof.cli import progress
 from kvproof.cli.args import UsageError
@@ -71,8 +72,10 @@ def run(args: argparse.Namespace) -> int:
         if gaps:  # an adapter gap is never baselined: it would hide that nothing was checked
             raise UsageError(f"not writing {args.write_baseline}: NOT VERIFIED (adapter) is never baselined, and "
                              f"kvproof's adapter could not drive {', '.join(gaps)} at {result.source}")
-        with open(args.write_baseline, "w", encoding="utf-8") as out:
-            out.write(baseline.dump(found))
+        try:
+            Path(args.write_baseline).write_text(baseline.dump(found), encoding="utf-8")
+        except OSError as err:
+            raise UsageError(f"cannot write --write-baseline {args.write_baseline}: {err.strerror}") from None
         print(f"wrote {len(set(found))} finding(s) to {args.write_baseline}")
         return 0
     cmp = baseline.compare(found, known, name, version, baseline.ran(result.recipes))

@@ -105,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
 
     unknown = set(args.only or ()) - {m.name for m in MUTANTS}
     if unknown:
-        raise UsageError(f"unknown mutant {sorted(unknown)[0]!r}; see `verify mutants --json` for the catalog")
+        raise UsageError(f"unknown mutant {sorted(unknown)[0]!r}; the catalog has: "
+                         + ", ".join(sorted(m.name for m in MUTANTS)))
     chosen = [m for m in MUTANTS if not args.only or m.name in args.only]
     checks = sorted({c for m in chosen for c in m.checks})
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool, progress.shown(not args.json):

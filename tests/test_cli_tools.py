@@ -125,3 +125,12 @@ def test_inject_refuses_a_fault_no_module_declares():
     with pytest.raises(ValueError, match="declared twice"):
         faults.declare({"capacity_largest_packing": "another description"})
 
+
+
+def test_an_unknown_mutant_names_the_catalog(capsys: pytest.CaptureFixture[str]) -> None:
+    from kvproof.cli.main import main
+
+    assert main(["mutants", "--only", "no_such_mutant"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "unknown mutant 'no_such_mutant'; the catalog has: " in err
+    assert all(m.name in err for m in MUTANTS)

@@ -140,6 +140,9 @@ def test_the_dummys_findings_go_into_a_baseline_and_an_unmodelled_recipe_counts(
     assert code == 1
     assert ["dummy", "0.0.1", "k3_unmodelled", "", "not_verified"] in doc["new_findings"]
     known = tmp_path / "known.json"
+    assert main(["engine", "dummy", "--write-baseline", str(tmp_path / "no" / "known.json")]) == 2
+    assert capsys.readouterr().err.strip().endswith(f"cannot write --write-baseline {tmp_path / 'no' / 'known.json'}: "
+                                                   "No such file or directory")
     assert main(["engine", "dummy", "--write-baseline", str(known)]) == 0
     capsys.readouterr()
     code, doc = run(capsys, "--baseline", str(known))
