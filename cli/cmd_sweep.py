@@ -28,7 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"ranges a..b, lists a,b,c or values a of: {', '.join(PARAMETERS)}; "
                              "unnamed parameters keep the base model's value")
     parser.add_argument("--policy", choices=list(POLICIES), help="K_mla policy (default search)")
-    parser.add_argument("--dtype", nargs="+", choices=CACHE_DTYPES, help="narrow the cache dtypes")
+    parser.add_argument("--dtype", nargs="+", metavar="D",
+                        help=f"narrow the cache dtypes ({'|'.join(CACHE_DTYPES)}; with --recipe R, the engine's "
+                        "--kv-cache-dtype spellings)")
     parser.add_argument("--out", metavar="DIR", help="where to write the counterexample's config.json "
                                                      "(default: a new temporary folder)")
     parser.add_argument("--budget", type=float, metavar="SECONDS",
@@ -201,6 +203,9 @@ def run(args: argparse.Namespace) -> int:
         return recipe_family(args)
     if args.engine:
         engine_sweep.refuse_contract_flags(args)
+    wrong = [d for d in args.dtype or () if d not in CACHE_DTYPES]
+    if wrong:
+        raise ConfigError(f"--dtype {wrong[0]}: the family's dtypes are {', '.join(CACHE_DTYPES)}")
     base = load_model(args.model, args.config)
     dtypes = tuple(d for d in CACHE_DTYPES if d in args.dtype) if args.dtype else CACHE_DTYPES  # once each
     family = Family.around(base, parse_vary(args.vary), dtypes)

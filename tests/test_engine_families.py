@@ -163,6 +163,10 @@ def test_sweep_runs_a_recipes_whole_family(family_mla: Family, capsys: pytest.Ca
     (recipe,) = json.loads(capsys.readouterr().out)["recipes"]
     assert (recipe["coverage"], recipe["enumerated"], recipe["members"]) == ("family", 15, 15)
     assert {p["dtype"] for p in recipe["points"]} == {"fp8"}
+    # the engine's own spelling of a dtype (--kv-cache-dtype), as verify engine takes it
+    assert main(["sweep", "--engine", "tokenspeed", "--recipe", "mla", "--dtype", "bfloat16", "--json"]) == 0
+    (recipe,) = json.loads(capsys.readouterr().out)["recipes"]
+    assert {p["dtype"] for p in recipe["points"]} == {"bfloat16"} and recipe["enumerated"] == 15
 
 
 @pytest.mark.parametrize(("args", "says"), [
