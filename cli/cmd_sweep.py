@@ -10,7 +10,7 @@ from pathlib import Path
 from kvproof.cli import progress
 from kvproof.cli.args import add_model_arguments, parse_vary
 from kvproof.engines.tokenspeed import family as engine_sweep
-from kvproof.engines.verdict import EngineError
+from kvproof.engines.verdict import EngineError, EngineRun
 from kvproof.impl.packer import PlanError
 from kvproof.impl.recipe import plan_model, recipe_groups
 from kvproof.spec.catalog import CACHE_DTYPES, ConfigError, load_model
@@ -38,14 +38,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pattern", nargs="+", choices=PATTERNED, default=[],
                         help="also report which values of these parameters fail with the others at the "
                              "counterexample (one small query per value)")
-    parser.add_argument("--engine", choices=["tokenspeed"],
-                        help="run the engine's own kimi_k3 recipe at the members instead of proving our contract")
+    parser.add_argument("--engine", choices=["tokenspeed", "vllm"],
+                        help="run the engine's own kimi_k3 recipe at the members instead of proving our contract "
+                        "(tokenspeed), or with --recipe a stated family's every member")
     parser.add_argument("--engine-path", metavar="DIR", help="with --engine: a checkout or unpacked package "
                                                              "(default: installed)")
     parser.add_argument("--recipe", metavar="R",
                         help="with --engine: plan every member of recipe R's stated family (a recipe without a "
-                        "published checkpoint; `verify engine` plans its default list); default kimi_k3, whose "
-                        "family --vary sets")
+                        "published checkpoint; `verify engine` plans its default list; for vllm the family's name, "
+                        "such as granite-4.0-h-tiny); default kimi_k3, whose family --vary sets")
     parser.add_argument("--examples", type=int, metavar="N",
                         help="with --engine: members hypothesis tries when the family is too large to enumerate")
     parser.add_argument("--workers", type=int, metavar="N",
@@ -165,11 +166,10 @@ def render(result: Sweep, model: str, config: Path | None, replay: str | None,
 
 
 def recipe_family(args: argparse.Namespace) -> int:
-    """`--engine tokenspeed --recipe R`: every member of R's stated family through the engine's recipe,
+    """`--engine E --recipe R`: every member of R's stated family through the engine's own planner,
     reported as `verify engine` reports a run (each member's points, findings, the coverage line)."""
     from kvproof.cli.cmd_engine import exit_code, render
-    from kvproof.engines import baseline
-    from kvproof.engines.tokenspeed import engine, loader
+    from kvproof.engines import baseline, registry
 
     given = [flag for flag, value in (("--vary", args.vary), ("--policy", args.policy), ("--pattern", args.pattern),
                                       ("--out", args.out), ("--budget", args.budget), ("--workers", args.workers),
@@ -178,6 +178,29 @@ def recipe_family(args: argparse.Namespace) -> int:
     if given:
         raise EngineError(f"{given[0]} does not apply to --recipe {args.recipe}: its family is stated in kvproof's "
                           "adapter, and every member runs")
+    with progress.shown(not args.json):
+        result = _vllm_family(args) if args.engine == "vllm" else _tokenspeed_family(args)
+    found = baseline.findings(result.engine, result.version, result.recipes)
+    cmp = baseline.compare(found, set(), result.engine, result.version, baseline.ran(result.recipes))
+    across = set(registry.adapter(result.engine).cross_point)
+    print(json.dumps(result.as_dict(), indent=1) if args.json else render(result, cmp, False, across))
+    return exit_code(cmp, across)
+
+
+def _vllm_family(args: argparse.Namespace) -> EngineRun:
+    """Each member of the stated family, a recipe of its own, in one run of vLLM's planner."""
+    from kvproof.engines.vllm import catalog, engine
+
+    found = catalog.FAMILIES.get(args.recipe)
+    if found is None:
+        raise EngineError(f"--recipe {args.recipe}: no stated family of vllm's (its checkpoints are planned "
+                          f"whole by verify engine vllm); families: {', '.join(catalog.FAMILIES)}")
+    return engine.verify([m.name for m in found[0].members(everything=True)], None, args.dtype, args.engine_path)
+
+
+def _tokenspeed_family(args: argparse.Namespace) -> EngineRun:
+    from kvproof.engines.tokenspeed import engine, loader
+
     profile = engine.PROFILES.get(args.recipe)
     if profile is None or profile.family is None:
         where = "kvproof does not plan it" if profile is None else "it is planned at its published checkpoints"
@@ -186,20 +209,17 @@ def recipe_family(args: argparse.Namespace) -> int:
     try:
         source = loader.source_of(args.engine_path)
         only = {"dtype": args.dtype} if args.dtype else {}
-        with progress.shown(not args.json):
-            result = engine.run(source, [args.recipe], only, args.engine_path, everything=True)
+        return engine.run(source, [args.recipe], only, args.engine_path, everything=True)
     except loader.SourceError as err:
         raise EngineError(str(err)) from None
-    found = baseline.findings(result.engine, result.version, result.recipes)
-    cmp = baseline.compare(found, set(), result.engine, result.version, baseline.ran(result.recipes))
-    print(json.dumps(result.as_dict(), indent=1) if args.json else render(result, cmp, False, set()))
-    return exit_code(cmp, set())
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.recipe and args.recipe != "kimi_k3":
-        if args.engine != "tokenspeed":
-            raise EngineError("--recipe needs --engine tokenspeed")
+    if args.engine == "vllm" or (args.recipe and args.recipe != "kimi_k3"):
+        if args.engine is None:
+            raise EngineError("--recipe needs --engine tokenspeed or --engine vllm")
+        if args.recipe is None:
+            raise EngineError("--engine vllm needs --recipe FAMILY: a stated family's every member")
         return recipe_family(args)
     if args.engine:
         engine_sweep.refuse_contract_flags(args)

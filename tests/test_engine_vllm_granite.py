@@ -99,3 +99,22 @@ def test_no_default_of_transformers_config_class_moves_a_plan() -> None:
     base = planner.plan(point)
     again = planner.plan(planner.Point(other, 2, "auto", "auto", True, FIRST.backends[0], 2))
     assert (again.block_size, again.documents) == (base.block_size, base.documents)
+
+
+def test_a_member_past_the_default_list_plans_by_name_and_the_sweep_plans_them_all(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`verify engine vllm --recipe` takes any member (the sweep's replay lines name them); `verify sweep
+    --engine vllm --recipe granite-4.0-h-tiny` plans all 24, each a recipe standing for the family."""
+    from kvproof.cli.main import main
+
+    (r,) = engine.run(["granite-4.0-h-tiny-family-3"], {**AT_TP1, "spec": [0]}).recipes
+    out = r.as_dict()
+    assert (out["coverage"], out["members"], out["enumerated"]) == ("family", 24, 1)
+    assert out["family"]["member_values"]["dtype"] == "float16" and r.points[0].verdict == "ok"
+    assert main(["sweep", "--engine", "vllm", "--recipe", "granite-4.0-h-tiny", "--dtype", "fp8", "--json"]) == 3
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["recipe"] for r in doc["recipes"]] == [f"granite-4.0-h-tiny-family-{i}" for i in range(24)]
+    assert {(r["members"], r["enumerated"]) for r in doc["recipes"]} == {(24, 24)}
+    assert {p["dtype"] for r in doc["recipes"] for p in r["points"]} == {"fp8"}
+    assert {f["property"] for r in doc["recipes"] for p in r["points"] for f in p["findings"]} == {
+        "tp_block_size", "pp_block_size"}

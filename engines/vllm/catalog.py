@@ -674,13 +674,35 @@ def _family_member(member: families.Member, module: Any, mixer: Callable[[Any], 
         pipeline=lambda _config: pipeline, family_limits=over_family(name))
 
 
+# A stated family's name -> the family and how a member is planned: MODELS holds its default members (what the
+# default run plans), model() any member by name (a sweep plans the whole family)
+FAMILIES: dict[str, tuple[families.Family, Callable[[families.Member], Model]]] = {}
+
+
+def _stated(family: families.Family, planned: Callable[[families.Member], Model]) -> None:
+    FAMILIES[family.name] = (family, planned)
+    MODELS.update({m.name: planned(m) for m in family.members()})
+
+
+def model(name: str) -> Model | None:
+    """The model a recipe name names: one of the default run's, or a member of a stated family past its
+    default list (`granite-4.0-h-tiny-family-3`); None for no model kvproof plans."""
+    if name in MODELS:
+        return MODELS[name]
+    for family, planned in FAMILIES.values():
+        found = next((m for m in family.members(everything=True) if m.name == name), None)
+        if found is not None:
+            return planned(found)
+    return None
+
+
 # Granite-4.0-H, Falcon-H1 and Zamba2: no published config.json found whole, each planned over its family's
 # members. GraniteMoeHybridForCausalLM (granitemoehybrid.py:582), FalconH1ForCausalLM (falcon_h1.py:495) and
 # Zamba2ForCausalLM (zamba2.py:833) have neither SupportsMTP nor SupportsEagle among their bases; Zamba2 has no
 # SupportsPP either.
-MODELS.update({m.name: _family_member(m, granite, _granite_mixer) for m in granite.MEMBERS})
-MODELS.update({m.name: _family_member(m, falcon_h1, falcon_h1.mixer) for m in falcon_h1.MEMBERS})
-MODELS.update({m.name: _family_member(m, zamba2, zamba2.mixer, pipeline=False) for m in zamba2.MEMBERS})
+_stated(granite.FAMILY, lambda m: _family_member(m, granite, _granite_mixer))
+_stated(falcon_h1.FAMILY, lambda m: _family_member(m, falcon_h1, falcon_h1.mixer))
+_stated(zamba2.FAMILY, lambda m: _family_member(m, zamba2, zamba2.mixer, pipeline=False))
 
 
 OLMO_GDN = "vllm.model_executor.layers.mamba.gdn.olmo_gdn_linear_attn:OlmoHybridGatedDeltaNetAttention"
@@ -692,7 +714,7 @@ OLMO_GDN = "vllm.model_executor.layers.mamba.gdn.olmo_gdn_linear_attn:OlmoHybrid
 OLMO_LIMITS = ("at FLASH_ATTN on sm_90 only, pipeline stages at tp 1, pp 2 only, up to 3 speculative tokens: every "
                "backend and stage multiplies each member's points, and the other backends' pages and deeper pipelines "
                "are planned at the published checkpoints; speculation by ngram only (no MTP or EAGLE interface)")
-MODELS.update({m.name: Model(
+_stated(olmo_hybrid.FAMILY, lambda m: Model(
     m.name, f"family {m.family.name}, member {m.index}", (FAMILY_FLASH_ATTN,), OLMO_GDN,
     "GDN_ATTN",  # GatedDeltaNetAttention.mamba_type, gdn/base.py:51
     olmo_hybrid.layers, (False, True), OLMO_LIMITS,
@@ -701,14 +723,13 @@ MODELS.update({m.name: Model(
     # the layer exports no prefill checkpoints (MambaBase's get_prefill_checkpoint_alignment, abstract.py:65-70)
     # and plans with MambaBase's get_kv_cache_spec (abstract.py:72): its state shape is all its constructor gives
     readers=(CAUSAL_CONV1D, GATED_DELTA_RULE, LMCACHE), state_init=_gdn_layer_state, member=m,
-    family_limits=over_family("olmo_hybrid"))
-    for m in olmo_hybrid.MEMBERS})
+    family_limits=over_family("olmo_hybrid")))
 
 
 # LFM2-MoE: no published config.json found whole, planned over its family's one member at LFM2-350M's domain
 # (every backend, stage and ngram token up to 3: one member multiplies nothing). Lfm2MoeForCausalLM
 # (lfm2_moe.py:500-508) is SupportsPP, with neither SupportsMTP nor SupportsEagle among its bases.
-MODELS.update({m.name: Model(
+_stated(lfm2_moe.FAMILY, lambda m: Model(
     m.name, f"family {m.family.name}, member {m.index}", GQA_BACKENDS,
     "vllm.model_executor.layers.mamba.short_conv:ShortConv", "SHORT_CONV",  # short_conv.py:360
     lfm2_moe.layers, (False, True),
@@ -717,8 +738,7 @@ MODELS.update({m.name: Model(
     draft="ngram", speculative=(0, 1, 2, 3),
     # ShortConv's conv update (short_conv.py:313, :326)
     readers=(CAUSAL_CONV1D, LMCACHE), state_init=partial(_short_conv_state, width=lfm2_moe.conv_width), member=m,
-    family_limits=over_family("lfm2_moe"))
-    for m in lfm2_moe.MEMBERS})
+    family_limits=over_family("lfm2_moe")))
 
 
 def _minicpm_v46(member: families.Member) -> Model:
@@ -735,7 +755,7 @@ def _minicpm_v46(member: families.Member) -> Model:
 
 # MiniCPM-V 4.6: its one config copy names no dtype, planned over a family of one member (minicpm_v46.py) at
 # Qwen3.5's domain. MiniCPMV4_6ForConditionalGeneration is SupportsPP (minicpmv4_6.py:1150-1158).
-MODELS.update({m.name: _minicpm_v46(m) for m in minicpm_v46.MEMBERS})
+_stated(minicpm_v46.FAMILY, _minicpm_v46)
 
 
 def _lfm2_vl(member: families.Member) -> Model:
@@ -752,14 +772,14 @@ def _lfm2_vl(member: families.Member) -> Model:
 # LFM2-VL: its one config copy is the remote-code revision, planned over a family of one member at LFM2-350M's
 # domain, whose text model it is. vLLM's Lfm2VLForConditionalGeneration is SupportsPP, with neither SupportsMTP nor
 # SupportsEagle among its bases.
-MODELS.update({m.name: _lfm2_vl(m) for m in lfm2_vl.MEMBERS})
+_stated(lfm2_vl.FAMILY, _lfm2_vl)
 
 
 # GLM-5.3-Flash: no published config.json, planned over its family's members (glm53_flash.py): KDA states, the
 # sparse MLA layers' latent pages, and each one's indexer K cache and tail ring (their own specs and backends).
 # Glm5NextForConditionalGeneration is SupportsPP (Glm4vForConditionalGeneration, glm4_1v.py:1736-1743); its MTP
 # draft is Glm5NextMTP (config/speculative.py:1146-1157).
-MODELS.update({m.name: Model(
+_stated(glm53_flash.FAMILY, lambda m: Model(
     m.name, f"family {m.family.name}, member {m.index}", (glm53_flash.FLASHINFER_MLA_SPARSE_SM90,),
     "vllm.models.glm5next.common.kda:Glm5NextLinearAttention",
     "GDN_ATTN",  # GatedDeltaNetAttention.mamba_type, gdn/base.py:51 (Glm5NextLinearAttention keeps it)
@@ -767,8 +787,7 @@ MODELS.update({m.name: Model(
     draft="mtp", draft_layers=glm53_flash.draft_layers, speculative=(0, 1, 2),
     # Glm5NextLinearAttention's conv update and recurrent KDA kernel (glm5next/common/kda.py:607, :673)
     readers=(CAUSAL_CONV1D, glm53_flash.GLM_FUSED_RECURRENT_KDA, LMCACHE), state_init=glm53_flash.kda_state, member=m,
-    built=glm53_flash.built, family_limits=over_family("glm53_flash", glm53_flash.ASSUMED))
-    for m in glm53_flash.MEMBERS})
+    built=glm53_flash.built, family_limits=over_family("glm53_flash", glm53_flash.ASSUMED)))
 
 
 # Qwen4-Exp (Qwen/Qwen3.8-Flash-Next): no published config.json, planned over its family's members (qwen4_exp.py):
@@ -776,15 +795,14 @@ MODELS.update({m.name: Model(
 # short-conv state (its own class and backend). Qwen4ExpForConditionalGeneration is SupportsPP (Qwen3.5's VL
 # class, its base), but vLLM refuses pp > 1 with PLE (model_executor/models/config.py:1041-1047); its MTP draft
 # is Qwen4ExpMTP (config/speculative.py:915-931).
-MODELS.update({m.name: Model(
+_stated(qwen4_exp.FAMILY, lambda m: Model(
     m.name, f"family {m.family.name}, member {m.index}", (qwen4_exp.QSA_SM90, qwen4_exp.QSA_SM100), QWEN_GDN,
     "GDN_ATTN",  # GatedDeltaNetAttention.mamba_type, gdn/base.py:51
     qwen4_exp.layers, (False, True), qwen4_exp.LIMITS,
     draft="mtp", draft_layers=qwen4_exp.draft_layers, speculative=(0, 1, 2, 3),
     readers=(CAUSAL_CONV1D, GATED_DELTA_RULE, LMCACHE), state_init=_qwen_gdn_state, cuda_runtime_at=("sm_100",),
     member=m, pipeline=lambda config: not qwen4_exp.has_ple(config), built=qwen4_exp.built,
-    family_limits=over_family("qwen4_exp", qwen4_exp.ASSUMED))
-    for m in qwen4_exp.MEMBERS})
+    family_limits=over_family("qwen4_exp", qwen4_exp.ASSUMED)))
 
 
 def at_config(model: Model, user: UserConfig) -> Model:

@@ -252,7 +252,7 @@ def run(recipes: Sequence[str] | None = None, only: dict[str, Sequence[Any] | No
     the one recipe's points in place of its own (--config)."""
     start = time.perf_counter()
     release, where, commit = checkout or (version(), "installed", None)
-    unknown = sorted(set(recipes or ()) - set(catalog.MODELS))
+    unknown = sorted(name for name in recipes or () if catalog.model(name) is None)
     if unknown:
         raise EngineError(f"kvproof plans no vllm model {unknown[0]!r}; it has: " + ", ".join(catalog.MODELS))
     names = list(recipes or catalog.MODELS)
@@ -287,8 +287,8 @@ def run(recipes: Sequence[str] | None = None, only: dict[str, Sequence[Any] | No
         # tp-1 references (after the chosen points) are not the run's
         result = verdict.adapter_result(name, [*outcomes[:len(chosen[name])], *domains[name][1]],
                                         models[name].stated_limits)
-        # a family member's points stand for its family, never for a checkpoint
-        results.append(replace(result, coverage=models[name].coverage))
+        # a family member's points stand for its family, never for a checkpoint; of its members, the run's
+        results.append(replace(result, coverage=_coverage(models[name], [models[n] for n in plannings])))
     source = f"vllm {release} ({where}, planned on CPU){part}"
     if empty:
         source += f", narrowed out: {', '.join(empty)} (no point of theirs matches)"
@@ -300,10 +300,18 @@ def run(recipes: Sequence[str] | None = None, only: dict[str, Sequence[Any] | No
 def _models(names: list[str], user: UserConfig | None) -> dict[str, catalog.Model]:
     """The models by name, the one named planning `user`'s config.json where given (the caller checked that
     one is named)."""
-    models = {name: catalog.MODELS[name] for name in names}
+    models = {name: model for name in names if (model := catalog.model(name)) is not None}
     if user is not None:
         models[names[0]] = catalog.at_config(models[names[0]], user)
     return models
+
+
+def _coverage(model: catalog.Model, planned: list[catalog.Model]) -> verdict.Coverage | None:
+    """What the model's points stand for, a family's members enumerated counted in the run's models."""
+    coverage, member = model.coverage, model.member
+    if coverage is None or member is None:
+        return coverage
+    return replace(coverage, enumerated=sum(1 for m in planned if m.member and m.member.family is member.family))
 
 
 def _no_point(models: list[catalog.Model], only: dict[str, Sequence[Any] | None] | None) -> str:
