@@ -182,8 +182,11 @@ def test_cli_baseline_json_and_exit_codes(tmp_path) -> None:
 
 @pytest.mark.parametrize("args, names", [
     (["--recipe", "kimi_k4"], "registers no recipe 'kimi_k4'"),
-    (["--assume", "TOKENSPEED_MAMBA_SSM_DTYPE=float16"], "not an assumption of tokenspeed's recipes"),
-    (["--assume", "platform=sm_80"], "not an assumption of tokenspeed's recipes"),
+    (["--assume", "TOKENSPEED_MAMBA_SSM_DTYPE=float16"], "TOKENSPEED_MAMBA_SSM_DTYPE takes float32|bfloat16"),
+    (["--assume", "platform=sm_80"], "platform takes sm_90|sm_100"),
+    (["--assume", "NO_SUCH_SWITCH=1"], "not an assumption of tokenspeed's recipes"),
+    (["--dtype", "fp4"], "--dtype fp4: no point of the chosen recipes has it; dtype takes bfloat16, fp8, mxfp8"),
+    (["--recipe", "mla", "--tp", "3"], "--tp 3: no point of the chosen recipes has it; tp takes 1, 2, 4, 8, 16, 32"),
     (["--max-padding", "-1"], "--max-padding must be a finite number >= 0"),
     (["--engine-path", "/nonexistent"], "no tokenspeed package"),
     (["--baseline", "/nonexistent.json"], "cannot read baseline"),

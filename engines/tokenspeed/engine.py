@@ -217,6 +217,13 @@ def _check_narrowing(chosen: Sequence[Profile], only: dict[str, Sequence[Any] | 
                 raise EngineError(f"--assume {missing[0]}: no point of the chosen recipes makes that assumption")
         elif axis not in axes:
             raise EngineError(f"{flag}: the chosen recipes' points have no {axis} axis (not modelled there)")
+        else:
+            have = sorted({str(p[axis]) for p in points if axis in p},
+                          key=lambda v: (not v.isdigit(), int(v) if v.isdigit() else 0, v))
+            missing = [str(w) for w in wanted if str(w) not in have]
+            if missing:
+                raise EngineError(f"{flag} {missing[0]}: no point of the chosen recipes has it; {axis} takes "
+                                  + ", ".join(have))
 
 
 def _check_config(recipe: str, profile: Profile, config: UserConfig) -> None:
@@ -328,7 +335,9 @@ def _assumed(assume: Sequence[str] | None) -> list[str] | None:
     """--assume NAME=VALUE ...: each a declared assumption and one of its values."""
     for pair in assume or ():
         name, _, value = pair.partition("=")
-        if name not in loader.ASSUMPTIONS or value not in loader.ASSUMPTIONS[name][0]:
+        if name in loader.ASSUMPTIONS and value not in loader.ASSUMPTIONS[name][0]:
+            raise EngineError(f"--assume {pair}: {name} takes {'|'.join(loader.ASSUMPTIONS[name][0])}")
+        if name not in loader.ASSUMPTIONS:
             known = "; ".join(f"{k}={'|'.join(v[0])}" for k, v in loader.ASSUMPTIONS.items())
             raise EngineError(f"--assume {pair}: not an assumption of tokenspeed's recipes; known: {known}")
     return list(assume) if assume else None
