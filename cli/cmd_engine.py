@@ -131,7 +131,7 @@ def _coverage(r: RecipeResult) -> list[str]:
         "nothing (every key the recipe reads is cited or derived)"
     return [f"{r.recipe}: VERIFIED OVER FAMILY — no published checkpoint; {c.enumerated} of {c.members} members "
             f"enumerated; fixed from citations: {fixed}; varied: {varied}; not a verdict on "
-            f"{c.family['not_a_verdict_on']}; {c.checkpoint_by}"]
+            f"{c.family['not_a_verdict_on']}; --config FILE gives one"]
 
 
 def _short(value: object) -> str:

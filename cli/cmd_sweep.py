@@ -47,6 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --engine: plan every member of recipe R's stated family (a recipe without a "
                         "published checkpoint; `verify engine` plans its default list; for vllm the family's name, "
                         "such as granite-4.0-h-tiny); default kimi_k3, whose family --vary sets")
+    parser.add_argument("--all", action="store_true",
+                        help="with --recipe: show every counterexample, not only the first per recipe")
     parser.add_argument("--examples", type=int, metavar="N",
                         help="with --engine: members hypothesis tries when the family is too large to enumerate")
     parser.add_argument("--workers", type=int, metavar="N",
@@ -183,7 +185,7 @@ def recipe_family(args: argparse.Namespace) -> int:
     found = baseline.findings(result.engine, result.version, result.recipes)
     cmp = baseline.compare(found, set(), result.engine, result.version, baseline.ran(result.recipes))
     across = set(registry.adapter(result.engine).cross_point)
-    print(json.dumps(result.as_dict(), indent=1) if args.json else render(result, cmp, False, across))
+    print(json.dumps(result.as_dict(), indent=1) if args.json else render(result, cmp, args.all, across))
     return exit_code(cmp, across)
 
 
@@ -193,8 +195,12 @@ def _vllm_family(args: argparse.Namespace) -> EngineRun:
 
     found = catalog.FAMILIES.get(args.recipe)
     if found is None:
-        raise EngineError(f"--recipe {args.recipe}: no stated family of vllm's (its checkpoints are planned "
-                          f"whole by verify engine vllm); families: {', '.join(catalog.FAMILIES)}")
+        member = catalog.model(args.recipe)
+        if member is not None and member.member is not None:
+            raise EngineError(f"--recipe {args.recipe} is a member of family {member.member.family.name}: "
+                              f"--recipe {member.member.family.name} plans every member")
+        raise EngineError(f"--recipe {args.recipe}: no stated family of vllm's (its checkpoints are planned whole by "
+                          f"verify engine vllm); families: {', '.join(catalog.FAMILIES)}")
     return engine.verify([m.name for m in found[0].members(everything=True)], None, args.dtype, args.engine_path)
 
 
@@ -221,6 +227,8 @@ def run(args: argparse.Namespace) -> int:
         if args.recipe is None:
             raise EngineError("--engine vllm needs --recipe FAMILY: a stated family's every member")
         return recipe_family(args)
+    if args.all:
+        raise ConfigError("--all needs --engine and --recipe: it shows a recipe run's every counterexample")
     if args.engine:
         engine_sweep.refuse_contract_flags(args)
     wrong = [d for d in args.dtype or () if d not in CACHE_DTYPES]

@@ -80,8 +80,6 @@ class Coverage:
     enumerated: int | None = None  # members planned by this run
     citations: tuple[dict[str, Any], ...] = ()  # the published values the family fixes
     config: str | None = None  # the user's config.json, planned as a checkpoint
-    # how a verdict on the checkpoint itself is had (the family text's last clause): the engine's own way
-    checkpoint_by: str = "--config FILE gives one"
 
 
 @dataclass(frozen=True)

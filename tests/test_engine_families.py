@@ -138,6 +138,7 @@ def test_a_config_in_a_familys_place_states_the_file_not_the_family(family_mla: 
     (["--recipe", "mla", "--config", "{deep}"], "nested too deeply"),
     (["--recipe", "mla", "--config", "{llama}"], "architectures ['LlamaForCausalLM'] is not a class recipe mla plans"),
     (["--recipe", "mha", "--config", "{headless}"], "recipe mha reads its points from keys the file lacks"),
+    (["--recipe", "mha", "--config", "{classless}"], "architectures is 5; a config.json names its model classes"),
     (["--recipe", "mla", "--config", "{huge}"], "larger than 16 MiB"),
 ])
 def test_a_bad_config_is_one_line_and_exit_2(tmp_path: Path, args: list[str], says: str) -> None:
@@ -149,9 +150,11 @@ def test_a_bad_config_is_one_line_and_exit_2(tmp_path: Path, args: list[str], sa
     llama = json.loads((V3.parent / "llama-3.1-8b.json").read_text())
     (tmp_path / "llama.json").write_text(json.dumps(llama))
     (tmp_path / "headless.json").write_text(json.dumps({k: v for k, v in llama.items() if k != "num_attention_heads"}))
+    (tmp_path / "classless.json").write_text(json.dumps({**llama, "architectures": 5}))
     paths = {"file": str(V3), "missing": str(tmp_path / "none.json"), "notjson": str(tmp_path / "notjson"),
              "array": str(tmp_path / "array"), "deep": str(tmp_path / "deep"), "huge": str(tmp_path / "huge"),
-             "llama": str(tmp_path / "llama.json"), "headless": str(tmp_path / "headless.json")}
+             "llama": str(tmp_path / "llama.json"), "headless": str(tmp_path / "headless.json"),
+             "classless": str(tmp_path / "classless.json")}
     done = _verify(*(a.format(**paths) for a in args))
     assert done.returncode == 2 and says in done.stderr and len(done.stderr.strip().splitlines()) == 1
 

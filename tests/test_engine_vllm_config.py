@@ -79,10 +79,16 @@ def test_pipeline_stages_follow_the_files_ple_layers() -> None:
 
 
 def test_a_spread_run_of_a_file_equals_the_one_process_run(tmp_path: Path) -> None:
-    user = UserConfig(str(_write(tmp_path, "my-olmo", _own(OLMO))), _own(OLMO))
-    only: dict[str, Any] = {"tp": [1, 2, 3], "prefix": ["off"]}
-    alone, spread = (engine.run([OLMO.recipe], only, workers=workers, user=user) for workers in (1, 2))
+    """Workers plan the file too (32 heads: pages the member's 30 never give), and replay it."""
+    wide = {**_own(OLMO), **{key: 32 for key in ("num_attention_heads", "num_key_value_heads",
+                                                  "linear_num_key_heads", "linear_num_value_heads")}}
+    user = UserConfig(str(_write(tmp_path, "wide", wide)), wide)
+    only: dict[str, Any] = {"tp": [1, 2, 4], "prefix": ["off"]}
+    alone, spread = (engine.run([OLMO.recipe], only, workers=workers, user_config=user) for workers in (1, 2))
     assert _facts(alone) == _facts(spread) and len(_facts(alone)) == 52
+    own = engine.run([OLMO.recipe], only, workers=1)
+    assert {p.parent_bytes for p in spread.recipes[0].points} != {p.parent_bytes for p in own.recipes[0].points}
+    assert all(p.replay.endswith(f" --config {user.path}") for p in spread.recipes[0].points)
 
 
 def test_a_files_findings_are_its_own_in_a_baseline(tmp_path: Path) -> None:
@@ -111,6 +117,9 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     (["--recipe", OLMO.recipe, "--config", "{array}"], "a config.json is one JSON object"),
     (["--recipe", OLMO.recipe, "--config", "{deep}"], "nested too deeply"),
     (["--recipe", OLMO.recipe, "--config", "{olmo}", "--shard", "1/2"], "vllm has 1 recipes to deal here"),
+    (["--recipe", OLMO.recipe, "--config", "{headless}"], "are read from keys the file lacks or holds otherwise "
+                                                         "(KeyError: 'num_attention_heads')"),
+    (["--recipe", OLMO.recipe, "--config", "{halves}"], "no tp divides its head counts"),
 ])
 def test_a_bad_config_is_one_line_and_exit_2(tmp_path: Path, args: list[str], says: str) -> None:
     paths = {"olmo": _write(tmp_path, "olmo", _own(OLMO)), "missing": tmp_path / "none.json",
@@ -118,5 +127,8 @@ def test_a_bad_config_is_one_line_and_exit_2(tmp_path: Path, args: list[str], sa
     paths["notjson"].write_text("not json")
     paths["array"].write_text("[1]")
     paths["deep"].write_text("[" * 100_000)
+    headless = {k: v for k, v in _own(OLMO).items() if k != "num_attention_heads"}
+    paths["headless"] = _write(tmp_path, "headless", headless)
+    paths["halves"] = _write(tmp_path, "halves", {**_own(OLMO), "num_attention_heads": 30.5})
     done = _cli(*(a.format(**paths) for a in args))
     assert done.returncode == 2 and says in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr

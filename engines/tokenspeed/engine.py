@@ -141,7 +141,7 @@ def run(source: loader.Source, recipes: Sequence[str] | None = None,
         if profile is None:
             results.append(RecipeResult(family, (), NO_CONFIG))
         elif trouble is not None:
-            results.append(verdict.adapter_result(family, [(None, trouble)], _limits(profile, config)))
+            results.append(verdict.adapter_result(family, [(None, trouble)], _stated_limits(profile, config)))
         else:
             ask = Ask(only or {}, engine_path, padding_bound, config, everything)
             results.append(_recipe(source, family, profile, ask))
@@ -177,7 +177,7 @@ def _recipe(source: loader.Source, family: str, profile: Profile, ask: Ask) -> R
     # A member named past the default list (a sweep's replay line) is planned from the whole family.
     everything = ask.everything or bool(profile.family and ask.only.get("model"))
     outcomes = _points(source, family, profile, dataclasses.replace(ask, everything=everything))
-    result = verdict.adapter_result(family, outcomes, _limits(profile, ask.config))
+    result = verdict.adapter_result(family, outcomes, _stated_limits(profile, ask.config))
     if ask.config is not None:
         result = dataclasses.replace(result, coverage=Coverage(config=ask.config.path))
     elif profile.family is not None:
@@ -190,7 +190,7 @@ def _recipe(source: loader.Source, family: str, profile: Profile, ask: Ask) -> R
     return result
 
 
-def _limits(profile: Profile, config: UserConfig | None) -> str:
+def _stated_limits(profile: Profile, config: UserConfig | None) -> str:
     """What a recipe's verdict states it does not model: a family's way of planning first; at a user's
     --config, the file in the family's place."""
     first = f"planned at --config {config.path}" if config is not None else profile.family_limits
@@ -232,7 +232,11 @@ def _check_config(recipe: str, profile: Profile, config: UserConfig) -> None:
     recipe's points are read from; else one line, naming the classes or the key."""
     own = sorted({tuple(c.get("architectures") or ()) for name, c in configs(profile, everything=True).items()
                   if name not in profile.drafts})
-    given = tuple(config.config.get("architectures") or ())
+    named = config.config.get("architectures")
+    if not isinstance(named, list) or not all(isinstance(a, str) for a in named):
+        raise EngineError(f"--config {config.path}: architectures is {named!r}; a config.json names its model "
+                          "classes in a list")
+    given = tuple(named)
     if given not in own:
         raise EngineError(f"--config {config.path}: architectures {list(given)} is not a class recipe "
                           f"{recipe} plans ({' or '.join(str(list(a)) for a in own)}); name its recipe with "

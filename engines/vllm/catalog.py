@@ -180,14 +180,14 @@ class Model:
     # what a member's verdict states of its family (where it is written down, what it assumes), before `limits`
     family_limits: str = ""
     # --config FILE: a user's config.json planned in place of `config` or `member`, at this model's points
-    user: UserConfig | None = field(default=None, hash=False)
+    user_config: UserConfig | None = field(default=None, hash=False)
 
     @property
     def coverage(self) -> Coverage | None:
         """What the model's points stand for: None for a published checkpoint; a family member's
         family, with the member's own values (its name, index and varied keys)."""
-        if self.user is not None:
-            return Coverage(config=self.user.path)
+        if self.user_config is not None:
+            return Coverage(config=self.user_config.path)
         if self.member is None:
             return None
         family = self.member.family
@@ -198,8 +198,8 @@ class Model:
     def stated_limits(self) -> str:
         """What its verdict says of what it plans and does not: a member's family first; at a user's
         --config, the file in the family's place."""
-        if self.user is not None:
-            return f"planned at --config {self.user.path} over {self.recipe}'s points; {self.limits}"
+        if self.user_config is not None:
+            return f"planned at --config {self.user_config.path} over {self.recipe}'s points; {self.limits}"
         return "; ".join(part for part in (self.family_limits, self.limits) if part)
 
     def state_readers(self) -> tuple[Reader, ...]:
@@ -210,8 +210,8 @@ class Model:
         return self.readers
 
     def config_text(self) -> str:
-        if self.user is not None:
-            return json.dumps(self.user.config, indent=2) + "\n"
+        if self.user_config is not None:
+            return json.dumps(self.user_config.config, indent=2) + "\n"
         if self.member is not None:
             return json.dumps(self.member.config(), indent=2) + "\n"
         return resources.files("kvproof.engines").joinpath(self.config).read_text(encoding="utf-8")
@@ -646,7 +646,7 @@ def _granite_mixer(hf: Any) -> dict[str, int]:
 # The ngram drafter keeps no page in the cache: SpeculativeConfig makes the target's config the draft's
 # (config/speculative.py:1329) and its proposer builds no layer. The only drafter of a class with no MTP
 # layers and no EAGLE interface.
-def over_family(module: str, assumed: str = "") -> str:
+def family_clause(module: str, assumed: str = "") -> str:
     """A member's family_limits: where its family is written down, and what it assumes."""
     return f"planned over a stated family, not at a checkpoint (engines/vllm/{module}.py)" + (
         f", {assumed}" if assumed else "")
@@ -671,7 +671,7 @@ def _family_member(member: families.Member, module: Any, mixer: Callable[[Any], 
         # MambaMixer2's conv update and selective state update (mamba_mixer2.py)
         readers=(CAUSAL_CONV1D, SELECTIVE_STATE_UPDATE, LMCACHE), state_init=_mamba2_layer_state(mixer), member=member,
         hidden_layer=getattr(module, "hidden_layer", lambda name, _hf: _layer_number(name)),
-        pipeline=lambda _config: pipeline, family_limits=over_family(name))
+        pipeline=lambda _config: pipeline, family_limits=family_clause(name))
 
 
 # A stated family's name -> the family and how a member is planned: MODELS holds its default members (what the
@@ -679,9 +679,9 @@ def _family_member(member: families.Member, module: Any, mixer: Callable[[Any], 
 FAMILIES: dict[str, tuple[families.Family, Callable[[families.Member], Model]]] = {}
 
 
-def _stated(family: families.Family, planned: Callable[[families.Member], Model]) -> None:
-    FAMILIES[family.name] = (family, planned)
-    MODELS.update({m.name: planned(m) for m in family.members()})
+def _stated(family: families.Family, build: Callable[[families.Member], Model]) -> None:
+    FAMILIES[family.name] = (family, build)
+    MODELS.update({m.name: build(m) for m in family.members()})
 
 
 def model(name: str) -> Model | None:
@@ -689,10 +689,10 @@ def model(name: str) -> Model | None:
     default list (`granite-4.0-h-tiny-family-3`); None for no model kvproof plans."""
     if name in MODELS:
         return MODELS[name]
-    for family, planned in FAMILIES.values():
+    for family, build in FAMILIES.values():
         found = next((m for m in family.members(everything=True) if m.name == name), None)
         if found is not None:
-            return planned(found)
+            return build(found)
     return None
 
 
@@ -723,7 +723,7 @@ _stated(olmo_hybrid.FAMILY, lambda m: Model(
     # the layer exports no prefill checkpoints (MambaBase's get_prefill_checkpoint_alignment, abstract.py:65-70)
     # and plans with MambaBase's get_kv_cache_spec (abstract.py:72): its state shape is all its constructor gives
     readers=(CAUSAL_CONV1D, GATED_DELTA_RULE, LMCACHE), state_init=_gdn_layer_state, member=m,
-    family_limits=over_family("olmo_hybrid")))
+    family_limits=family_clause("olmo_hybrid")))
 
 
 # LFM2-MoE: no published config.json found whole, planned over its family's one member at LFM2-350M's domain
@@ -738,7 +738,7 @@ _stated(lfm2_moe.FAMILY, lambda m: Model(
     draft="ngram", speculative=(0, 1, 2, 3),
     # ShortConv's conv update (short_conv.py:313, :326)
     readers=(CAUSAL_CONV1D, LMCACHE), state_init=partial(_short_conv_state, width=lfm2_moe.conv_width), member=m,
-    family_limits=over_family("lfm2_moe")))
+    family_limits=family_clause("lfm2_moe")))
 
 
 def _minicpm_v46(member: families.Member) -> Model:
@@ -750,7 +750,7 @@ def _minicpm_v46(member: families.Member) -> Model:
         limits=GQA_LIMITS + "; its vision tower keeps no page; speculation by ngram only, up to 3 tokens (the class "
         "drops the MTP weights, minicpmv4_6.py:1178, and vLLM has no MTP draft for minicpmv4_6; EAGLE3 drafts with a "
         "checkpoint of its own, not modelled)",
-        draft="ngram", draft_layers=lambda _hf: [], member=member, family_limits=over_family("minicpm_v46"))
+        draft="ngram", draft_layers=lambda _hf: [], member=member, family_limits=family_clause("minicpm_v46"))
 
 
 # MiniCPM-V 4.6: its one config copy names no dtype, planned over a family of one member (minicpm_v46.py) at
@@ -766,7 +766,7 @@ def _lfm2_vl(member: families.Member) -> Model:
         limits=GQA_LIMITS + "; its vision tower keeps no page; speculation by ngram only "
         "(Lfm2VLForConditionalGeneration has no MTP layers and no EAGLE interface, "
         "vllm/model_executor/models/lfm2_vl.py:616-623), up to 3 tokens",
-        member=member, family_limits=over_family("lfm2_vl"))
+        member=member, family_limits=family_clause("lfm2_vl"))
 
 
 # LFM2-VL: its one config copy is the remote-code revision, planned over a family of one member at LFM2-350M's
@@ -787,7 +787,7 @@ _stated(glm53_flash.FAMILY, lambda m: Model(
     draft="mtp", draft_layers=glm53_flash.draft_layers, speculative=(0, 1, 2),
     # Glm5NextLinearAttention's conv update and recurrent KDA kernel (glm5next/common/kda.py:607, :673)
     readers=(CAUSAL_CONV1D, glm53_flash.GLM_FUSED_RECURRENT_KDA, LMCACHE), state_init=glm53_flash.kda_state, member=m,
-    built=glm53_flash.built, family_limits=over_family("glm53_flash", glm53_flash.ASSUMED)))
+    built=glm53_flash.built, family_limits=family_clause("glm53_flash", glm53_flash.ASSUMED)))
 
 
 # Qwen4-Exp (Qwen/Qwen3.8-Flash-Next): no published config.json, planned over its family's members (qwen4_exp.py):
@@ -802,15 +802,24 @@ _stated(qwen4_exp.FAMILY, lambda m: Model(
     draft="mtp", draft_layers=qwen4_exp.draft_layers, speculative=(0, 1, 2, 3),
     readers=(CAUSAL_CONV1D, GATED_DELTA_RULE, LMCACHE), state_init=_qwen_gdn_state, cuda_runtime_at=("sm_100",),
     member=m, pipeline=lambda config: not qwen4_exp.has_ple(config), built=qwen4_exp.built,
-    family_limits=over_family("qwen4_exp", qwen4_exp.ASSUMED)))
+    family_limits=family_clause("qwen4_exp", qwen4_exp.ASSUMED)))
 
 
-def at_config(model: Model, user: UserConfig) -> Model:
+def at_config(model: Model, user_config: UserConfig) -> Model:
     """`model` planning a user's config.json (--config FILE) in place of its own: its points, backends and
     reading of the layers, the file's numbers. The file must name the architecture the model's own config
-    does: that is the class whose layers, state and drafts the model describes."""
-    own = json.loads(model.config_text()).get("architectures")
-    if user.config.get("architectures") != own:
-        raise EngineError(f"--config {user.path}: architectures {user.config.get('architectures')} is not "
+    does (the class whose layers, state and drafts the model describes), and hold the head counts its tp
+    values are read from; the rest vLLM reads as it reads any checkpoint's file."""
+    own, path = json.loads(model.config_text()).get("architectures"), user_config.path
+    if user_config.config.get("architectures") != own:
+        raise EngineError(f"--config {path}: architectures {user_config.config.get('architectures')} is not "
                           f"{model.recipe}'s {own}; name a recipe of that class with --recipe")
-    return replace(model, member=None, user=user)
+    try:
+        tps = model.tps(user_config.config)
+        model.pipeline(user_config.config)
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise EngineError(f"--config {path}: {model.recipe}'s tp values and stages are read from keys the file "
+                          f"lacks or holds otherwise ({type(err).__name__}: {err})") from None
+    if not tps:
+        raise EngineError(f"--config {path}: no tp divides its head counts (each must be a positive integer)")
+    return replace(model, member=None, user_config=user_config)

@@ -122,7 +122,8 @@ def _grid(model: catalog.Model) -> list[dict[str, Any]]:
     specs: tuple[int | None, ...] = model.speculative or (None,)
     shapes = [(tp, pp) for pp in (1, *PIPELINE) for tp in model.tps(hf)
               if (pp <= 2 or tp == 1) and (pp == 1 or model.pipeline(hf))]
-    named = {"model": model.user.name} if model.user else {}  # a user's config.json: its own findings
+    # a user's config.json names its points, so that its findings are its own in a baseline
+    named = {"model": model.user_config.name} if model.user_config else {}
     return [{**named, "tp": tp, "dtype": dtype, "mamba_dtype": mamba, "prefix": "on" if prefix else "off",
              "backend": backend.label, **({} if spec is None else {"spec": spec}), "pp": pp, **assumed}
             for backend in model.backends for assumed in _assumptions(model, backend)
@@ -160,13 +161,13 @@ def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Seq
         given = " and ".join(flag for flag, value in (("--drafts", drafts), ("--model", models)) if value)
         raise EngineError(f"{given} {'do' if drafts and models else 'does'} not apply to vllm: --recipe names the "
                           "model, and its drafts are --assume spec=")
-    user = user_config.load(config, recipes)
+    mine = user_config.load(config, recipes)
     checkout = use_checkout(engine_path) if engine_path else None
     release = checkout[0] if checkout else version()
     _supported(release)
     try:
         return run(recipes, {"tp": tps, "dtype": dtypes, **_assumed(assume)}, padding_bound, checkout, shard=shard,
-                   user=user)
+                   user_config=mine)
     except EngineError:
         raise
     except platform.Unsupported as err:  # this vLLM lacks what the adapter follows (platform.modules)
@@ -246,17 +247,20 @@ def use_checkout(path: str) -> tuple[str, str, str | None]:
 
 def run(recipes: Sequence[str] | None = None, only: dict[str, Sequence[Any] | None] | None = None,
         padding_bound: Bound = CONTRACT, checkout: tuple[str, str, str | None] | None = None,
-        workers: int | None = None, shard: shards.Shard | None = None, user: UserConfig | None = None) -> EngineRun:
+        workers: int | None = None, shard: shards.Shard | None = None,
+        user_config: UserConfig | None = None) -> EngineRun:
     """The run; `workers` processes plan it (this one included; default: see _spread); `shard`: only the
-    chosen models that shard is dealt, by their stage plannings (_stages); `user`: a config.json planned at
-    the one recipe's points in place of its own (--config)."""
+    chosen models that shard is dealt, by their stage plannings (_stages); `user_config`: a config.json
+    planned at the one recipe's points in place of its own (--config)."""
     start = time.perf_counter()
     release, where, commit = checkout or (version(), "installed", None)
     unknown = sorted(name for name in recipes or () if catalog.model(name) is None)
     if unknown:
         raise EngineError(f"kvproof plans no vllm model {unknown[0]!r}; it has: " + ", ".join(catalog.MODELS))
     names = list(recipes or catalog.MODELS)
-    models = _models(names, user)
+    if user_config is not None and len(names) != 1:
+        raise EngineError("--config FILE is one checkpoint of one recipe: name that recipe with --recipe R")
+    models = _models(names, user_config)
     part = ""
     if shard:
         if any((only or {}).values()):
@@ -276,7 +280,7 @@ def run(recipes: Sequence[str] | None = None, only: dict[str, Sequence[Any] | No
                           f"{_no_point([models[empty[0]]], only)}")
     plannings = {name: chosen[name] + _tp1_references(models[name], chosen[name])
                  for name in names if name not in empty}
-    planned = _spread(models, plannings, only, padding_bound, workers, user)
+    planned = _spread(models, plannings, only, padding_bound, workers, user_config)
     results = []
     for name, planning in plannings.items():
         checked = iter(cross_tp([o for o in planned[name] if not isinstance(o, verdict.AdapterGap)]))
@@ -288,7 +292,8 @@ def run(recipes: Sequence[str] | None = None, only: dict[str, Sequence[Any] | No
         result = verdict.adapter_result(name, [*outcomes[:len(chosen[name])], *domains[name][1]],
                                         models[name].stated_limits)
         # a family member's points stand for its family, never for a checkpoint; of its members, the run's
-        results.append(replace(result, coverage=_coverage(models[name], [models[n] for n in plannings])))
+        results.append(replace(result, coverage=_coverage(models[name], [m for n, m in models.items()
+                                                                          if n not in empty])))
     source = f"vllm {release} ({where}, planned on CPU){part}"
     if empty:
         source += f", narrowed out: {', '.join(empty)} (no point of theirs matches)"
@@ -297,17 +302,18 @@ def run(recipes: Sequence[str] | None = None, only: dict[str, Sequence[Any] | No
     return EngineRun(ENGINE, release, source, commit, tuple(results), time.perf_counter() - start)
 
 
-def _models(names: list[str], user: UserConfig | None) -> dict[str, catalog.Model]:
-    """The models by name, the one named planning `user`'s config.json where given (the caller checked that
-    one is named)."""
+def _models(names: list[str], user_config: UserConfig | None) -> dict[str, catalog.Model]:
+    """The models by name (the caller checked each is one kvproof plans), the one named planning
+    `user_config` where given (the caller checked that one alone is named)."""
     models = {name: model for name in names if (model := catalog.model(name)) is not None}
-    if user is not None:
-        models[names[0]] = catalog.at_config(models[names[0]], user)
+    if user_config is not None:
+        models[names[0]] = catalog.at_config(models[names[0]], user_config)
     return models
 
 
 def _coverage(model: catalog.Model, planned: list[catalog.Model]) -> verdict.Coverage | None:
-    """What the model's points stand for, a family's members enumerated counted in the run's models."""
+    """What the model's points stand for, a family's members enumerated counted in the run's models (all of
+    them, whichever shard plans each, as the unsharded run would count them)."""
     coverage, member = model.coverage, model.member
     if coverage is None or member is None:
         return coverage
@@ -316,7 +322,7 @@ def _coverage(model: catalog.Model, planned: list[catalog.Model]) -> verdict.Cov
 
 def _no_point(models: list[catalog.Model], only: dict[str, Sequence[Any] | None] | None) -> str:
     """Which narrowed value no point of these models has, and the values they do have."""
-    names = [m.recipe for m in models]
+    names = [m.recipe for m in models] if len(models) <= 3 else [f"the {len(models)} models chosen"]
     grids = [p for model in models for p in _grid(model)]
     for axis, want in (only or {}).items():
         have = sorted({str(p[axis]) for p in grids if axis in p} | (
@@ -349,7 +355,7 @@ def _tp1_references(model: catalog.Model, chosen: list[dict[str, Any]]) -> list[
 
 
 def _spread(models: dict[str, catalog.Model], plannings: dict[str, list[dict[str, Any]]], only: Only | None,
-            padding_bound: Bound, workers: int | None, user: UserConfig | None) -> dict[str, list[Outcome]]:
+            padding_bound: Bound, workers: int | None, user_config: UserConfig | None) -> dict[str, list[Outcome]]:
     """Each model's outcomes (_plan_all), its points planned in chunks by `workers` processes, this one
     included; by default one per core once the run has SPREAD_FROM stage plannings. A worker is forked
     where the platform forks (it starts with this process's vLLM modules and backends, imported before
@@ -365,7 +371,7 @@ def _spread(models: dict[str, catalog.Model], plannings: dict[str, list[dict[str
         if workers <= 1:
             return {name: _plan_all(models[name], points, padding_bound, seen, shown)
                     for name, points in plannings.items()}
-        return _spread_over(models, plannings, (only, user), padding_bound, workers, stages, seen, shown)
+        return _spread_over(models, plannings, (only, user_config), padding_bound, workers, stages, seen, shown)
 
 
 Chunk = tuple[str, list[dict[str, Any]], list[int]]  # a model, some of its points, and their indices in its list
@@ -437,10 +443,11 @@ _SEEN = Seen()  # a worker's (a worker serves one run)
 _MODELS: dict[str, catalog.Model] = {}  # the models of a worker's run, as _models made them
 
 
-def _prepare_worker(names: list[str], only: Only | None, user: UserConfig | None, on: frozenset[str]) -> None:
+def _prepare_worker(names: list[str], only: Only | None, user_config: UserConfig | None,
+                    on: frozenset[str]) -> None:
     faults.switch_on(on)
     platform.cuda_assumed(platform.modules())
-    _MODELS.update(_models(names, user))
+    _MODELS.update(_models(names, user_config))
     for name in names:
         _domain(_MODELS[name], only)
 
@@ -463,7 +470,7 @@ def _plan_all(model: catalog.Model, chosen: list[dict[str, Any]], padding_bound:
                   f"backend={backend.label} mamba_dtype={p['mamba_dtype']} prefix={p['prefix']}"
                   + (f" spec={p['spec']}" if "spec" in p else "") + f" pp={p['pp']}"
                   + "".join(f" {axis}={p[axis]}" for axis in ("trtllm", "cuda_runtime") if axis in p)
-                  + (f" --config {model.user.path}" if model.user else ""))
+                  + (f" --config {model.user_config.path}" if model.user_config else ""))
         ranks: list[tuple[PointResult, planner.Planned]] = []
         stopped: PointResult | verdict.AdapterGap | None = None
         for rank in range(p["pp"]):
