@@ -118,3 +118,11 @@ def test_a_member_past_the_default_list_plans_by_name_and_the_sweep_plans_them_a
     assert {p["dtype"] for r in doc["recipes"] for p in r["points"]} == {"fp8"}
     assert {f["property"] for r in doc["recipes"] for p in r["points"] for f in p["findings"]} == {
         "tp_block_size", "pp_block_size"}
+
+
+def test_a_shard_counts_a_familys_members_as_the_unsharded_run() -> None:
+    """Each of two shards plans one of two members; each says 2 members enumerated, as the run they split does."""
+    names = ["granite-4.0-h-tiny-family-0", "granite-4.0-h-tiny-family-1"]
+    for k in (1, 2):
+        (r,) = engine.run(names, shard=(k, 2)).recipes
+        assert r.coverage is not None and r.coverage.enumerated == 2
