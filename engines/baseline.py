@@ -114,8 +114,9 @@ def compare(found: list[Key], baseline: set[Key], engine: str, version: str | No
     listed = {match(k) for k in baseline}
     seen = {match(k) for k in found}
     known = [k for k in found if match(k) in listed and k[4] != NOT_VERIFIED_ADAPTER]
+    kept = set(known)
     return Comparison(
-        new=[k for k in found if k not in known],
+        new=[k for k in found if k not in kept],
         known=known,
         stale=sorted(k for k in baseline if k[0] == engine and (k[2], k[3]) in tried and match(k) not in seen),
     )

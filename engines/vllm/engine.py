@@ -381,8 +381,11 @@ def _spread_over(models: dict[str, catalog.Model], plannings: dict[str, list[dic
                  asked: tuple[Only | None, UserConfig | None], padding_bound: Bound, workers: int, stages: int,
                  seen: Seen, shown: progress.Task) -> dict[str, list[Outcome]]:
     size = -(-stages // (workers * CHUNKS_PER_PROCESS))
-    chunks = [(name, [plannings[name][i] for i in part], part) for name, points in plannings.items()
-              for part in _parts(points, size)]
+    # models of one class next to each other: two checkpoints of one geometry (Qwen3.5 and its Qwen3.6 release)
+    # often plan alike, and a process checks a plan once (Seen), so one process had better plan both
+    by_class = sorted(plannings, key=lambda name: str(json.loads(models[name].config_text()).get("architectures")))
+    chunks = [(name, [plannings[name][i] for i in part], part) for name in by_class
+              for part in _parts(plannings[name], size)]
 
     def here(chunk: Chunk) -> list[Outcome]:
         return _plan_all(models[chunk[0]], chunk[1], padding_bound, seen, shown)
