@@ -228,7 +228,8 @@ def run(args: argparse.Namespace) -> int:
             raise EngineError("--engine vllm needs --recipe FAMILY: a stated family's every member")
         return recipe_family(args)
     if args.all:
-        raise ConfigError("--all needs --engine and --recipe: it shows a recipe run's every counterexample")
+        raise ConfigError("--all applies to a stated family's --recipe R run (with --engine), not to the K3 family "
+                          "--vary sets: it shows each recipe's every counterexample")
     if args.engine:
         engine_sweep.refuse_contract_flags(args)
     wrong = [d for d in args.dtype or () if d not in CACHE_DTYPES]

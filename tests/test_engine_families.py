@@ -176,6 +176,14 @@ def test_sweep_runs_a_recipes_whole_family(family_mla: Family, capsys: pytest.Ca
     (["--recipe", "mla"], "--recipe needs --engine tokenspeed"),
     (["--engine", "tokenspeed", "--recipe", "mha"], "no stated family (it is planned at its published checkpoints)"),
     (["--engine", "tokenspeed", "--recipe", "mla", "--vary", "num_layers=3"], "--vary does not apply"),
+    (["--engine", "tokenspeed", "--recipe", "kimi_k3", "--vary", "num_layers=80", "--all"],
+     "--all applies to a stated family's --recipe R run"),
+    (["--engine", "vllm"], "--engine vllm needs --recipe FAMILY"),
+    (["--engine", "vllm", "--recipe", "granite-4.0-h-tiny-family-3"],
+     "--recipe granite-4.0-h-tiny-family-3 is a member of family granite-4.0-h-tiny"),
+    (["--engine", "vllm", "--recipe", "jamba-v0.1"], "--recipe jamba-v0.1: no stated family of vllm's"),
+    (["--engine", "vllm", "--recipe", "granite-4.0-h-tiny", "--dtype", "bf16"],
+     "no point of the 24 models chosen has dtype bf16; dtype takes auto, fp8"),
 ])
 def test_sweep_refuses_what_a_recipes_family_does_not_take(family_mla: Family, capsys: pytest.CaptureFixture[str],
                                                           args: list[str], says: str) -> None:

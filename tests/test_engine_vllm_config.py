@@ -17,7 +17,7 @@ pytest.importorskip("vllm", reason="vllm is not installed: `make .venv/.vllm` in
 from kvproof.cli.cmd_engine import render
 from kvproof.engines import baseline
 from kvproof.engines.user_config import UserConfig
-from kvproof.engines.verdict import Coverage, EngineRun
+from kvproof.engines.verdict import Coverage, EngineError, EngineRun
 from kvproof.engines.vllm import catalog, engine
 
 OLMO = catalog.MODELS["olmo-hybrid-7b-family-1"]
@@ -132,3 +132,11 @@ def test_a_bad_config_is_one_line_and_exit_2(tmp_path: Path, args: list[str], sa
     paths["halves"] = _write(tmp_path, "halves", {**_own(OLMO), "num_attention_heads": 30.5})
     done = _cli(*(a.format(**paths) for a in args))
     assert done.returncode == 2 and says in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_a_run_plans_a_file_for_one_recipe_only() -> None:
+    """What the command line's loader refuses, a caller of run() is refused too: the file is one checkpoint."""
+    user = UserConfig("mine.json", _own(OLMO))
+    for recipes in (None, [OLMO.recipe, ZAMBA.recipe]):
+        with pytest.raises(EngineError, match="one checkpoint of one recipe"):
+            engine.run(recipes, user_config=user)
