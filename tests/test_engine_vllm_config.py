@@ -140,3 +140,12 @@ def test_a_run_plans_a_file_for_one_recipe_only() -> None:
     for recipes in (None, [OLMO.recipe, ZAMBA.recipe]):
         with pytest.raises(EngineError, match="one checkpoint of one recipe"):
             engine.run(recipes, user_config=user)
+
+
+def test_a_familys_name_names_its_members_or_with_a_file_its_first(tmp_path: Path) -> None:
+    only: dict[str, Any] = {"tp": [1], "prefix": ["off"], "mamba_dtype": ["auto"], "spec": [0], "pp": [1]}
+    family = engine.run(["olmo-hybrid-7b"], only)
+    assert [r.recipe for r in family.recipes] == ["olmo-hybrid-7b-family-0", "olmo-hybrid-7b-family-1"]
+    user = UserConfig(str(_write(tmp_path, "my-olmo", _own(OLMO))), _own(OLMO))
+    (mine,) = engine.run(["olmo-hybrid-7b"], only, user_config=user).recipes
+    assert mine.recipe == "olmo-hybrid-7b-family-0" and mine.coverage == Coverage(config=user.path)

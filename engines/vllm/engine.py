@@ -254,10 +254,11 @@ def run(recipes: Sequence[str] | None = None, only: dict[str, Sequence[Any] | No
     planned at the one recipe's points in place of its own (--config)."""
     start = time.perf_counter()
     release, where, commit = checkout or (version(), "installed", None)
-    unknown = sorted(name for name in recipes or () if catalog.model(name) is None)
+    unknown = sorted(name for name in recipes or () if name not in catalog.FAMILIES and catalog.model(name) is None)
     if unknown:
-        raise EngineError(f"kvproof plans no vllm model {unknown[0]!r}; it has: " + ", ".join(catalog.MODELS))
-    names = list(recipes or catalog.MODELS)
+        raise EngineError(f"kvproof plans no vllm model {unknown[0]!r}; it has: {', '.join(catalog.MODELS)}; and "
+                          f"the stated families: {', '.join(catalog.FAMILIES)}")
+    names = _named(recipes, user_config) if recipes else list(catalog.MODELS)
     if user_config is not None and len(names) != 1:
         raise EngineError("--config FILE is one checkpoint of one recipe: name that recipe with --recipe R")
     models = _models(names, user_config)
@@ -300,6 +301,16 @@ def run(recipes: Sequence[str] | None = None, only: dict[str, Sequence[Any] | No
     if mutants.active():
         source += f", mutated: {', '.join(mutants.active())}"
     return EngineRun(ENGINE, release, source, commit, tuple(results), time.perf_counter() - start)
+
+
+def _named(recipes: Sequence[str], user_config: UserConfig | None) -> list[str]:
+    """The models the recipes name: a stated family's name names its default members, or with a user's
+    config.json its first (the file is one checkpoint, planned at a member's points)."""
+    names: list[str] = []
+    for name in recipes:
+        members = [m.name for m in catalog.FAMILIES[name][0].members()] if name in catalog.FAMILIES else [name]
+        names += members[:1] if user_config is not None else members
+    return list(dict.fromkeys(names))
 
 
 def _models(names: list[str], user_config: UserConfig | None) -> dict[str, catalog.Model]:
