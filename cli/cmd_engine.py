@@ -179,7 +179,10 @@ def render(result: EngineRun, cmp: baseline.Comparison, show_all: bool, across: 
         lines.append(f"STALE baseline entry (no longer found): {' '.join(k)}")
     verified = [r for r in result.recipes if r.not_verified is None]
     family = sum(r.over_family for r in verified)
-    split = f" ({len(verified) - family} at a checkpoint, {family} over a family)" if family else ""
+    # vLLM's members are recipes of their own: say how many families they stand for
+    stated = {r.coverage.family["name"] for r in verified if r.coverage and r.coverage.family}
+    of = f", members of {len(stated)} {'family' if len(stated) == 1 else 'families'}" if len(stated) < family else ""
+    split = f" ({len(verified) - family} at a checkpoint, {family} over a family{of})" if family else ""
     word = {0: "OK", 1: "FINDINGS", 3: "CROSS-POINT FINDINGS"}[exit_code(cmp, across)]
     lines.append(f"verdict: {word}: {len(cmp.new)} new finding(s); "
                  f"{len(verified)} of {len(result.recipes)} recipes verified{split}; {result.seconds:.2f} s")

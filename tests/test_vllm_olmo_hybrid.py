@@ -56,6 +56,7 @@ def test_both_plan_at_the_installed_vllm_and_stand_for_their_family_not_a_checkp
     run = engine.run(NAMES, {**AT_TP1, "spec": [0, 2]})
     text = render(run, baseline.compare([], set(), "vllm", run.version, set()), False, set())
     assert text.count("not a verdict on allenai/Olmo-Hybrid-7B; --config FILE gives one") == 2
+    assert "2 of 2 recipes verified (0 at a checkpoint, 2 over a family, members of 1 family)" in text
     for r in run.recipes:
         assert r.not_verified is None and [p.point["spec"] for p in r.points] == [0, 2]
         assert all(p.verdict == "ok" and not p.findings for p in r.points)
