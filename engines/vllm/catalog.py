@@ -185,14 +185,15 @@ class Model:
     @property
     def coverage(self) -> Coverage | None:
         """What the model's points stand for: None for a published checkpoint; a family member's
-        family, with the member's own values (its name, index and varied keys)."""
+        family, with the member's own values (its name, index and varied keys), its members enumerated
+        left to the run that plans it to count (engine._coverage)."""
         if self.user_config is not None:
             return Coverage(config=self.user_config.path)
         if self.member is None:
             return None
         family = self.member.family
         return Coverage({**family.as_dict(), "member": self.member.name, "member_values": self.member.varied()},
-                        family.size(), len(family.members()), tuple(family.citations()))
+                        family.size(), None, tuple(family.citations()))
 
     @property
     def stated_limits(self) -> str:
