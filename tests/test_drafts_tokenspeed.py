@@ -1,15 +1,20 @@
-"""The MTP drafts the released checkpoints carry, planned by tokenspeed's mla, dsa, qwen_gdn,
-mamba2 and deepseek_v4 recipes (--speculative-algorithm MTP on the target checkpoint)."""
+"""The drafts of the released checkpoints: the MTP heads they carry, planned by tokenspeed's mla,
+dsa, qwen_gdn, mamba2 and deepseek_v4 recipes (--speculative-algorithm MTP on the target
+checkpoint), and the EAGLE3 drafts SpecForge trains for mha's (--speculative-algorithm EAGLE3, a
+checkpoint of their own)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kvproof.engines.tokenspeed import engine, loader, pipeline
+from kvproof.engines.user_config import UserConfig
 from kvproof.impl import faults
 
 # recipe -> (a checkpoint with its own MTP head, its draft layers, a point of it without drafts)
@@ -20,11 +25,13 @@ DRAFTED: dict[str, tuple[str, int, dict[str, Any]]] = {
     "mamba2": ("nemotron-3-super-120b-a12b-fp8", 1,
                {"tp": 4, "dtype": "fp8", "assume": "TOKENSPEED_MAMBA_SSM_DTYPE=float32"}),
     "deepseek_v4": ("deepseek-v4-flash", 1, {"tp": 8, "dtype": "fp8", "assume": "dsv4_indexer_cache_format=mxfp4"}),
+    # its EAGLE3 draft: one LlamaForCausalLMEagle3 layer
+    "mha": ("llama-3.1-8b", 1, {"tp": 8, "dtype": "fp8"}),
 }
 
-# recipe -> every checkpoint of it that carries an MTP head
+# recipe -> every checkpoint of it that has a draft
 WITH_HEAD = {recipe: {model} for recipe, (model, _, _) in DRAFTED.items()} | {
-    "deepseek_v4": {"deepseek-v4-flash", "deepseek-v4-pro"}}
+    "deepseek_v4": {"deepseek-v4-flash", "deepseek-v4-pro"}, "mha": {"llama-3.1-8b", "qwen3-8b"}}
 
 
 @pytest.fixture(scope="module")
@@ -88,21 +95,38 @@ def test_only_checkpoints_with_an_mtp_head_have_draft_points() -> None:
     points = mamba2.points(engine._configs(mamba2, None))
     drafted = {p["model"] for p in points if p["drafts"]}
     assert drafted == {"nemotron-3-super-120b-a12b-fp8"}  # Nemotron-H-56B publishes no num_nextn_predict_layers
+
+
+def test_an_eagle3_draft_goes_only_with_the_checkpoint_it_is_trained_for() -> None:
+    """mha's drafts are checkpoints of their own, each trained for one target: a user's config.json
+    of the same file name but another geometry is another checkpoint, planned without a draft."""
     mha = engine.PROFILES["mha"]
-    assert all("drafts" not in p for p in mha.points(engine._configs(mha, None)))
+    shipped = engine._configs(mha, None)
+    assert {(p["model"], p["drafts"]) for p in mha.points(shipped)} == {
+        (model, drafts) for model in ("llama-3.1-8b", "qwen3-8b") for drafts in (0, 1)}
+    same = UserConfig("qwen3-8b.json", shipped["qwen3-8b.json"])
+    assert {p["drafts"] for p in mha.points(engine._configs(mha, same))} == {0, 1}
+    other = UserConfig("qwen3-8b.json", {**shipped["qwen3-8b.json"], "num_hidden_layers": 30})
+    assert {p["drafts"] for p in mha.points(engine._configs(mha, other))} == {0}
     assert "EAGLE3" in mha.limits
 
 
-def test_mha_has_no_drafts_axis() -> None:
+def test_a_config_named_as_a_draft_file_is_refused(tmp_path: Path) -> None:
+    mine = tmp_path / "llama-3.1-8b-eagle3.json"
+    mine.write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
     proc = subprocess.run([sys.executable, "-m", "kvproof.cli.main", "engine", "tokenspeed", "--recipe", "mha",
-                           "--drafts", "1"], capture_output=True, text=True, check=False)
-    assert proc.returncode == 2 and "--drafts: the chosen recipes' points have no drafts axis" in proc.stderr, (
-        proc.stderr)
+                           "--config", str(mine)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "is the name of the draft config kvproof plans beside it; rename the file" in proc.stderr
 
 
-def test_a_draft_layers_v_on_its_k_segment_is_caught_at_draft_points_only(installed: loader.Source) -> None:
-    with faults.inject("ts_qwen_draft_v_on_k"):
-        run = engine.run(installed, ["qwen_gdn"], {"tp": [4], "dtype": ["fp8"]})
+
+@pytest.mark.parametrize(("fault", "recipe", "tp"), [("ts_qwen_draft_v_on_k", "qwen_gdn", 4),
+                                                     ("ts_draft_units_from_zero", "mha", 8)])
+def test_a_draft_layer_on_a_target_segment_is_caught_at_draft_points_only(installed: loader.Source, fault: str,
+                                                                           recipe: str, tp: int) -> None:
+    with faults.inject(fault):
+        run = engine.run(installed, [recipe], {"tp": [tp], "dtype": ["fp8"]})
     (result,) = run.recipes
     verdicts: dict[int, set[tuple[str, tuple[str, ...]]]] = {}
     for p in result.points:

@@ -190,7 +190,7 @@ def test_cli_baseline_json_and_exit_codes(tmp_path) -> None:
     (["--max-padding", "-1"], "--max-padding must be a finite number >= 0"),
     (["--engine-path", "/nonexistent"], "no tokenspeed package"),
     (["--baseline", "/nonexistent.json"], "cannot read baseline"),
-    (["--recipe", "mha", "--drafts", "1"], "--drafts: the chosen recipes' points have no drafts axis"),
+    (["--recipe", "msa", "--drafts", "1"], "--drafts: the chosen recipes' points have no drafts axis"),
     (["--recipe", "deepseek_v4", "--assume", "TOKENSPEED_MAMBA_SSM_DTYPE=bfloat16"], "makes that assumption"),
 ])
 def test_bad_input_is_one_line_exit_2(args, names) -> None:

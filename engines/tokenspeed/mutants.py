@@ -31,6 +31,8 @@ faults.declare({
     "ts_plan_widened_stride": "tokenspeed's pack() gives every field a page stride 256 B wider than plane / K",
     "ts_bind_forgets_null_parent": "tokenspeed's bind() sizes each plane slab for N parents, not N + 1",
     "ts_qwen_draft_v_on_k": "tokenspeed's qwen_gdn recipe puts an MTP draft layer's V in its K segment",
+    "ts_draft_units_from_zero": "tokenspeed's ordinary recipe numbers a draft layer's cache units from 0 (its own "
+    "layer id) instead of after the target's, so an EAGLE3 draft's K and V take the first target layer's unit",
     "launch_engine_moe_check_dropped": "verify config --engine forgets resolve_parallelism's MoE tp / EP check after "
     "the Mapping, so tokenspeed seems to accept MoE tp and EP both above 1",
     # pipeline.py's hook: kvproof's adapter, not the engine's code.
@@ -76,6 +78,12 @@ EDITS: dict[str, tuple[Path, str, str]] = {
         _RECIPES / "qwen35.py",
         'f"layer.{layer_id}.v",\n                f"unit.{occurrence}.b",\n                self._draft_kv_shape,',
         'f"layer.{layer_id}.v",\n                f"unit.{occurrence}.a",\n                self._draft_kv_shape,',
+    ),
+    "ts_draft_units_from_zero": (
+        _RECIPES / "ordinary.py",
+        "local_layer_id=local_layer_id,\n            occurrence=occurrence,",
+        "local_layer_id=local_layer_id,\n            occurrence=local_layer_id if config is self.draft_attn_config "
+        "else occurrence,",
     ),
 }
 EDITS |= {name: edit for module in NEWER.values() for name, edit in module.EDITS.items()}
@@ -124,6 +132,10 @@ MUTANTS: tuple[Mutant, ...] = (
     # Only an MTP draft layer has these fields, so only the drafts=1 points see it: the engine's own
     # layout check refuses the plan (boots) while the drafts=0 points plan as released.
     Mutant("ts_qwen_draft_v_on_k", ("verify engine tokenspeed --recipe qwen_gdn --tp 4 --dtype fp8",),
+           expect="boots"),
+    # Only the drafts=1 points have a draft layer: its K and V share the first target layer's plane, whose
+    # stride the engine's own pack() then refuses (boots).
+    Mutant("ts_draft_units_from_zero", ("verify engine tokenspeed --recipe mha --tp 8 --dtype fp8 --drafts 1",),
            expect="boots"),
     # Per-recipe isolation: an adapter failure must stay NOT VERIFIED (adapter), never the engine's verdict.
     Mutant("ts_adapter_gap_as_boots",

@@ -11,13 +11,20 @@ need 128 (the recipe asserts it: recipes/ordinary.py). Drafts: DeepSeek-V3 and -
 own one-layer MTP head (num_nextn_predict_layers 1), run with --speculative-algorithm MTP, which
 reads the draft from the target checkpoint as DeepseekV3ForCausalLMNextN /
 DeepseekV32ForCausalLMNextN, a continuation layer of the target's one full-attention group (the
-same family, so the target's recipe plans it). Llama-3.1-8B and Qwen3-8B carry no draft; an
-EAGLE3 draft is another checkpoint, not modelled.
+same family, so the target's recipe plans it). Llama-3.1-8B and Qwen3-8B carry no draft of their
+own: theirs is an EAGLE3 draft, a one-layer LlamaForCausalLMEagle3 checkpoint of its own (models/
+llama_eagle3.py refuses any other layer count), run with --speculative-algorithm EAGLE3. Its config
+is the one SpecForge, the SGLang project's draft trainer, trains each target's draft with
+(models/SOURCES.md); the draft worker's ModelConfig reads it as an MHA architecture (no MLA/DSA
+table names LlamaForCausalLMEagle3, configs/model_config.py) with num_hidden_layers attention
+layers, and the mha recipe plans its layer after the target's (recipes/ordinary.py: an MHA draft
+is layers of their own geometry in the same plan).
 """
 
 from __future__ import annotations
 
 import types
+from math import gcd
 from typing import Any
 
 from kvproof.engines.stubs import Unavailable
@@ -35,18 +42,22 @@ from kvproof.engines.tokenspeed.inputs import (
     server_args,
 )
 from kvproof.engines.tokenspeed.loader import ASSUMPTIONS
+from kvproof.engines.tokenspeed.profile import published, targets
 
 MODULES = startup.MODULES
 MLA_MODELS = ("deepseek-v3.json",)
 DSA_MODELS = ("deepseek-v3.2.json",)
 MHA_MODELS = ("llama-3.1-8b.json", "qwen3-8b.json")
+# Each mha target's EAGLE3 draft (a checkpoint of its own, paired by SpecForge's training config).
+MHA_DRAFTS = {"llama-3.1-8b.json": "llama-3.1-8b-eagle3.json", "qwen3-8b.json": "qwen3-8b-eagle3.json"}
+EAGLE3 = "EAGLE3"
 MLA_DTYPES = ("fp8", "bfloat16")  # mxfp8 resolves to the fp8 cache for MLA (no scale planes)
 MHA_DTYPES = ("fp8", "bfloat16", "mxfp8")
 DEFAULT_BLOCK, MXFP8_BLOCK = 64, 128
 BLOCK_LIMIT = "--prefix-granularity other than the default 64 (128 for mxfp8 MHA)"
 LIMITS = f"not modelled: {BLOCK_LIMIT}; MTP draft depths other than the checkpoint's num_nextn_predict_layers"
-MHA_LIMITS = (f"not modelled: {BLOCK_LIMIT}; drafts (neither checkpoint carries an MTP head; an EAGLE3 draft is a "
-              "checkpoint of its own, which kvproof does not ship)")
+MHA_LIMITS = (f"not modelled: {BLOCK_LIMIT}; EAGLE3 drafts other than the one SpecForge trains for each "
+              "checkpoint (a --config FILE other than a shipped checkpoint's config is planned without one)")
 
 
 def mla_points(configs: dict[str, dict]) -> list[dict[str, Any]]:
@@ -71,10 +82,24 @@ def dsa_points(configs: dict[str, dict]) -> list[dict[str, Any]]:
 
 
 def mha_points(configs: dict[str, dict]) -> list[dict[str, Any]]:
-    """tp divides the query heads; past the KV head count the recipe keeps one KV head per rank."""
-    return [{"model": name.removesuffix(".json"), "tp": tp, "dtype": dtype}
-            for name in configs for dtype in MHA_DTYPES
-            for tp in divisors(int(configs[name]["num_attention_heads"]))]
+    """tp divides the query heads (the draft's too, with its draft); past the KV head count the
+    recipe keeps one KV head per rank. Drafts: none, and the target's EAGLE3 draft's layers."""
+    out: list[dict[str, Any]] = []
+    for name in targets(configs, tuple(MHA_DRAFTS.values())):
+        draft = _eagle3(configs, name)
+        heads = int(configs[name]["num_attention_heads"])
+        for drafts in (0, int(draft["num_hidden_layers"])) if draft else (0,):
+            shared = gcd(heads, int(draft["num_attention_heads"])) if draft and drafts else heads
+            out += [{"model": name.removesuffix(".json"), "tp": tp, "dtype": dtype, "drafts": drafts}
+                    for dtype in MHA_DTYPES for tp in divisors(shared)]
+    return out
+
+
+def _eagle3(configs: dict[str, dict], name: str) -> dict | None:
+    """The EAGLE3 draft config of target `name`, where `name` is the published checkpoint it is
+    trained for: a user's --config of the same file name and other content has none."""
+    draft = MHA_DRAFTS.get(name)
+    return configs[draft] if draft in configs and configs[name] == published(name) else None
 
 
 def mha_model_config(config: dict, arch: Any) -> Strict:
@@ -151,7 +176,11 @@ def build_dsa(modules: dict[str, types.ModuleType], configs: dict[str, dict], po
 
 
 def build_mha(modules: dict[str, types.ModuleType], configs: dict[str, dict], point: dict[str, Any]) -> Any:
-    mc = mha_model_config(configs[point["model"] + ".json"], startup.arch(modules, "MHA"))
+    name = point["model"] + ".json"
+    mha = startup.arch(modules, "MHA")
+    mc = mha_model_config(configs[name], mha)
     block = MXFP8_BLOCK if point["dtype"] == "mxfp8" else DEFAULT_BLOCK
-    sa = server_args(point["tp"], point["dtype"], block=block)
-    return _recipe(modules, "mha", sa, mc)
+    sa = server_args(point["tp"], point["dtype"], speculative=EAGLE3 if point.get("drafts") else None, block=block)
+    # a point has drafts only where its target is the checkpoint the draft is trained for (mha_points)
+    draft = mha_model_config(configs[MHA_DRAFTS[name]], mha) if point.get("drafts") else None
+    return _recipe(modules, "mha", sa, mc, draft)

@@ -14,6 +14,7 @@ from typing import Any
 
 from kvproof.engines.families import Family
 from kvproof.engines.tokenspeed.configs import member_dicts
+from kvproof.engines.verdict import EngineError
 
 
 @dataclass(frozen=True)
@@ -42,13 +43,20 @@ def configs(profile: Profile, everything: bool = False, user: tuple[str, dict] |
     """The configs a recipe plans, by file name: its published files; a family's members (the
     default list, or with `everything` the whole family) in place of targets; or with `user`
     (a name and a config.json) that config in place of the targets, as a checkpoint."""
-    folder = resources.files("kvproof.engines.tokenspeed").joinpath("models")
-    drafts = {name: json.loads(folder.joinpath(name).read_text()) for name in profile.drafts}
+    drafts = {name: published(name) for name in profile.drafts}
     if user is not None:
+        if f"{user[0]}.json" in drafts:
+            raise EngineError(f"--config: {user[0]}.json is the name of the draft config kvproof plans beside it; "
+                              "rename the file")
         return {f"{user[0]}.json": user[1], **drafts}
     if profile.family is not None:
         return {f"{m.name}.json": member_dicts(m.config()) for m in profile.family.members(everything)} | drafts
-    return {name: json.loads(folder.joinpath(name).read_text()) for name in profile.models}
+    return {name: published(name) for name in profile.models}
+
+
+def published(name: str) -> dict:
+    """A published config kvproof ships (engines/tokenspeed/models), by file name."""
+    return json.loads(resources.files("kvproof.engines.tokenspeed").joinpath("models", name).read_text())
 
 
 def targets(configs: dict[str, dict], drafts: tuple[str, ...] = ()) -> list[str]:
