@@ -824,7 +824,7 @@ def test_a_baseline_matches_whatever_the_version(installed, tmp_path) -> None:
 
 def test_baseline_files_old_and_new_and_what_is_never_baselined(tmp_path) -> None:
     old = baseline.load(BASELINE)  # kvproof's own file: a version on every entry
-    assert {k[1] for k in old} == {"0.1.1"} and len(old) == 43
+    assert {k[1] for k in old} == {"0.1.1"} and len(old) == 53
     bare = tmp_path / "bare.json"
     bare.write_text(json.dumps({"findings": [{"engine": "tokenspeed", "recipe": "msa", "point": "",
                                               "property": "not_verified"}]}))

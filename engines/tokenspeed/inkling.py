@@ -4,9 +4,10 @@ point: attention tp x cache dtype x the INKLING_FP8_SCONV switch x MTP draft dep
 No Inkling config.json is published where kvproof can read it (thinkingmachines/Inkling and
 thinkingmachines/Inkling-NVFP4: tokenspeed's own tests download it at test time and keep no
 copy), so the recipe is planned over a family: the layer pattern and KV head counts tokenspeed's
-tests assert for the hub checkpoint, the MTP depth count vLLM's recipe states, and axes over the
-geometry nobody published (head_dim, hidden_size, the sliding window, the ShortConv kernel, the
-MTP head's local depths). The recipe is built as tokenspeed's start-up builds it (startup.py):
+tests assert for the hub checkpoint, the MTP depth count vLLM's recipe states, the hidden size of
+the DSpark draft SpecForge trains for it, and axes over the geometry nobody published (head_dim,
+the sliding window, the ShortConv kernel, the MTP head's local depths). The recipe is built as
+tokenspeed's start-up builds it (startup.py):
 `_create_attn_config` makes MHAConfig (Inkling is no MLA/DSA architecture, configs/model_config.py
 falls through to AttentionArch.MHA), `_resolve_cache_family` picks "inkling" by the architecture
 (registry.py `_INKLING_ARCHITECTURES`), `_RECIPES["inkling"]` the recipe. The HF config objects are
@@ -44,6 +45,7 @@ _TESTS = ("tokenspeed test/runtime/models/test_inkling_models.py @6083537ed3a712
           "(its last change; unchanged at the mirror's HEAD f4d8ec6e039c), asserting the hub config of "
           "thinkingmachines/Inkling-NVFP4 (inkling_fixtures.py INKLING_NVFP4; the same config as "
           "thinkingmachines/Inkling plus hf_quant_config.json)")
+_SPECFORGE = "sgl-project/SpecForge @a6b6b0230009d15ec2a97a57384e6f53f0f96946 (2026-08-08)"
 LAYERS = 66
 LOCAL = tuple(i for i in range(LAYERS) if i % 6 != 5)
 DEPTHS = 8  # mtp_config.num_nextn_predict_layers
@@ -64,6 +66,13 @@ def _cited() -> tuple[Cited, ...]:
         Cited("text_config.swa_num_key_value_heads", 16, f"{_TESTS}:98"),
         Cited("mtp_config.num_nextn_predict_layers", DEPTHS, "vllm-project/recipes PR #655: \"Inkling ships 8 "
               "chained MTP heads\" (inkling_config.py:495-511 reads the count from mtp_config)"),
+        Cited("text_config.hidden_size", 6144, f"{_SPECFORGE} configs/inkling-dspark.json: hidden_size 6144, the "
+              "DSpark draft SpecForge trains for thinkingmachines/Inkling (examples/configs/"
+              "inkling-dspark-disaggregated.yaml: target_model_path thinkingmachines/Inkling; num_target_layers 66, "
+              "as above); the draft's fc takes len(target_layer_ids) x hidden_size inputs (specforge/modeling/draft/"
+              "dflash.py:362-366, DSparkDraftModel's base class), the target's hidden states at its 5 target layers "
+              "concatenated (dflash.py:284-293 extract_context_feature), so the target's hidden size is the "
+              "draft's"),
     )
 
 
@@ -77,9 +86,6 @@ FAMILY = Family(
              "Qwen3-8B's and MiniMax-M3's head_dim; 256: Qwen3.5-27B's (models/SOURCES.md). Both are multiples of "
              "the 32-wide mxfp8 scale block the recipe's scale fields require (recipes/plan.py "
              "MXFP8_SCALE_BLOCK_SIZE)"),
-        Axis("text_config.hidden_size", (6144, 7168), "6144: transformers 5.20.2 InklingTextConfig's default and "
-             "MiniMax-M3's hidden_size; 7168: DeepSeek-V3's and Kimi-K3's (models/SOURCES.md); the hiddenconv "
-             "columns are (kernel - 1) x hidden_size (recipes/inkling.py _conv_columns)"),
         Axis("text_config.sliding_window_size", (128, 512), "512: the default of transformers 5.20.2's "
              "InklingTextConfig and of tokenspeed's InklingModelConfig (defaults, so axis values only); 128: "
              "DeepSeek-V4's sliding window (models/deepseek-v4-flash.json)"),
@@ -92,28 +98,28 @@ FAMILY = Family(
              "test/runtime/test_inkling_mtp_load_weights.py:9-13), every other depth, every depth: the three "
              "label shapes InklingModelConfig.cache_layer_types gives (inkling_config.py:364-379)"),
     ),
-    cap=3,  # below the 7 members that take every axis value once, so the default list is those 7
+    cap=3,  # below the 6 members that take every axis value once, so the default list is those 6
 )
 
 
 def points(configs: dict[str, dict]) -> list[dict[str, Any]]:
-    """Every cache dtype x INKLING_FP8_SCONV value at each config. A family member is planned at
-    one tp and one draft count, by its index i in the whole family: TPS[i % 5] and i % 9 MTP
-    depths (--speculative-num-steps; 0 for none), so the whole family plans every (tp, drafts)
-    pair (5 and 9 are coprime: members 0..44 meet each pair once) and the default list every tp;
-    planning all of them at every member is over a hundred seconds of checks. Any other config
-    (--config FILE) is planned at every tp and every draft count up to its MTP depths. One step
-    more than the depths is refused by the recipe (recipes/inkling.py num_draft_layers, read by
+    """Every cache dtype x INKLING_FP8_SCONV value at each config. The (tp, drafts) pairs are
+    numbered k = 0..44, pair k being tp TPS[k % 5] at k % 9 MTP depths (--speculative-num-steps;
+    0 for none): 5 and 9 are coprime, so these are every pair once. A family member is planned at
+    the pairs of its index i in the whole family, i, i + 24, ... below 45, so the whole family
+    plans every pair once; planning all of them at every member is over a hundred seconds of
+    checks. Any other config (--config FILE) is planned at every pair. One step more than the
+    depths is refused by the recipe (recipes/inkling.py num_draft_layers, read by
     CacheRecipe.setup(), which kvproof's pipeline does not run), so the draft counts stop there."""
     out = []
     for name in configs:
         model = name.removesuffix(".json")
         family, _, index = model.rpartition("-family-")
         depths = int(configs[name].get("mtp_config", {}).get("num_nextn_predict_layers", 0))
-        if family == FAMILY.name and index.isdigit():
-            pairs = [(TPS[int(index) % len(TPS)], int(index) % (depths + 1))]
-        else:
-            pairs = [(tp, drafts) for tp in TPS for drafts in range(depths + 1)]
+        every = len(TPS) * (depths + 1)
+        member = family == FAMILY.name and index.isdigit()
+        numbered = range(int(index), every, FAMILY.size()) if member else range(every)
+        pairs = [(TPS[k % len(TPS)], k % (depths + 1)) for k in numbered]
         out += [{"model": model, "tp": tp, "dtype": dtype, "drafts": drafts, "assume": f"{SCONV}={sconv}"}
                 for tp, drafts in pairs for sconv in ASSUMPTIONS[SCONV][0] for dtype in CACHE_DTYPES]
     return out
@@ -205,8 +211,9 @@ def build(modules: dict[str, types.ModuleType], configs: dict[str, dict], point:
 
 PROFILE: Profile = Profile(
     models=(), modules=startup.MODULES, points=points, build=build, family=FAMILY,
-    family_limits="each member at one tp and draft count: member i is planned at tp TPS[i % 5] and i % 9 MTP "
-    "depths, so the whole family meets every pair once, as a --config FILE is planned at all of them",
+    family_limits="each member at some (tp, draft count) pairs: numbering the 45 pairs k (tp TPS[k % 5], k % 9 MTP "
+    "depths), member i is planned at pairs i, i + 24, ... below 45, so the whole family meets every pair once, as a "
+    "--config FILE is planned at all of them",
     limits="not modelled: prefill/decode disaggregation (the recipe's PD transfer policies); tree speculation "
     "(--speculative-eagle-topk above 1); --prefix-granularity (the recipe fixes its block at 128)")
 faults.declare({
