@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from kvproof.engines.tokenspeed import engine, loader, pipeline
+from kvproof.engines.tokenspeed import engine, loader, ordinary, pipeline
 from kvproof.engines.user_config import UserConfig
 from kvproof.impl import faults
 
@@ -97,18 +97,33 @@ def test_only_checkpoints_with_an_mtp_head_have_draft_points() -> None:
     assert drafted == {"nemotron-3-super-120b-a12b-fp8"}  # Nemotron-H-56B publishes no num_nextn_predict_layers
 
 
-def test_an_eagle3_draft_goes_only_with_the_checkpoint_it_is_trained_for() -> None:
-    """mha's drafts are checkpoints of their own, each trained for one target: a user's config.json
-    of the same file name but another geometry is another checkpoint, planned without a draft."""
+def test_an_eagle3_draft_goes_with_a_config_of_the_target_it_reads() -> None:
+    """mha's drafts are checkpoints of their own, each trained for one target: a config.json with that
+    target's architecture, hidden size, layer count and vocabulary (another release of it) is planned with
+    the draft, whatever its name; one of another geometry without."""
     mha = engine.PROFILES["mha"]
     shipped = engine._configs(mha, None)
     assert {(p["model"], p["drafts"]) for p in mha.points(shipped)} == {
         (model, drafts) for model in ("llama-3.1-8b", "qwen3-8b") for drafts in (0, 1)}
-    same = UserConfig("qwen3-8b.json", shipped["qwen3-8b.json"])
-    assert {p["drafts"] for p in mha.points(engine._configs(mha, same))} == {0, 1}
+    instruct = UserConfig("mine.json", {**shipped["llama-3.1-8b.json"], "eos_token_id": [128001, 128008, 128009]})
+    assert {p["drafts"] for p in mha.points(engine._configs(mha, instruct))} == {0, 1}
     other = UserConfig("qwen3-8b.json", {**shipped["qwen3-8b.json"], "num_hidden_layers": 30})
     assert {p["drafts"] for p in mha.points(engine._configs(mha, other))} == {0}
     assert "EAGLE3" in mha.limits
+
+
+def test_a_draft_point_launches_eagle3_with_the_drafts_config(installed: loader.Source,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[Any, Any]] = []
+    monkeypatch.setattr(ordinary, "_recipe", lambda modules, family, sa, mc, draft=None: seen.append((sa, draft)))
+    configs = engine._configs(engine.PROFILES["mha"], None)
+    modules = loader.load(installed, ordinary.MODULES)
+    for drafts in (0, 1):
+        ordinary.build_mha(modules, configs, {"model": "qwen3-8b", "tp": 8, "dtype": "fp8", "drafts": drafts})
+    (plain, none), (drafted, draft) = seen
+    assert plain.speculative_algorithm is None and none is None
+    assert drafted.speculative_algorithm == "EAGLE3" and draft.num_attention_layers == 1
+    assert draft.hf_config.architectures == ["LlamaForCausalLMEagle3"]
 
 
 def test_a_config_named_as_a_draft_file_is_refused(tmp_path: Path) -> None:
@@ -118,7 +133,6 @@ def test_a_config_named_as_a_draft_file_is_refused(tmp_path: Path) -> None:
                            "--config", str(mine)], capture_output=True, text=True, check=False)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "is the name of the draft config kvproof plans beside it; rename the file" in proc.stderr
-
 
 
 @pytest.mark.parametrize(("fault", "recipe", "tp"), [("ts_qwen_draft_v_on_k", "qwen_gdn", 4),

@@ -11,6 +11,7 @@ import pytest
 
 from kvproof.engines.tokenspeed import engine, inkling, loader, pipeline
 from kvproof.engines.tokenspeed.profile import configs
+from kvproof.engines.verdict import EngineError
 
 SOURCE = loader.installed_source()
 SCONV = inkling.SCONV
@@ -41,6 +42,20 @@ def test_the_whole_family_meets_every_tp_and_draft_count() -> None:
     pairs = {(p["tp"], p["drafts"]) for p in points}
     assert pairs == {(tp, d) for tp in inkling.TPS for d in range(inkling.DEPTHS + 1)}
     assert len({(p["model"], p["tp"], p["drafts"]) for p in points}) == len(pairs)  # each pair at one member
+
+
+def test_a_users_config_is_planned_at_every_tp_and_draft_count() -> None:
+    """Any depth count: 4 MTP depths give 5 draft counts, which share a factor with the 5 tps."""
+    member = configs(engine.PROFILES["inkling"])["inkling-family-0.json"]
+    mine = {**member, "mtp_config": {**member["mtp_config"], "num_nextn_predict_layers": 4}}
+    points = inkling.points({"mine.json": mine})
+    assert {(p["tp"], p["drafts"]) for p in points} == {(tp, d) for tp in inkling.TPS for d in range(5)}
+
+
+def test_a_config_named_as_a_member_is_refused() -> None:
+    member = configs(engine.PROFILES["inkling"])["inkling-family-0.json"]
+    with pytest.raises(EngineError, match="named as a family member"):
+        configs(engine.PROFILES["inkling"], user=("inkling-family-3", member))
 
 
 def test_a_member_lacking_a_cited_key_is_an_adapter_gap_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -116,10 +116,11 @@ def points(configs: dict[str, dict]) -> list[dict[str, Any]]:
         model = name.removesuffix(".json")
         family, _, index = model.rpartition("-family-")
         depths = int(configs[name].get("mtp_config", {}).get("num_nextn_predict_layers", 0))
-        every = len(TPS) * (depths + 1)
-        member = family == FAMILY.name and index.isdigit()
-        numbered = range(int(index), every, FAMILY.size()) if member else range(every)
-        pairs = [(TPS[k % len(TPS)], k % (depths + 1)) for k in numbered]
+        if family == FAMILY.name and index.isdigit():  # the cited 8 depths: 9 draft counts, coprime with 5 tps
+            every = len(TPS) * (depths + 1)
+            pairs = [(TPS[k % len(TPS)], k % (depths + 1)) for k in range(int(index), every, FAMILY.size())]
+        else:
+            pairs = [(tp, drafts) for tp in TPS for drafts in range(depths + 1)]
         out += [{"model": model, "tp": tp, "dtype": dtype, "drafts": drafts, "assume": f"{SCONV}={sconv}"}
                 for tp, drafts in pairs for sconv in ASSUMPTIONS[SCONV][0] for dtype in CACHE_DTYPES]
     return out

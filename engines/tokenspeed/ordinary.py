@@ -51,13 +51,15 @@ MHA_MODELS = ("llama-3.1-8b.json", "qwen3-8b.json")
 # Each mha target's EAGLE3 draft (a checkpoint of its own, paired by SpecForge's training config).
 MHA_DRAFTS = {"llama-3.1-8b.json": "llama-3.1-8b-eagle3.json", "qwen3-8b.json": "qwen3-8b-eagle3.json"}
 EAGLE3 = "EAGLE3"
+DRAFT_READS = ("architectures", "hidden_size", "num_hidden_layers", "vocab_size")
 MLA_DTYPES = ("fp8", "bfloat16")  # mxfp8 resolves to the fp8 cache for MLA (no scale planes)
 MHA_DTYPES = ("fp8", "bfloat16", "mxfp8")
 DEFAULT_BLOCK, MXFP8_BLOCK = 64, 128
 BLOCK_LIMIT = "--prefix-granularity other than the default 64 (128 for mxfp8 MHA)"
 LIMITS = f"not modelled: {BLOCK_LIMIT}; MTP draft depths other than the checkpoint's num_nextn_predict_layers"
 MHA_LIMITS = (f"not modelled: {BLOCK_LIMIT}; EAGLE3 drafts other than the one SpecForge trains for each "
-              "checkpoint (a --config FILE other than a shipped checkpoint's config is planned without one)")
+              "checkpoint (a --config FILE is planned with one where it shares that target's architecture, hidden "
+              "size, layer count and vocabulary)")
 
 
 def mla_points(configs: dict[str, dict]) -> list[dict[str, Any]]:
@@ -86,7 +88,7 @@ def mha_points(configs: dict[str, dict]) -> list[dict[str, Any]]:
     recipe keeps one KV head per rank. Drafts: none, and the target's EAGLE3 draft's layers."""
     out: list[dict[str, Any]] = []
     for name in targets(configs, tuple(MHA_DRAFTS.values())):
-        draft = _eagle3(configs, name)
+        draft = configs[file] if (file := _eagle3(configs, name)) else None
         heads = int(configs[name]["num_attention_heads"])
         for drafts in (0, int(draft["num_hidden_layers"])) if draft else (0,):
             shared = gcd(heads, int(draft["num_attention_heads"])) if draft and drafts else heads
@@ -95,11 +97,14 @@ def mha_points(configs: dict[str, dict]) -> list[dict[str, Any]]:
     return out
 
 
-def _eagle3(configs: dict[str, dict], name: str) -> dict | None:
-    """The EAGLE3 draft config of target `name`, where `name` is the published checkpoint it is
-    trained for: a user's --config of the same file name and other content has none."""
-    draft = MHA_DRAFTS.get(name)
-    return configs[draft] if draft in configs and configs[name] == published(name) else None
+def _eagle3(configs: dict[str, dict], name: str) -> str | None:
+    """The file of the EAGLE3 draft planned with target `name`: the draft trained for a shipped
+    target whose architecture, hidden size, layer count and vocabulary the config shares (what a
+    draft reads of its target: the hidden states of its layers, models/llama_eagle3.py, and its
+    vocabulary), so a user's config.json of that model (its Instruct release, for one) is planned
+    with it too; None for any other."""
+    return next((draft for target, draft in MHA_DRAFTS.items() if draft in configs
+                 and all(configs[name].get(key) == published(target).get(key) for key in DRAFT_READS)), None)
 
 
 def mha_model_config(config: dict, arch: Any) -> Strict:
@@ -180,7 +185,8 @@ def build_mha(modules: dict[str, types.ModuleType], configs: dict[str, dict], po
     mha = startup.arch(modules, "MHA")
     mc = mha_model_config(configs[name], mha)
     block = MXFP8_BLOCK if point["dtype"] == "mxfp8" else DEFAULT_BLOCK
-    sa = server_args(point["tp"], point["dtype"], speculative=EAGLE3 if point.get("drafts") else None, block=block)
-    # a point has drafts only where its target is the checkpoint the draft is trained for (mha_points)
-    draft = mha_model_config(configs[MHA_DRAFTS[name]], mha) if point.get("drafts") else None
+    draft = None
+    if point.get("drafts"):  # a point has drafts only where its target has a draft (mha_points)
+        draft = mha_model_config(configs[_eagle3(configs, name) or ""], mha)
+    sa = server_args(point["tp"], point["dtype"], speculative=EAGLE3 if draft else None, block=block)
     return _recipe(modules, "mha", sa, mc, draft)

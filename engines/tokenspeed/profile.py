@@ -6,6 +6,7 @@ Each recipe module of this folder exports its Profile; engine.py keeps the table
 from __future__ import annotations
 
 import json
+import re
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,6 +49,9 @@ def configs(profile: Profile, everything: bool = False, user: tuple[str, dict] |
         if f"{user[0]}.json" in drafts:
             raise EngineError(f"--config: {user[0]}.json is the name of the draft config kvproof plans beside it; "
                               "rename the file")
+        if re.fullmatch(r".+-family-\d+", user[0]):  # its points would carry a member's name, and its findings
+            raise EngineError(f"--config: {user[0]}.json is named as a family member, whose baseline entries its "
+                              "findings would match; rename the file")
         return {f"{user[0]}.json": user[1], **drafts}
     if profile.family is not None:
         return {f"{m.name}.json": member_dicts(m.config()) for m in profile.family.members(everything)} | drafts
