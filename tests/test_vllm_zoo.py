@@ -63,7 +63,7 @@ def test_each_zoo_model_plans_at_tp_1_and_every_plan_holds(recipe: str) -> None:
 
 def test_every_zoo_model_is_in_the_default_run_and_every_held_config_is_accounted_for() -> None:
     assert set(ZOO) <= set(catalog.MODELS)
-    held = {m.config for m in catalog.MODELS.values()}
+    held = {m.config for m in catalog.MODELS.values()} | {m.draft_config for m in catalog.MODELS.values()}
     sources = (resources.files("kvproof.engines") / "vllm/models/SOURCES.md").read_text()
     for name in resources.files("kvproof.engines").joinpath("vllm/models").iterdir():
         if name.name.endswith(".json"):

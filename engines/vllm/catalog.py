@@ -156,6 +156,9 @@ class Model:
     draft: str | None = None  # the speculative method of the model's own draft layers (MTP)
     draft_layers: Callable[[Any], list[tuple[str, str]]] = lambda _hf: []  # from the draft's HF config
     speculative: tuple[int, ...] = ()  # num_speculative_tokens values planned (empty: no draft modelled)
+    # a draft that is a checkpoint of its own (EAGLE3): its config.json, relative to kvproof.engines, the folder
+    # SpeculativeConfig(model=...) reads; None where the draft is the target's own layers or keeps no page
+    draft_config: str | None = None
     readers: tuple[Reader, ...] = ()  # what reads its state pages (the state layer's kernels, connectors)
     # What the state layer's constructor sets that planning reads (the alignment in align mode, the layer's
     # own get_kv_cache_spec), computed by vLLM's own functions from the config and the point's platform:
@@ -217,6 +220,10 @@ class Model:
             return json.dumps(self.member.config(), indent=2) + "\n"
         return resources.files("kvproof.engines").joinpath(self.config).read_text(encoding="utf-8")
 
+    def draft_text(self) -> str | None:
+        return (resources.files("kvproof.engines").joinpath(self.draft_config).read_text(encoding="utf-8")
+                if self.draft_config else None)
+
     def state_layer_class(self) -> type:
         module, cls = self.state_layer.split(":")
         return getattr(importlib.import_module(module), cls)
@@ -240,27 +247,34 @@ class Model:
         No cap besides the heads: they bound the domain already (96 for Kimi-K3, the most), vLLM
         runs tp across nodes, and a tp that no single NVLink domain holds (K3's 96) is still one a
         prefill/decode pair may pair with tp 1. Every divisor, not only powers of two: K3's 3, 6,
-        12, 24, 48 and 96 are as valid to vLLM as 2-32."""
-        hf = hf.get("text_config", hf)  # a multimodal checkpoint's language model (Kimi-K3)
-        heads = [hf["num_attention_heads"]]
-        if "linear_num_key_heads" in hf:
-            heads += [hf["linear_num_key_heads"], hf["linear_num_value_heads"]]
-        if "linear_attn_config" in hf:
-            heads.append(hf["linear_attn_config"]["num_heads"])
-        if "mamba_num_heads" in hf:
-            heads.append(hf["mamba_num_heads"])
-        if "mamba_n_heads" in hf:  # GraniteMoeHybrid's (and FalconH1's) spelling of the Mamba2 heads and groups
-            heads.append(hf["mamba_n_heads"])
-        if "n_mamba_heads" in hf:  # Zamba2's
-            heads.append(hf["n_mamba_heads"])
-        groups = hf.get("n_groups", hf.get("mamba_n_groups", hf.get("mamba_ngroups", 1)))
-        kv = None if "kv_lora_rank" in hf else hf.get("num_key_value_heads")
-        # Mamba-1's inner channels shard with tp (MambaMixer's ColumnParallelLinear, mamba_mixer.py:91;
-        # mamba1_state_shape divides them, mamba_utils.py:178)
-        inner = hf["mamba_expand"] * hf["hidden_size"] if "mamba_expand" in hf else 0
-        return tuple(tp for tp in range(1, min(heads) + 1)
-                     if all(h % tp == 0 for h in heads) and (groups % tp == 0 or groups == 1)
-                     and (kv is None or kv % tp == 0 or tp % kv == 0) and inner % tp == 0)
+        12, 24, 48 and 96 are as valid to vLLM as 2-32. With a draft checkpoint of its own, its heads
+        too: the draft runs at the target's tp (SpeculativeConfig's draft_tensor_parallel_size default)."""
+        draft = self.draft_text()
+        return tuple(tp for tp in _tps(hf) if draft is None or tp in _tps(json.loads(draft)))
+
+
+def _tps(hf: dict) -> tuple[int, ...]:
+    """Each tp the config's head counts allow (Model.tps)."""
+    hf = hf.get("text_config", hf)  # a multimodal checkpoint's language model (Kimi-K3)
+    heads = [hf["num_attention_heads"]]
+    if "linear_num_key_heads" in hf:
+        heads += [hf["linear_num_key_heads"], hf["linear_num_value_heads"]]
+    if "linear_attn_config" in hf:
+        heads.append(hf["linear_attn_config"]["num_heads"])
+    if "mamba_num_heads" in hf:
+        heads.append(hf["mamba_num_heads"])
+    if "mamba_n_heads" in hf:  # GraniteMoeHybrid's (and FalconH1's) spelling of the Mamba2 heads and groups
+        heads.append(hf["mamba_n_heads"])
+    if "n_mamba_heads" in hf:  # Zamba2's
+        heads.append(hf["n_mamba_heads"])
+    groups = hf.get("n_groups", hf.get("mamba_n_groups", hf.get("mamba_ngroups", 1)))
+    kv = None if "kv_lora_rank" in hf else hf.get("num_key_value_heads")
+    # Mamba-1's inner channels shard with tp (MambaMixer's ColumnParallelLinear, mamba_mixer.py:91;
+    # mamba1_state_shape divides them, mamba_utils.py:178)
+    inner = hf["mamba_expand"] * hf["hidden_size"] if "mamba_expand" in hf else 0
+    return tuple(tp for tp in range(1, min(heads) + 1)
+                 if all(h % tp == 0 for h in heads) and (groups % tp == 0 or groups == 1)
+                 and (kv is None or kv % tp == 0 or tp % kv == 0) and inner % tp == 0)
 
 
 def _qwen3_next_layers(hf: Any) -> list[tuple[str, str]]:
@@ -607,6 +621,39 @@ MODELS.update({
 })
 
 
+
+def _eagle3_layers(first: int) -> Callable[[Any], list[tuple[str, str]]]:
+    """An EAGLE3 draft's layers (Eagle3LlamaForCausalLM): its decoder layers numbered on from the target's
+    total hidden layers (llama_eagle3.py:317-325, :202), each one attention layer of the draft's own
+    geometry ("draft": planner._specs reads it from the draft's ModelConfig)."""
+    return lambda draft: [(f"model.layers.{first + i}.self_attn.attn", "draft")
+                          for i in range(draft.num_hidden_layers)]
+
+
+def _with_eagle3(target: str, draft_config: str, trained_for: str) -> Model:
+    """`target` with an EAGLE3 draft of its own checkpoint (SpeculativeConfig(method="eagle3", model=the
+    draft's folder)): the config SpecForge trains the target's draft with (models/SOURCES.md), at
+    FLASH_ATTN on sm_90 and 1 to 3 speculative tokens (a drafted point plans no pipeline stages, _grid)."""
+    model = MODELS[target]
+    hf = json.loads(model.config_text())
+    return replace(
+        model, recipe=f"{target}-eagle3", backends=(FLASH_ATTN,), draft="eagle3", draft_config=draft_config,
+        draft_layers=_eagle3_layers(hf.get("text_config", hf)["num_hidden_layers"]), speculative=(1, 2, 3),
+        cuda_runtime_at=(),
+        limits=f"its EAGLE3 draft as SpecForge trains it for {trained_for} ({draft_config}; no draft checkpoint's "
+               "own config.json found), at FLASH_ATTN on sm_90 only and 1 to 3 speculative tokens: the target's "
+               f"other backends, stages and its undrafted points are {target}'s")
+
+
+# vLLM drafts these classes with EAGLE3 (SupportsEagle3: qwen3_next.py:820, qwen3_5.py:302)
+MODELS.update({
+    "qwen3-next-80b-a3b-eagle3": _with_eagle3("qwen3-next-80b-a3b", "vllm/models/qwen3-next-80b-a3b-eagle3.json",
+                                              "Qwen/Qwen3-Next-80B-A3B-Instruct-FP8"),
+    "qwen3.5-35b-a3b-eagle3": _with_eagle3("qwen3.5-35b-a3b", "vllm/models/qwen3.5-35b-a3b-eagle3.json",
+                                           "Qwen/Qwen3.5-35B-A3B"),
+})
+
+
 # A family's members at FLASH_ATTN with pipeline stages at tp 1, pp 2 only: the members multiply the points, and
 # which stage lacks an attention layer depends on pp and the layer pattern alone (pp 2 shows it for a pattern
 # whose one attention layer is the last).
@@ -811,6 +858,9 @@ def at_config(model: Model, user_config: UserConfig) -> Model:
     reading of the layers, the file's numbers. The file must name the architecture the model's own config
     does (the class whose layers, state and drafts the model describes), and hold the head counts its tp
     values are read from; the rest vLLM reads as it reads any checkpoint's file."""
+    if model.draft_config:
+        raise EngineError(f"--config {user_config.path}: {model.recipe} is a checkpoint with the EAGLE3 draft trained "
+                          "for it, which yours is not; plan yours with the target's own recipe")
     own, path = json.loads(model.config_text()).get("architectures"), user_config.path
     if user_config.config.get("architectures") != own:
         raise EngineError(f"--config {path}: architectures {user_config.config.get('architectures')} is not "

@@ -21,7 +21,7 @@ from kvproof.engines.vllm.platform import Vllm
 from kvproof.impl import faults
 
 faults.declare({
-    # vllm_*: the replacements of PATCHES; lmcache_*: catalog.Model.state_readers' hook.
+    # vllm_*: the replacements of PATCHES; lmcache_*: catalog.Model.state_readers' hook; adapter_*: planner._specs'.
     "vllm_hybrid_block_floor": "vLLM's _align_hybrid_block_size rounds the block down: the attention page ends up "
     "smaller than the state page it must hold",
     "vllm_state_slab_by_payload": "vLLM lays each padded state layer's slab out by its payload, not its padded page "
@@ -56,6 +56,8 @@ faults.declare({
     "dropping --mamba-cache-dtype, while the layers keep their states at it (the Mamba-1 bug at LFM2's classes)",
     "vllm_block_outermost_by_largest_page": "vLLM sizes a block-outermost block by the largest layer page of a "
     "group, not the group's layers together: the layers after the first run into the next block",
+    "adapter_draft_at_target_geometry": "kvproof's vLLM planner gives an EAGLE3 draft's attention layers the "
+    "target's page geometry, not the draft checkpoint's own",
     "lmcache_walks_by_payload": "the catalog records LMCache as walking state pages by their payload, not the padded "
     "page (LMCache#5166): one flipped reader entry",
 })
@@ -290,4 +292,8 @@ MUTANTS: tuple[Mutant, ...] = (
            expect="no_overlap"),
     # not a replaced vLLM function: the catalog's LMCache reader entry flipped (catalog.Model.state_readers)
     Mutant("lmcache_walks_by_payload", (TP1,), expect="consumer_stride"),
+    # kvproof's own planner: the shipped EAGLE3 drafts have their targets' geometry, so only a draft of another
+    # geometry tells the two apart
+    Mutant("adapter_draft_at_target_geometry",
+           ("tests/test_vllm_eagle3.py::test_a_draft_layer_is_planned_at_the_draft_checkpoints_own_geometry",)),
 )

@@ -37,6 +37,7 @@ from kvproof.engines.vllm import kept
 from kvproof.engines.vllm.catalog import Model
 from kvproof.engines.vllm.parts import Backend
 from kvproof.engines.vllm.platform import ENTRY, Answers, Vllm, cuda_assumed, modules, point_answers
+from kvproof.impl import faults
 
 # Replaces vLLM functions for one planning call (the seeded historical bugs): a context manager.
 Patches = Callable[[Vllm], AbstractContextManager[None]]
@@ -206,9 +207,11 @@ def _configs(config: Any, folder: str, point: Point, answers: Answers, made: Mod
 
     def drafted(model_config: Any) -> tuple[Any, ...]:
         par = parallel()
+        # a draft checkpoint of its own is read from its folder, as the target's is
+        own = {"model": _checkpoint(draft)} if (draft := point.model.draft_text()) else {}
         return model_config, par, config.SpeculativeConfig(
             method=point.model.draft, num_speculative_tokens=point.spec, target_model_config=model_config,
-            target_parallel_config=par)
+            target_parallel_config=par, **own)
 
     if made is None:
         return drafted(model()) if point.spec else (model(), parallel(), None)
@@ -216,7 +219,8 @@ def _configs(config: Any, folder: str, point: Point, answers: Answers, made: Mod
     built, asked = _made(made, key, point, answers, lambda: pickle.dumps(model()))
     if not point.spec:
         return pickle.loads(built), parallel(), None
-    return pickle.loads(_made(made, (*key, point.tp, point.pp, point.spec), point, answers,
+    drafting = (point.tp, point.pp, point.spec, point.model.draft, point.model.draft_config)
+    return pickle.loads(_made(made, (*key, *drafting), point, answers,
                               lambda: pickle.dumps(drafted(pickle.loads(built))), asked)[0])
 
 
@@ -395,6 +399,16 @@ def _specs(v: Vllm, vllm_config: Any, model_cls: Any, backend: Any, layers: list
     # which also keeps a block splittable into the backend's kernel blocks), else the backend's customize_spec
     customize = getattr(v.worker_utils, "customize_attention_spec", None)
     attention = customize(backend, attention) if customize is not None else backend.customize_spec(attention)
+    if any(kind == "draft" for _, kind in layers):  # a draft checkpoint's own attention layers, at its geometry
+        speculative = vllm_config.speculative_config
+        draft = speculative.draft_model_config
+        drafted = _spec(kvi.FullAttentionSpec, block_size=cache.block_size,
+                        num_kv_heads=draft.get_num_kv_heads(speculative.draft_parallel_config),
+                        head_size=draft.get_head_size(),
+                        dtype=v.torch_utils.kv_cache_dtype_str_to_dtype(cache.cache_dtype, draft), kv_quant_mode=quant)
+        drafted = customize(backend, drafted) if customize is not None else backend.customize_spec(drafted)
+        if faults.active("adapter_draft_at_target_geometry"):
+            drafted = attention
     shapes = tuple(model_cls.get_mamba_state_shape_from_config(vllm_config))
     dtypes = tuple(model_cls.get_mamba_state_dtype_from_config(vllm_config))
     out: dict[str, Any] = {}
@@ -407,8 +421,8 @@ def _specs(v: Vllm, vllm_config: Any, model_cls: Any, backend: Any, layers: list
             out[name] = customize(own or backend, spec) if customize is not None else (own or backend).customize_spec(
                 spec)
             continue
-        if kind == "attention":
-            out[name] = attention
+        if kind in ("attention", "draft"):
+            out[name] = attention if kind == "attention" else drafted
             continue
         shell = shells[name]
         # the model class's answer, unless the model's state_init computed the layer's own (the two differ
