@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from kvproof.engines.stubs import StubUsed
 from kvproof.engines.vllm import catalog, engine, planner, platform
 
 EAGLE3 = ("qwen3-next-80b-a3b-eagle3", "qwen3.5-35b-a3b-eagle3")
@@ -46,6 +47,24 @@ def test_a_draft_layer_is_planned_at_the_draft_checkpoints_own_geometry(monkeypa
     fields = _fields(model)
     assert fields["model.layers.47.self_attn.attn.kv"]["shape"][1] == 2 * 1 * 256
     assert fields["model.layers.48.self_attn.attn.kv"]["shape"][1] == 2 * 2 * 64
+
+
+@pytest.mark.parametrize(("recipe", "draft"), [(EAGLE3[0], "model.layers.48.self_attn.attn"),
+                                               ("qwen3-next-80b-a3b", "mtp.layers.0.self_attn.attn")])
+def test_the_drafts_group_is_an_eagle_group(recipe: str, draft: str) -> None:
+    """vLLM's runner marks the layers its proposer added as the draft's, so the group holding them (and only
+    it) drops its trailing prefix-cache block; MTP drafts alike."""
+    point = planner.Point(catalog.MODELS[recipe], 2, "auto", "auto", False, catalog.FLASH_ATTN, 1)
+    groups = planner.plan(point).configs[1].kv_cache_groups
+    assert {g.layer_names[-1]: g.is_eagle_group for g in groups if g.is_eagle_group} == {draft: True}
+
+
+def test_a_draft_with_sliding_window_layers_is_an_adapter_gap(monkeypatch: pytest.MonkeyPatch) -> None:
+    model = catalog.MODELS[EAGLE3[0]]
+    draft = {**json.loads(model.draft_text() or "{}"), "layer_types": ["sliding_attention"], "sliding_window": 4096}
+    monkeypatch.setattr(catalog.Model, "draft_text", lambda self: json.dumps(draft))
+    with pytest.raises(StubUsed, match="sliding-window layers"):
+        _fields(model)
 
 
 def test_the_drafts_heads_bound_tp(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -640,12 +640,12 @@ def _with_eagle3(target: str, draft_config: str, trained_for: str) -> Model:
         model, recipe=f"{target}-eagle3", backends=(FLASH_ATTN,), draft="eagle3", draft_config=draft_config,
         draft_layers=_eagle3_layers(hf.get("text_config", hf)["num_hidden_layers"]), speculative=(1, 2, 3),
         cuda_runtime_at=(),
-        limits=f"its EAGLE3 draft as SpecForge trains it for {trained_for} ({draft_config}; no draft checkpoint's "
-               "own config.json found), at FLASH_ATTN on sm_90 only and 1 to 3 speculative tokens: the target's "
-               f"other backends, stages and its undrafted points are {target}'s")
+        limits=f"its EAGLE3 draft as SpecForge trains it for {trained_for} (engines/{draft_config}; no draft "
+               "checkpoint's own config.json found), at FLASH_ATTN on sm_90 only and 1 to 3 speculative tokens: the "
+               f"target's other backends, stages and its undrafted points are {target}'s")
 
 
-# vLLM drafts these classes with EAGLE3 (SupportsEagle3: qwen3_next.py:820, qwen3_5.py:302)
+# vLLM drafts these classes with EAGLE3 (SupportsEagle3: qwen3_next.py:820; qwen3_vl.py:1946, the base of qwen3_5.py's)
 MODELS.update({
     "qwen3-next-80b-a3b-eagle3": _with_eagle3("qwen3-next-80b-a3b", "vllm/models/qwen3-next-80b-a3b-eagle3.json",
                                               "Qwen/Qwen3-Next-80B-A3B-Instruct-FP8"),

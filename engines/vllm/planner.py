@@ -27,7 +27,7 @@ import pickle
 import tempfile
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
@@ -141,8 +141,8 @@ def _plan(v: Vllm, point: Point, folder: str, patches: Patches | None, made: Mod
         vllm_config = config.VllmConfig(
             model_config=model_config, cache_config=cache_config, parallel_config=parallel,
             speculative_config=speculative, device_config=config.DeviceConfig(device="cuda"))
-        if speculative is not None:  # the draft's layers keep pages in the same cache
-            layers += point.model.draft_layers(speculative.draft_model_config.hf_config)
+        drafts = point.model.draft_layers(speculative.draft_model_config.hf_config) if speculative else []
+        layers += drafts  # the draft's layers keep pages in the same cache
         model_cls: Any
         model_cls, _ = v.models.ModelRegistry.resolve_model_cls(model_config.architecture,
                                                                     model_config=model_config)
@@ -166,7 +166,7 @@ def _plan(v: Vllm, point: Point, folder: str, patches: Patches | None, made: Mod
         with context, config.set_current_vllm_config(vllm_config):
             _check_shell_call(lambda: platform.update_block_size_for_backend(vllm_config),
                               f"{point.model.state_layer_class().__name__} layer state", shells)
-            specs = _specs(v, vllm_config, model_cls, backend, layers, shells, built)
+            specs = _specs(v, vllm_config, model_cls, backend, layers, shells, built, {name for name, _ in drafts})
             layout_names = [lay.name for lay in v.backend_utils.get_supported_kv_cache_layouts(
                 [*found, point.model.state_backend(v.registry)] if attends
                 else [point.model.state_backend(v.registry)])]
@@ -375,7 +375,8 @@ def _own_backend(shell: Any) -> Any:
 
 
 def _specs(v: Vllm, vllm_config: Any, model_cls: Any, backend: Any, layers: list[tuple[str, str]],
-           shells: dict[str, Any], built: dict[str, Any] | None = None) -> dict[str, Any]:
+           shells: dict[str, Any], built: dict[str, Any] | None = None,
+           drafts: frozenset[str] | set[str] = frozenset()) -> dict[str, Any]:
     """Each layer's KVCacheSpec. An attention layer's is built with vLLM's spec classes from the
     inputs its own get_kv_cache_spec reads (attention.py:611, mla_attention.py:1371). A state layer's
     is the layer class's own get_kv_cache_spec, run on its shell (mamba/abstract.py:72 and each
@@ -402,10 +403,16 @@ def _specs(v: Vllm, vllm_config: Any, model_cls: Any, backend: Any, layers: list
     if any(kind == "draft" for _, kind in layers):  # a draft checkpoint's own attention layers, at its geometry
         speculative = vllm_config.speculative_config
         draft = speculative.draft_model_config
+        hf = draft.hf_config
+        if "sliding_attention" in (getattr(hf, "layer_types", None) or ()):
+            raise StubUsed(f"the draft checkpoint {draft.architectures} has sliding-window layers (its layer_types, "
+                           "llama.py:184-204), whose specs kvproof does not build")
+        # its heads and head size are the draft config's (llama.py:143-159); its dtype the target's, since vLLM builds
+        # the draft under the target's config (llm_base_proposer.py:1265-1301), whose ModelConfig Attention reads it
+        # from (attention.py:275, :323-324)
         drafted = _spec(kvi.FullAttentionSpec, block_size=cache.block_size,
                         num_kv_heads=draft.get_num_kv_heads(speculative.draft_parallel_config),
-                        head_size=draft.get_head_size(),
-                        dtype=v.torch_utils.kv_cache_dtype_str_to_dtype(cache.cache_dtype, draft), kv_quant_mode=quant)
+                        head_size=draft.get_head_size(), dtype=torch_dtype, kv_quant_mode=quant)
         drafted = customize(backend, drafted) if customize is not None else backend.customize_spec(drafted)
         if faults.active("adapter_draft_at_target_geometry"):
             drafted = attention
@@ -431,7 +438,11 @@ def _specs(v: Vllm, vllm_config: Any, model_cls: Any, backend: Any, layers: list
         vars(shell).setdefault("get_state_dtype", lambda: dtypes)
         out[name] = _check_shell_call(partial(type(shell).get_kv_cache_spec, shell, vllm_config),
                                       f"{type(shell).__name__}.get_kv_cache_spec", shells)
-    return out
+    # vLLM's runner marks the spec of each layer the proposer added (is_draft_layer, llm_base_proposer.py:1333-1335)
+    # as the draft's (gpu_model_runner.py:7114-7115), where its class has the field: an EAGLE/MTP draft's group is
+    # then an EAGLE group (kv_cache_planning.py:1650-1656)
+    return {name: replace(spec, is_draft=True) if name in drafts and "is_draft" in {f.name for f in fields(spec)}
+            else spec for name, spec in out.items()}
 
 
 def _dtype(torch_dtype: Any) -> str:
