@@ -212,9 +212,9 @@ def build(modules: dict[str, types.ModuleType], configs: dict[str, dict], point:
 
 PROFILE: Profile = Profile(
     models=(), modules=startup.MODULES, points=points, build=build, family=FAMILY,
-    family_limits="each member at some (tp, draft count) pairs: numbering the 45 pairs k (tp TPS[k % 5], k % 9 MTP "
-    "depths), member i is planned at pairs i, i + 24, ... below 45, so the whole family meets every pair once, as a "
-    "--config FILE is planned at all of them",
+    family_limits="each member at some (tp, draft count) pairs: numbering the 45 pairs k (tp the (k mod 5)-th of 1, 2, "
+    "4, 8, 16 at k mod 9 MTP depths), member i is planned at pairs i and i + 24 below 45, so the whole family meets "
+    "every pair once, as a --config FILE is planned at all of them",
     limits="not modelled: prefill/decode disaggregation (the recipe's PD transfer policies); tree speculation "
     "(--speculative-eagle-topk above 1); --prefix-granularity (the recipe fixes its block at 128)")
 faults.declare({
