@@ -43,6 +43,7 @@ from kvproof.engines.tokenspeed.inputs import (
 )
 from kvproof.engines.tokenspeed.loader import ASSUMPTIONS
 from kvproof.engines.tokenspeed.profile import published, targets
+from kvproof.engines.verdict import AdapterGap
 
 MODULES = startup.MODULES
 MLA_MODELS = ("deepseek-v3.json",)
@@ -186,7 +187,10 @@ def build_mha(modules: dict[str, types.ModuleType], configs: dict[str, dict], po
     mc = mha_model_config(configs[name], mha)
     block = MXFP8_BLOCK if point["dtype"] == "mxfp8" else DEFAULT_BLOCK
     draft = None
-    if point.get("drafts"):  # a point has drafts only where its target has a draft (mha_points)
-        draft = mha_model_config(configs[_eagle3(configs, name) or ""], mha)
+    if point.get("drafts"):
+        file = _eagle3(configs, name)
+        if file is None:  # mha_points gives none such: a point asked of engine.plan
+            raise AdapterGap("ordinary.build_mha", f"{name} has no EAGLE3 draft kvproof plans with it")
+        draft = mha_model_config(configs[file], mha)
     sa = server_args(point["tp"], point["dtype"], speculative=EAGLE3 if draft else None, block=block)
     return _recipe(modules, "mha", sa, mc, draft)
