@@ -154,7 +154,8 @@ class Model:
     prefix_caching: tuple[bool, ...]  # the prefix-caching values kvproof can plan
     limits: str
     draft: str | None = None  # the speculative method of the model's own draft layers (MTP)
-    draft_layers: Callable[[Any], list[tuple[str, str]]] = lambda _hf: []  # from the draft's HF config
+    # from the draft's HF config; a draft checkpoint's own attention layers are "draft" (planned at its geometry)
+    draft_layers: Callable[[Any], list[tuple[str, str]]] = lambda _hf: []
     speculative: tuple[int, ...] = ()  # num_speculative_tokens values planned (empty: no draft modelled)
     # a draft that is a checkpoint of its own (EAGLE3): its config.json, relative to kvproof.engines, the folder
     # SpeculativeConfig(model=...) reads; None where the draft is the target's own layers or keeps no page
@@ -619,7 +620,6 @@ MODELS.update({
     "qwen3.6-35b-a3b-nvfp4": _qwen3_5("qwen3.6-35b-a3b-nvfp4", "vllm/models/qwen3.6-35b-a3b-nvfp4.json",
                                       QUANTIZED_IN_CONFIG),
 })
-
 
 
 def _eagle3_layers(first: int) -> Callable[[Any], list[tuple[str, str]]]:
