@@ -399,7 +399,11 @@ def _specs(v: Vllm, vllm_config: Any, model_cls: Any, backend: Any, layers: list
     # gpu_model_runner.py:7111): customize_attention_spec where vllm.v1.worker.utils has it (0.32.0 on,
     # which also keeps a block splittable into the backend's kernel blocks), else the backend's customize_spec
     customize = getattr(v.worker_utils, "customize_attention_spec", None)
-    attention = customize(backend, attention) if customize is not None else backend.customize_spec(attention)
+
+    def customized(owner: Any, spec: Any) -> Any:
+        return customize(owner, spec) if customize is not None else owner.customize_spec(spec)
+
+    attention = customized(backend, attention)
     if any(kind == "draft" for _, kind in layers):  # a draft checkpoint's own attention layers, at its geometry
         speculative = vllm_config.speculative_config
         draft = speculative.draft_model_config
@@ -413,7 +417,7 @@ def _specs(v: Vllm, vllm_config: Any, model_cls: Any, backend: Any, layers: list
         drafted = _spec(kvi.FullAttentionSpec, block_size=cache.block_size,
                         num_kv_heads=draft.get_num_kv_heads(speculative.draft_parallel_config),
                         head_size=draft.get_head_size(), dtype=torch_dtype, kv_quant_mode=quant)
-        drafted = customize(backend, drafted) if customize is not None else backend.customize_spec(drafted)
+        drafted = customized(backend, drafted)
         if faults.active("adapter_draft_at_target_geometry"):
             drafted = attention
     shapes = tuple(model_cls.get_mamba_state_shape_from_config(vllm_config))
@@ -425,8 +429,7 @@ def _specs(v: Vllm, vllm_config: Any, model_cls: Any, backend: Any, layers: list
             spec = _check_shell_call(partial(type(layer).get_kv_cache_spec, layer, vllm_config),
                                      f"{type(layer).__name__}.get_kv_cache_spec", built)
             own = _own_backend(layer)
-            out[name] = customize(own or backend, spec) if customize is not None else (own or backend).customize_spec(
-                spec)
+            out[name] = customized(own or backend, spec)
             continue
         if kind in ("attention", "draft"):
             out[name] = attention if kind == "attention" else drafted
