@@ -22,6 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tp", type=int, nargs="+", help="narrow the domain to these attention tp")
     parser.add_argument("--dtype", nargs="+", help="narrow the domain to these --kv-cache-dtype values")
     parser.add_argument("--drafts", type=int, nargs="+", help="narrow the domain to these draft-layer counts")
+    parser.add_argument("--algorithm", nargs="+", metavar="ALGORITHM",
+                        help="narrow the domain to these --speculative-algorithm values (recipes whose drafts differ "
+                             "by more than their layer count)")
     parser.add_argument("--model", nargs="+", help="narrow the domain to these checkpoints (recipes serving several)")
     parser.add_argument("--config", metavar="FILE",
                         help="plan this config.json as the checkpoint of the one --recipe (a family's recipe "
@@ -50,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
         narrowed: Narrowing = {}
         if args.drafts:
             narrowed["drafts"] = args.drafts
+        if args.algorithm:
+            narrowed["algorithms"] = args.algorithm
         if args.model:
             narrowed["models"] = args.model
         if args.assume:

@@ -57,6 +57,7 @@ class Narrowing(TypedDict, total=False):
     is not given."""
 
     drafts: Sequence[int]  # --drafts: draft-layer counts
+    algorithms: Sequence[str]  # --algorithm: the drafts' --speculative-algorithm values
     models: Sequence[str]  # --model: checkpoints, for recipes that serve several
     assume: Sequence[str]  # --assume NAME=VALUE: assumption axes (a GPU or environment answer)
     # --max-padding: the padding bound to hold a plan to when its engine sets none; None holds it to

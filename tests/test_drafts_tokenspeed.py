@@ -1,7 +1,7 @@
 """The drafts of the released checkpoints: the MTP heads they carry, planned by tokenspeed's mla,
 dsa, qwen_gdn, mamba2 and deepseek_v4 recipes (--speculative-algorithm MTP on the target
-checkpoint), and the EAGLE3 drafts SpecForge trains for mha's (--speculative-algorithm EAGLE3, a
-checkpoint of their own)."""
+checkpoint), and the drafts SpecForge trains for mha's (checkpoints of their own: EAGLE3 for both,
+DFLASH and DSPARK block drafters for Qwen3-8B)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bites import fails_under
 
+from kvproof.engines import verdict
 from kvproof.engines.tokenspeed import engine, loader, ordinary, pipeline
 from kvproof.engines.user_config import UserConfig
 from kvproof.impl import faults
@@ -28,6 +30,9 @@ DRAFTED: dict[str, tuple[str, int, dict[str, Any]]] = {
     # its EAGLE3 draft: one LlamaForCausalLMEagle3 layer
     "mha": ("llama-3.1-8b", 1, {"tp": 8, "dtype": "fp8"}),
 }
+
+# the --speculative-algorithm of a recipe whose drafts differ by more than their layer count
+ALGORITHM = {"mha": {"algorithm": "EAGLE3"}}
 
 # recipe -> every checkpoint of it that has a draft
 WITH_HEAD = {recipe: {model} for recipe, (model, _, _) in DRAFTED.items()} | {
@@ -65,7 +70,7 @@ def test_the_draft_is_a_continuation_layer_of_the_target_plan(installed: loader.
     and keeps every target field as it was."""
     model, layers, point = DRAFTED[recipe]
     target = _planned(installed, recipe, {"model": model, **point, "drafts": 0})
-    drafted = _planned(installed, recipe, {"model": model, **point, "drafts": layers})
+    drafted = _planned(installed, recipe, {"model": model, **point, "drafts": layers, **ALGORITHM.get(recipe, {})})
     first = 1 + max(int(f["id"].split(".")[1]) for f in target["fields"])
     before = {f["id"]: f for f in target["fields"]}
     after = {f["id"]: f for f in drafted["fields"]}
@@ -97,33 +102,70 @@ def test_only_checkpoints_with_an_mtp_head_have_draft_points() -> None:
     assert drafted == {"nemotron-3-super-120b-a12b-fp8"}  # Nemotron-H-56B publishes no num_nextn_predict_layers
 
 
-def test_an_eagle3_draft_goes_with_a_config_of_the_target_it_reads() -> None:
+def test_the_drafts_go_with_a_config_of_the_target_they_read() -> None:
     """mha's drafts are checkpoints of their own, each trained for one target: a config.json with that
     target's architecture, hidden size, layer count and vocabulary (another release of it) is planned with
-    the draft, whatever its name; one of another geometry without."""
+    its drafts, whatever its name; one of another geometry without."""
     mha = engine.PROFILES["mha"]
     shipped = engine._configs(mha, None)
-    assert {(p["model"], p["drafts"]) for p in mha.points(shipped)} == {
-        (model, drafts) for model in ("llama-3.1-8b", "qwen3-8b") for drafts in (0, 1)}
+    assert {(p["model"], p["drafts"], p.get("algorithm")) for p in mha.points(shipped)} == {
+        ("llama-3.1-8b", 0, None), ("llama-3.1-8b", 1, "EAGLE3"), ("qwen3-8b", 0, None), ("qwen3-8b", 1, "EAGLE3"),
+        ("qwen3-8b", 5, "DFLASH"), ("qwen3-8b", 5, "DSPARK")}
     instruct = UserConfig("mine.json", {**shipped["llama-3.1-8b.json"], "eos_token_id": [128001, 128008, 128009]})
     assert {p["drafts"] for p in mha.points(engine._configs(mha, instruct))} == {0, 1}
     other = UserConfig("qwen3-8b.json", {**shipped["qwen3-8b.json"], "num_hidden_layers": 30})
     assert {p["drafts"] for p in mha.points(engine._configs(mha, other))} == {0}
-    assert "EAGLE3" in mha.limits
+    assert "drafts other than the ones SpecForge trains" in mha.limits
 
 
-def test_a_draft_point_launches_eagle3_with_the_drafts_config(installed: loader.Source,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("algorithm", "layers", "steps"), [("EAGLE3", 1, 3), ("DFLASH", 5, 15), ("DSPARK", 5, 7)])
+def test_a_draft_point_launches_its_algorithm_with_the_drafts_config(installed: loader.Source,
+                                                                    monkeypatch: pytest.MonkeyPatch, algorithm: str,
+                                                                    layers: int, steps: int) -> None:
+    """Each draft with its own --speculative-algorithm; a block drafter's widths are its checkpoint's
+    block_size (DFlash's 16 counts the anchor row, DSpark's 7 does not), EAGLE3's the launch defaults."""
     seen: list[tuple[Any, Any]] = []
     monkeypatch.setattr(ordinary, "_recipe", lambda modules, family, sa, mc, draft=None: seen.append((sa, draft)))
     configs = engine._configs(engine.PROFILES["mha"], None)
     modules = loader.load(installed, ordinary.MODULES)
-    for drafts in (0, 1):
-        ordinary.build_mha(modules, configs, {"model": "qwen3-8b", "tp": 8, "dtype": "fp8", "drafts": drafts})
+    ordinary.build_mha(modules, configs, {"model": "qwen3-8b", "tp": 8, "dtype": "fp8", "drafts": 0})
+    ordinary.build_mha(modules, configs, {"model": "qwen3-8b", "tp": 8, "dtype": "fp8", "drafts": layers,
+                                          "algorithm": algorithm})
     (plain, none), (drafted, draft) = seen
     assert plain.speculative_algorithm is None and none is None
-    assert drafted.speculative_algorithm == "EAGLE3" and draft.num_attention_layers == 1
-    assert draft.hf_config.architectures == ["LlamaForCausalLMEagle3"]
+    assert drafted.speculative_algorithm == algorithm and draft.num_attention_layers == layers
+    assert (drafted.speculative_num_steps, drafted.speculative_num_draft_tokens) == (steps, steps + 1)
+    assert draft.hf_config.architectures == [{"EAGLE3": "LlamaForCausalLMEagle3", "DFLASH": "DFlashDraftModel",
+                                              "DSPARK": "DSparkDraftModel"}[algorithm]]
+
+
+def test_a_draft_the_target_lacks_is_an_adapter_gap(installed: loader.Source) -> None:
+    with pytest.raises(verdict.AdapterGap, match=r"llama-3\.1-8b\.json has no DFLASH draft kvproof plans with it"):
+        engine.plan(installed, "mha", {"model": "llama-3.1-8b", "tp": 8, "dtype": "fp8", "drafts": 5,
+                                       "algorithm": "DFLASH"})
+
+
+def test_a_block_drafter_keeps_a_bfloat16_cache_beside_an_fp8_target(installed: loader.Source) -> None:
+    """configs/mha.py: a DFLASH or DSPARK draft writes at the target's cache locations (its layers in the
+    target's full-attention group, after its 36) in a bfloat16 cache whatever the target's dtype, under
+    the default drafter backend; an EAGLE3 draft keeps the target's fp8. At tp 1 a 64-token page of 8 KV
+    heads x 128 is 131,072 B of K and V at fp8, twice that at bfloat16."""
+    points = {"EAGLE3": 1, "DFLASH": 5, "DSPARK": 5}
+    for algorithm, layers in points.items():
+        plan = _planned(installed, "mha", {"model": "qwen3-8b", "tp": 1, "dtype": "fp8", "drafts": layers,
+                                           "algorithm": algorithm})
+        fields = {f["id"]: f for f in plan["fields"]}
+        draft = {i: f for i, f in fields.items() if int(i.split(".")[1]) >= 36}
+        assert {int(i.split(".")[1]) for i in draft} == set(range(36, 36 + layers))
+        assert {f["group"] for f in draft.values()} == {fields["layer.0.k"]["group"]}
+        block = algorithm != "EAGLE3"
+        assert {f["dtype"] for f in draft.values()} == {"bfloat16" if block else fields["layer.0.k"]["dtype"]}
+        assert plan["parent_bytes"] == 36 * 131_072 + layers * (262_144 if block else 131_072), algorithm
+
+
+def test_launching_a_block_drafter_as_eagle3_is_killed(installed: loader.Source) -> None:
+    fails_under("ts_adapter_block_draft_as_eagle3", test_a_block_drafter_keeps_a_bfloat16_cache_beside_an_fp8_target,
+                installed)
 
 
 def test_a_config_named_as_a_draft_file_is_refused(tmp_path: Path) -> None:
@@ -142,7 +184,9 @@ def test_a_draft_layer_on_a_target_segment_is_caught_at_draft_points_only(instal
     with faults.inject(fault):
         run = engine.run(installed, [recipe], {"tp": [tp], "dtype": ["fp8"]})
     (result,) = run.recipes
-    verdicts: dict[int, set[tuple[str, tuple[str, ...]]]] = {}
+    verdicts: dict[tuple[int, str | None], set[tuple[str, tuple[str, ...]]]] = {}
     for p in result.points:
-        verdicts.setdefault(p.point["drafts"], set()).add((p.verdict, tuple(f.property for f in p.findings)))
-    assert verdicts == {0: {("ok", ())}, 1: {("counterexample", ("boots",))}}, verdicts
+        verdicts.setdefault((p.point["drafts"], p.point.get("algorithm")), set()).add(
+            (p.verdict, tuple(f.property for f in p.findings)))
+    drafted = {(1, None)} if recipe == "qwen_gdn" else {(1, "EAGLE3"), (5, "DFLASH"), (5, "DSPARK")}
+    assert verdicts == {(0, None): {("ok", ())}} | {key: {("counterexample", ("boots",))} for key in drafted}, verdicts

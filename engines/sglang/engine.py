@@ -204,16 +204,16 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in (
 def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Sequence[str] | None,
            engine_path: str | None, drafts: Sequence[int] | None = None, models: Sequence[str] | None = None,
            assume: Sequence[str] | None = None, padding_bound: Fraction | None = None,
-           config: str | None = None, shard: shards.Shard | None = None, workers: int | None = None
-           ) -> EngineRun:
+           config: str | None = None, shard: shards.Shard | None = None, workers: int | None = None,
+           algorithms: Sequence[str] | None = None) -> EngineRun:
     """The installed SGLang, or the checkout at --engine-path; SGLang states no padding bound, and
     none is held by default (`padding_bound`: --max-padding). `workers`: the processes that plan the
     points (default: spread.processes, one per core)."""
     if shard:
         raise shards.unsharded(ENGINE)
-    if drafts or models or config:
-        raise EngineError("--drafts, --model and --config do not apply to sglang: --recipe names the model, "
-                          "and no recipe plans draft layers yet")
+    if drafts or algorithms or models or config:
+        raise EngineError("--drafts, --algorithm, --model and --config do not apply to sglang: --recipe names the "
+                          "model, and no recipe plans draft layers yet")
     unknown = sorted(set(recipes or ()) - set(RECIPES))
     if unknown:
         raise EngineError(f"sglang has no recipe {unknown[0]!r}; kvproof plans: {', '.join(RECIPES)}")

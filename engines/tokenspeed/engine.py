@@ -53,8 +53,8 @@ PROFILES: dict[str, Profile] = {
                    ordinary.LIMITS),
     "dsa": Profile(ordinary.DSA_MODELS, ordinary.MODULES, ordinary.dsa_points, ordinary.build_dsa,
                    ordinary.LIMITS),
-    "mha": Profile((*ordinary.MHA_MODELS, *ordinary.MHA_DRAFTS.values()), ordinary.MODULES, ordinary.mha_points,
-                   ordinary.build_mha, ordinary.MHA_LIMITS, drafts=tuple(ordinary.MHA_DRAFTS.values())),
+    "mha": Profile((*ordinary.MHA_MODELS, *ordinary.DRAFT_FILES), ordinary.MODULES, ordinary.mha_points,
+                   ordinary.build_mha, ordinary.MHA_LIMITS, drafts=ordinary.DRAFT_FILES),
     "qwen_gdn": Profile(qwen35.MODELS, qwen35.MODULES, qwen35.points, qwen35.build, qwen35.LIMITS),
     "mamba2": Profile(nemotron_h.MODELS, nemotron_h.MODULES, nemotron_h.points, nemotron_h.build,
                       nemotron_h.LIMITS),
@@ -103,14 +103,16 @@ def _declared_families(path: Path, err: Exception) -> tuple[str, ...]:
 def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Sequence[str] | None,
            engine_path: str | None, drafts: Sequence[int] | None = None, models: Sequence[str] | None = None,
            assume: Sequence[str] | None = None, padding_bound: Fraction | None = None,
-           config: str | None = None, shard: shards.Shard | None = None) -> EngineRun:
+           config: str | None = None, shard: shards.Shard | None = None,
+           algorithms: Sequence[str] | None = None) -> EngineRun:
     """`verify engine tokenspeed`: the installed release, or the package at --engine-path;
     `config`, a user's config.json that the one recipe named plans as its checkpoint."""
     if shard:
         raise shards.unsharded(ENGINE)
     try:
         source = loader.source_of(engine_path)
-        only = {"tp": tps, "dtype": dtypes, "drafts": drafts, "model": models, "assume": _assumed(assume)}
+        only = {"tp": tps, "dtype": dtypes, "drafts": drafts, "algorithm": algorithms, "model": models,
+                "assume": _assumed(assume)}
         return run(source, recipes, only, engine_path, padding_bound, config=user_config.load(config, recipes))
     except loader.SourceError as err:
         raise EngineError(str(err)) from None

@@ -32,12 +32,16 @@ faults.declare({
     "ts_bind_forgets_null_parent": "tokenspeed's bind() sizes each plane slab for N parents, not N + 1",
     "ts_qwen_draft_v_on_k": "tokenspeed's qwen_gdn recipe puts an MTP draft layer's V in its K segment",
     "ts_draft_units_from_zero": "tokenspeed's ordinary recipe numbers a draft layer's cache units from 0 (its own "
-    "layer id) instead of after the target's, so an EAGLE3 draft's K and V take the first target layer's unit",
+    "layer id) instead of after the target's, so a draft's K and V take the first target layers' units",
     "launch_engine_moe_check_dropped": "verify config --engine forgets resolve_parallelism's MoE tp / EP check after "
     "the Mapping, so tokenspeed seems to accept MoE tp and EP both above 1",
     # pipeline.py's hook: kvproof's adapter, not the engine's code.
     "ts_adapter_gap_as_boots": "kvproof's tokenspeed adapter judges an exception by its type alone, not by whose code "
     "raised it, so a ValueError in the adapter's own code becomes a baselinable boots finding of the engine",
+    # ordinary.py's hook: kvproof's adapter, not the engine's code.
+    "ts_adapter_block_draft_as_eagle3": "kvproof's tokenspeed adapter launches every mha draft with "
+    "--speculative-algorithm EAGLE3, so a DFLASH or DSPARK block drafter is planned at the target's cache dtype "
+    "instead of its own bfloat16",
 })
 
 _RECIPES = Path("runtime/layers/attention/kv_cache/recipes")
@@ -133,13 +137,16 @@ MUTANTS: tuple[Mutant, ...] = (
     # layout check refuses the plan (boots) while the drafts=0 points plan as released.
     Mutant("ts_qwen_draft_v_on_k", ("verify engine tokenspeed --recipe qwen_gdn --tp 4 --dtype fp8",),
            expect="boots"),
-    # Only the drafts=1 points have a draft layer: its K and V share the first target layer's plane, whose
-    # stride the engine's own pack() then refuses (boots).
-    Mutant("ts_draft_units_from_zero", ("verify engine tokenspeed --recipe mha --tp 8 --dtype fp8 --drafts 1",),
+    # Only the drafted points have draft layers: their K and V share the first target layers' planes, whose
+    # strides the engine's own pack() then refuses (boots).
+    Mutant("ts_draft_units_from_zero", ("verify engine tokenspeed --recipe mha --tp 8 --dtype fp8 --drafts 1 5",),
            expect="boots"),
     # Per-recipe isolation: an adapter failure must stay NOT VERIFIED (adapter), never the engine's verdict.
     Mutant("ts_adapter_gap_as_boots",
            ("tests/test_engine_tokenspeed.py::test_a_value_error_of_kvproofs_adapter_is_an_adapter_gap_not_boots",)),
+    # The algorithm decides a block drafter's cache dtype, and no property sees a dtype: a test pins it.
+    Mutant("ts_adapter_block_draft_as_eagle3",
+           ("tests/test_drafts_tokenspeed.py::test_a_block_drafter_keeps_a_bfloat16_cache_beside_an_fp8_target",)),
     # kvproof's load of tokenspeed's parallel resolution for `verify config --engine` (parallel.py)
     Mutant("launch_engine_moe_check_dropped", ("tests/test_config_engine.py::test_cli_shows_the_engines_own_rejection",
                                                "tests/test_config_engine.py::"

@@ -12,13 +12,17 @@ own one-layer MTP head (num_nextn_predict_layers 1), run with --speculative-algo
 reads the draft from the target checkpoint as DeepseekV3ForCausalLMNextN /
 DeepseekV32ForCausalLMNextN, a continuation layer of the target's one full-attention group (the
 same family, so the target's recipe plans it). Llama-3.1-8B and Qwen3-8B carry no draft of their
-own: theirs is an EAGLE3 draft, a one-layer LlamaForCausalLMEagle3 checkpoint of its own (models/
-llama_eagle3.py refuses any other layer count), run with --speculative-algorithm EAGLE3. Its config
-is the one SpecForge, the SGLang project's draft trainer, trains each target's draft with
-(models/SOURCES.md); the draft worker's ModelConfig reads it as an MHA architecture (no MLA/DSA
-table names LlamaForCausalLMEagle3, configs/model_config.py) with num_hidden_layers attention
-layers, and the mha recipe plans its layer after the target's (recipes/ordinary.py: an MHA draft
-is layers of their own geometry in the same plan).
+own: theirs are checkpoints of their own, each run with its --speculative-algorithm: an EAGLE3 draft
+for each (one LlamaForCausalLMEagle3 layer; models/llama_eagle3.py refuses any other layer count),
+and for Qwen3-8B a DFLASH and a DSPARK block drafter too (DFlashDraftModel, DSparkDraftModel: five
+layers each). Their configs are the ones SpecForge, the SGLang project's draft trainer, trains each
+target's drafts with (models/SOURCES.md); the draft worker's ModelConfig reads each as an MHA
+architecture (no MLA/DSA table names them, and neither draft's attention_mode is "mla",
+configs/model_config.py) with num_hidden_layers attention layers, and the mha recipe plans its
+layers after the target's (recipes/ordinary.py: an MHA draft is layers of their own geometry in the
+same plan). A block drafter writes at the target's cache locations in a bfloat16 cache whatever
+the target's dtype, unless --drafter-attention-backend is trtllm (configs/mha.py, configs/base.py
+is_block_drafter): the default backend is what is planned.
 """
 
 from __future__ import annotations
@@ -44,23 +48,34 @@ from kvproof.engines.tokenspeed.inputs import (
 from kvproof.engines.tokenspeed.loader import ASSUMPTIONS
 from kvproof.engines.tokenspeed.profile import published, targets
 from kvproof.engines.verdict import AdapterGap
+from kvproof.impl import faults
 
 MODULES = startup.MODULES
 MLA_MODELS = ("deepseek-v3.json",)
 DSA_MODELS = ("deepseek-v3.2.json",)
 MHA_MODELS = ("llama-3.1-8b.json", "qwen3-8b.json")
-# Each mha target's EAGLE3 draft (a checkpoint of its own, paired by SpecForge's training config).
-MHA_DRAFTS = {"llama-3.1-8b.json": "llama-3.1-8b-eagle3.json", "qwen3-8b.json": "qwen3-8b-eagle3.json"}
-EAGLE3 = "EAGLE3"
+# Each mha target's drafts (checkpoints of their own, paired by SpecForge's training configs), each with
+# the --speculative-algorithm that runs it.
+MHA_DRAFTS: dict[str, tuple[tuple[str, str], ...]] = {
+    "llama-3.1-8b.json": (("EAGLE3", "llama-3.1-8b-eagle3.json"),),
+    "qwen3-8b.json": (("EAGLE3", "qwen3-8b-eagle3.json"), ("DFLASH", "qwen3-8b-dflash.json"),
+                      ("DSPARK", "qwen3-8b-dspark.json")),
+}
+DRAFT_FILES = tuple(file for drafts in MHA_DRAFTS.values() for _, file in drafts)
+# The rows a block drafter's trained block_size counts past its drafted tokens (runtime/utils/
+# spec_block_geometry.py BLOCK_SPEC_RULES: DSpark's block_size is --speculative-num-steps, DFlash's
+# that plus 1; --speculative-num-draft-tokens is the steps plus 1 for both).
+BLOCK_ROWS_PAST_STEPS = {"DFLASH": 1, "DSPARK": 0}
 DRAFT_READS = ("architectures", "hidden_size", "num_hidden_layers", "vocab_size")
 MLA_DTYPES = ("fp8", "bfloat16")  # mxfp8 resolves to the fp8 cache for MLA (no scale planes)
 MHA_DTYPES = ("fp8", "bfloat16", "mxfp8")
 DEFAULT_BLOCK, MXFP8_BLOCK = 64, 128
 BLOCK_LIMIT = "--prefix-granularity other than the default 64 (128 for mxfp8 MHA)"
 LIMITS = f"not modelled: {BLOCK_LIMIT}; MTP draft depths other than the checkpoint's num_nextn_predict_layers"
-MHA_LIMITS = (f"not modelled: {BLOCK_LIMIT}; EAGLE3 drafts other than the one SpecForge trains for each "
-              "checkpoint (a --config FILE is planned with one where it shares that target's architecture, hidden "
-              "size, layer count and vocabulary)")
+MHA_LIMITS = (f"not modelled: {BLOCK_LIMIT}; drafts other than the ones SpecForge trains for each checkpoint "
+              "(a --config FILE is planned with them where it shares that target's architecture, hidden size, layer "
+              "count and vocabulary); a block drafter under --drafter-attention-backend trtllm (its cache in the "
+              "target's dtype)")
 
 
 def mla_points(configs: dict[str, dict]) -> list[dict[str, Any]]:
@@ -86,26 +101,31 @@ def dsa_points(configs: dict[str, dict]) -> list[dict[str, Any]]:
 
 def mha_points(configs: dict[str, dict]) -> list[dict[str, Any]]:
     """tp divides the query heads (the draft's too, with its draft); past the KV head count the
-    recipe keeps one KV head per rank. Drafts: none, and the target's EAGLE3 draft's layers."""
+    recipe keeps one KV head per rank. Drafts: none, and each of the target's drafts, named by its
+    --speculative-algorithm (Qwen3-8B's DFLASH and DSPARK drafts have five layers each)."""
     out: list[dict[str, Any]] = []
-    for name in targets(configs, tuple(MHA_DRAFTS.values())):
-        draft = configs[file] if (file := _eagle3(configs, name)) else None
+    for name in targets(configs, DRAFT_FILES):
         heads = int(configs[name]["num_attention_heads"])
-        for drafts in (0, int(draft["num_hidden_layers"])) if draft else (0,):
-            shared = gcd(heads, int(draft["num_attention_heads"])) if draft and drafts else heads
-            out += [{"model": name.removesuffix(".json"), "tp": tp, "dtype": dtype, "drafts": drafts}
-                    for dtype in MHA_DTYPES for tp in divisors(shared)]
+        model = name.removesuffix(".json")
+        out += [{"model": model, "tp": tp, "dtype": dtype, "drafts": 0} for dtype in MHA_DTYPES
+                for tp in divisors(heads)]
+        for algorithm, file in _drafts(configs, name):
+            draft = configs[file]
+            out += [{"model": model, "tp": tp, "dtype": dtype, "drafts": int(draft["num_hidden_layers"]),
+                     "algorithm": algorithm}
+                    for dtype in MHA_DTYPES for tp in divisors(gcd(heads, int(draft["num_attention_heads"])))]
     return out
 
 
-def _eagle3(configs: dict[str, dict], name: str) -> str | None:
-    """The file of the EAGLE3 draft planned with target `name`: the draft trained for a shipped
-    target whose architecture, hidden size, layer count and vocabulary the config shares (what a
-    draft reads of its target: the hidden states of its layers, models/llama_eagle3.py, and its
-    vocabulary), so a user's config.json of that model (its Instruct release, for one) is planned
-    with it too; None for any other."""
-    return next((draft for target, draft in MHA_DRAFTS.items() if draft in configs
-                 and all(configs[name].get(key) == published(target).get(key) for key in DRAFT_READS)), None)
+def _drafts(configs: dict[str, dict], name: str) -> tuple[tuple[str, str], ...]:
+    """The drafts planned with target `name` (algorithm, file): those trained for a shipped target whose
+    architecture, hidden size, layer count and vocabulary the config shares (what a draft reads of its
+    target: the hidden states of its layers, models/llama_eagle3.py and models/dflash.py, and its
+    vocabulary), so a user's config.json of that model (its Instruct release, for one) is planned with
+    them too; none for any other."""
+    return next((drafts for target, drafts in MHA_DRAFTS.items()
+                 if all(file in configs for _, file in drafts)
+                 and all(configs[name].get(key) == published(target).get(key) for key in DRAFT_READS)), ())
 
 
 def mha_model_config(config: dict, arch: Any) -> Strict:
@@ -186,11 +206,18 @@ def build_mha(modules: dict[str, types.ModuleType], configs: dict[str, dict], po
     mha = startup.arch(modules, "MHA")
     mc = mha_model_config(configs[name], mha)
     block = MXFP8_BLOCK if point["dtype"] == "mxfp8" else DEFAULT_BLOCK
-    draft = None
-    if point.get("drafts"):
-        file = _eagle3(configs, name)
-        if file is None:  # mha_points gives none such: a point asked of engine.plan
-            raise AdapterGap("ordinary.build_mha", f"{name} has no EAGLE3 draft kvproof plans with it")
-        draft = mha_model_config(configs[file], mha)
-    sa = server_args(point["tp"], point["dtype"], speculative=EAGLE3 if draft else None, block=block)
-    return _recipe(modules, "mha", sa, mc, draft)
+    if not point.get("drafts"):
+        return _recipe(modules, "mha", server_args(point["tp"], point["dtype"], block=block), mc)
+    algorithm = point.get("algorithm")
+    file = dict(_drafts(configs, name)).get(algorithm) if isinstance(algorithm, str) else None
+    if file is None:  # mha_points gives none such: a point asked of engine.plan
+        raise AdapterGap("ordinary.build_mha", f"{name} has no {algorithm} draft kvproof plans with it")
+    draft = configs[file]
+    widths = {}
+    if algorithm in BLOCK_ROWS_PAST_STEPS:  # a block drafter's widths are its checkpoint's
+        steps = int(draft["block_size"]) - BLOCK_ROWS_PAST_STEPS[algorithm]
+        widths = {"speculative_num_steps": steps, "speculative_num_draft_tokens": steps + 1}
+    if faults.active("ts_adapter_block_draft_as_eagle3"):
+        algorithm = "EAGLE3"
+    sa = server_args(point["tp"], point["dtype"], speculative=algorithm, block=block, extra=widths)
+    return _recipe(modules, "mha", sa, mc, mha_model_config(draft, mha))

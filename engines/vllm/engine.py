@@ -153,14 +153,15 @@ def _assumptions(model: catalog.Model, backend: catalog.Backend) -> list[dict[st
 def verify(recipes: Sequence[str] | None, tps: Sequence[int] | None, dtypes: Sequence[str] | None,
            engine_path: str | None, drafts: Sequence[int] | None = None, models: Sequence[str] | None = None,
            assume: Sequence[str] | None = None, padding_bound: Bound = CONTRACT,
-           config: str | None = None, shard: shards.Shard | None = None) -> EngineRun:
+           config: str | None = None, shard: shards.Shard | None = None,
+           algorithms: Sequence[str] | None = None) -> EngineRun:
     """The installed vLLM, or the checkout at --engine-path (its Python files plan; the installed
     wheel's dependencies serve it, and no compiled extension is needed); `shard`, one part of the
     chosen models (engines/shards.py)."""
-    if drafts or models:
-        given = " and ".join(flag for flag, value in (("--drafts", drafts), ("--model", models)) if value)
-        raise EngineError(f"{given} {'do' if drafts and models else 'does'} not apply to vllm: --recipe names the "
-                          "model, and its drafts are --assume spec=")
+    given = [flag for flag, value in (("--drafts", drafts), ("--algorithm", algorithms), ("--model", models)) if value]
+    if given:
+        raise EngineError(f"{' and '.join(given)} {'do' if len(given) > 1 else 'does'} not apply to vllm: --recipe "
+                          "names the model, and its drafts are --assume spec=")
     mine = user_config.load(config, recipes)
     checkout = use_checkout(engine_path) if engine_path else None
     release = checkout[0] if checkout else version()
