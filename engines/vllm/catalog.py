@@ -157,7 +157,7 @@ class Model:
     # from the draft's HF config; a draft checkpoint's own attention layers are "draft" (planned at its geometry)
     draft_layers: Callable[[Any], list[tuple[str, str]]] = lambda _hf: []
     speculative: tuple[int, ...] = ()  # num_speculative_tokens values planned (empty: no draft modelled)
-    # a draft that is a checkpoint of its own (EAGLE3): its config.json, relative to kvproof.engines, the folder
+    # a draft that is a checkpoint of its own (EAGLE3, DFLASH): its config.json, relative to kvproof.engines, the folder
     # SpeculativeConfig(model=...) reads; None where the draft is the target's own layers or keeps no page
     draft_config: str | None = None
     readers: tuple[Reader, ...] = ()  # what reads its state pages (the state layer's kernels, connectors)
@@ -622,35 +622,44 @@ MODELS.update({
 })
 
 
-def _eagle3_layers(first: int) -> Callable[[Any], list[tuple[str, str]]]:
-    """An EAGLE3 draft's layers (Eagle3LlamaForCausalLM): its decoder layers numbered on from the target's
-    total hidden layers (llama_eagle3.py:317-325, :202), each one attention layer of the draft's own
-    geometry ("draft": planner._specs reads it from the draft's ModelConfig)."""
+def _draft_layers(first: int) -> Callable[[Any], list[tuple[str, str]]]:
+    """A draft checkpoint's layers: its decoder layers numbered on from the target's total hidden layers, each one
+    attention layer of the draft's own geometry ("draft": planner._specs reads it from the draft's ModelConfig);
+    EAGLE3's Eagle3LlamaForCausalLM (llama_eagle3.py:317-325, :202) and DFLASH's DFlashQwen3ForCausalLM
+    (qwen3_dflash.py: start_layer_id is the target's get_total_num_hidden_layers, each layer
+    `layers.{layer_idx + start_layer_id}`) alike."""
     return lambda draft: [(f"model.layers.{first + i}.self_attn.attn", "draft")
                           for i in range(draft.num_hidden_layers)]
 
 
-def _with_eagle3(target: str, draft_config: str, trained_for: str) -> Model:
-    """`target` with an EAGLE3 draft of its own checkpoint (SpeculativeConfig(method="eagle3", model=the
-    draft's folder)): the config SpecForge trains the target's draft with (models/SOURCES.md), at
-    FLASH_ATTN on sm_90 and 1 to 3 speculative tokens (a drafted point plans no pipeline stages, _grid)."""
+def _with_draft(target: str, method: str, draft_config: str, trained_for: str, tokens: tuple[int, ...]) -> Model:
+    """`target` with a draft of its own checkpoint (SpeculativeConfig(method=`method`, model=the draft's folder)):
+    the config SpecForge trains the target's draft with (models/SOURCES.md), at FLASH_ATTN on sm_90 and the
+    speculative `tokens` (a drafted point plans no pipeline stages, _grid)."""
     model = MODELS[target]
     hf = json.loads(model.config_text())
     return replace(
-        model, recipe=f"{target}-eagle3", backends=(FLASH_ATTN,), draft="eagle3", draft_config=draft_config,
-        draft_layers=_eagle3_layers(hf.get("text_config", hf)["num_hidden_layers"]), speculative=(1, 2, 3),
+        model, recipe=f"{target}-{method}", backends=(FLASH_ATTN,), draft=method, draft_config=draft_config,
+        draft_layers=_draft_layers(hf.get("text_config", hf)["num_hidden_layers"]), speculative=tokens,
         cuda_runtime_at=(),
-        limits=f"its EAGLE3 draft as SpecForge trains it for {trained_for} (engines/{draft_config}; no draft "
-               "checkpoint's own config.json found), at FLASH_ATTN on sm_90 only and 1 to 3 speculative tokens: the "
-               f"target's other backends, stages and its undrafted points are {target}'s")
+        limits=f"its {method.upper()} draft as SpecForge trains it for {trained_for} (engines/{draft_config}; no "
+               f"draft checkpoint's own config.json found), at FLASH_ATTN on sm_90 only and {tokens[0]} to "
+               f"{tokens[-1]} speculative tokens: the target's other backends, stages and its undrafted points are "
+               f"{target}'s")
 
 
-# vLLM drafts these classes with EAGLE3 (SupportsEagle3: qwen3_next.py:820; qwen3_vl.py:1946, the base of qwen3_5.py's)
+# vLLM drafts these classes with EAGLE3 and DFLASH, both of which read the target's hidden states at some of its layers
+# (SupportsEagle3: qwen3_next.py:820; qwen3_vl.py:1946, the base of qwen3_5.py's). An EAGLE3 draft at 1 to 3 tokens; a
+# DFLASH draft queries its anchor and K masked tokens as one block (v1/spec_decode/dflash.py:126, 1 + K a request), and
+# the one SpecForge trains is trained at block_size 16: K up to 15 (vLLM itself accepts more).
 MODELS.update({
-    "qwen3-next-80b-a3b-eagle3": _with_eagle3("qwen3-next-80b-a3b", "vllm/models/qwen3-next-80b-a3b-eagle3.json",
-                                              "Qwen/Qwen3-Next-80B-A3B-Instruct-FP8"),
-    "qwen3.5-35b-a3b-eagle3": _with_eagle3("qwen3.5-35b-a3b", "vllm/models/qwen3.5-35b-a3b-eagle3.json",
-                                           "Qwen/Qwen3.5-35B-A3B"),
+    "qwen3-next-80b-a3b-eagle3": _with_draft("qwen3-next-80b-a3b", "eagle3",
+                                             "vllm/models/qwen3-next-80b-a3b-eagle3.json",
+                                             "Qwen/Qwen3-Next-80B-A3B-Instruct-FP8", (1, 2, 3)),
+    "qwen3.5-35b-a3b-eagle3": _with_draft("qwen3.5-35b-a3b", "eagle3", "vllm/models/qwen3.5-35b-a3b-eagle3.json",
+                                          "Qwen/Qwen3.5-35B-A3B", (1, 2, 3)),
+    "qwen3.5-35b-a3b-dflash": _with_draft("qwen3.5-35b-a3b", "dflash", "vllm/models/qwen3.5-35b-a3b-dflash.json",
+                                          "Qwen/Qwen3.5-35B-A3B", tuple(range(1, 16))),
 })
 
 
@@ -859,8 +868,9 @@ def at_config(model: Model, user_config: UserConfig) -> Model:
     does (the class whose layers, state and drafts the model describes), and hold the head counts its tp
     values are read from; the rest vLLM reads as it reads any checkpoint's file."""
     if model.draft_config:
-        raise EngineError(f"--config {user_config.path}: {model.recipe} is a checkpoint with the EAGLE3 draft trained "
-                          "for it, which yours is not; plan yours with the target's own recipe")
+        raise EngineError(f"--config {user_config.path}: {model.recipe} is a checkpoint with the "
+                          f"{str(model.draft).upper()} draft trained for it, which yours is not; plan yours with the "
+                          "target's own recipe")
     own, path = json.loads(model.config_text()).get("architectures"), user_config.path
     if user_config.config.get("architectures") != own:
         raise EngineError(f"--config {path}: architectures {user_config.config.get('architectures')} is not "

@@ -56,7 +56,7 @@ faults.declare({
     "dropping --mamba-cache-dtype, while the layers keep their states at it (the Mamba-1 bug at LFM2's classes)",
     "vllm_block_outermost_by_largest_page": "vLLM sizes a block-outermost block by the largest layer page of a "
     "group, not the group's layers together: the layers after the first run into the next block",
-    "adapter_draft_at_target_geometry": "kvproof's vLLM planner gives an EAGLE3 draft's attention layers the "
+    "adapter_draft_at_target_geometry": "kvproof's vLLM planner gives a draft checkpoint's attention layers the "
     "target's page geometry, not the draft checkpoint's own",
     "lmcache_walks_by_payload": "the catalog records LMCache as walking state pages by their payload, not the padded "
     "page (LMCache#5166): one flipped reader entry",
@@ -292,8 +292,9 @@ MUTANTS: tuple[Mutant, ...] = (
            expect="no_overlap"),
     # not a replaced vLLM function: the catalog's LMCache reader entry flipped (catalog.Model.state_readers)
     Mutant("lmcache_walks_by_payload", (TP1,), expect="consumer_stride"),
-    # kvproof's own planner: the shipped EAGLE3 drafts have their targets' geometry, so only a draft of another
-    # geometry tells the two apart
+    # kvproof's own planner: the shipped EAGLE3 drafts have their targets' geometry, Qwen3.5-35B-A3B's DFLASH draft
+    # another one (of the same bytes a token, so only the fields' shapes tell the two apart)
     Mutant("adapter_draft_at_target_geometry",
-           ("tests/test_vllm_eagle3.py::test_a_draft_layer_is_planned_at_the_draft_checkpoints_own_geometry",)),
+           ("tests/test_vllm_eagle3.py::test_a_draft_layer_is_planned_at_the_draft_checkpoints_own_geometry",
+            "tests/test_vllm_dflash.py::test_the_drafts_eight_layers_follow_the_targets_forty_at_their_own_geometry")),
 )

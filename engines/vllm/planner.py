@@ -358,6 +358,17 @@ def _parameters(fn: Callable[..., Any]) -> tuple[str, ...]:
     return tuple(inspect.signature(fn).parameters)
 
 
+def _draft_windows(method: str, hf: Any) -> list[int | None]:
+    """Each layer's sliding window as the draft's own class reads it from its config: a DFLASH draft's by
+    qwen3_dflash.py's own _resolve_layer_attention (its layer_types, or dflash_config's use_swa), an EAGLE3
+    draft's from its layer_types (llama.py:184-204)."""
+    if method == "dflash":
+        resolve = importlib.import_module("vllm.model_executor.models.qwen3_dflash")._resolve_layer_attention
+        return [resolve(hf, i)[0] for i in range(hf.num_hidden_layers)]
+    kinds = getattr(hf, "layer_types", None) or ()
+    return [getattr(hf, "sliding_window", None) if kind == "sliding_attention" else None for kind in kinds]
+
+
 # Spec fields kvproof passes only where this vLLM's spec class has them: a layer of a release without
 # the field cannot pass it (MLAAttentionSpec.max_tp_shards, which the MLA layer sets to 1, from 0.31.0).
 WHERE_DECLARED = frozenset({"max_tp_shards"})
@@ -407,13 +418,12 @@ def _specs(v: Vllm, vllm_config: Any, model_cls: Any, backend: Any, layers: list
     if any(kind == "draft" for _, kind in layers):  # a draft checkpoint's own attention layers, at its geometry
         speculative = vllm_config.speculative_config
         draft = speculative.draft_model_config
-        hf = draft.hf_config
-        if "sliding_attention" in (getattr(hf, "layer_types", None) or ()):
-            raise StubUsed(f"the draft checkpoint {draft.architectures} has sliding-window layers (its layer_types, "
-                           "llama.py:184-204), whose specs kvproof does not build")
-        # its heads and head size are the draft config's (llama.py:143-159); its dtype the target's, since vLLM builds
-        # the draft under the target's config (llm_base_proposer.py:1265-1301), whose ModelConfig Attention reads it
-        # from (attention.py:275, :323-324)
+        if any(window is not None for window in _draft_windows(speculative.method, draft.hf_config)):
+            raise StubUsed(f"the draft checkpoint {draft.architectures} has sliding-window layers, whose specs kvproof "
+                           "does not build")
+        # its heads and head size are the draft config's (llama.py:143-159; qwen3_dflash.py DFlashQwen3Attention, the
+        # same reading); its dtype the target's, since vLLM builds the draft under the target's config
+        # (llm_base_proposer.py:1265-1301), whose ModelConfig Attention reads it from (attention.py:275, :323-324)
         drafted = _spec(kvi.FullAttentionSpec, block_size=cache.block_size,
                         num_kv_heads=draft.get_num_kv_heads(speculative.draft_parallel_config),
                         head_size=draft.get_head_size(), dtype=torch_dtype, kv_quant_mode=quant)
