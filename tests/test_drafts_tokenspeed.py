@@ -168,6 +168,30 @@ def test_launching_a_block_drafter_as_eagle3_is_killed(installed: loader.Source)
                 installed)
 
 
+def test_narrowing_by_algorithm_keeps_that_algorithms_drafted_points_only() -> None:
+    proc = subprocess.run([sys.executable, "-m", "kvproof.cli.main", "engine", "tokenspeed", "--recipe", "mha",
+                           "--algorithm", "DSPARK", "--json"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    points = json.loads(proc.stdout)["recipes"][0]["points"]
+    assert len(points) == 18 and {(p["model"], p["drafts"], p["algorithm"]) for p in points} == {
+        ("qwen3-8b", 5, "DSPARK")}
+    assert all(p["replay"].endswith("--drafts 5 --algorithm DSPARK") for p in points)
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["tokenspeed", "--recipe", "mha", "--model", "llama-3.1-8b", "--algorithm", "DFLASH"],
+     "no point of mha matches the narrowing"),
+    (["tokenspeed", "--recipe", "mha", "--algorithm", "MTP"], "--algorithm MTP: no point of the chosen recipes has it"),
+    (["tokenspeed", "--recipe", "mla", "--algorithm", "DFLASH"], "points have no algorithm axis"),
+    (["vllm", "--algorithm", "DFLASH"], "--algorithm does not apply to vllm"),
+    (["sglang", "--algorithm", "DFLASH"], "--algorithm, --model and --config do not apply to sglang"),
+])
+def test_an_algorithm_no_point_has_is_one_line_and_exit_2(argv: list[str], says: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "kvproof.cli.main", "engine", *argv], capture_output=True,
+                          text=True, check=False)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and says in proc.stderr, proc.stderr
+
+
 def test_a_config_named_as_a_draft_file_is_refused(tmp_path: Path) -> None:
     mine = tmp_path / "llama-3.1-8b-eagle3.json"
     mine.write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))

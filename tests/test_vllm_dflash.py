@@ -22,25 +22,33 @@ def _assumed() -> None:
     platform.cuda_assumed(platform.modules())
 
 
-def _fields(model: catalog.Model, tp: int = 2) -> dict[str, dict]:
-    point = planner.Point(model, tp, "auto", "auto", False, catalog.FLASH_ATTN, 1)
+def _fields(model: catalog.Model, tp: int = 2, dtype: str = "auto") -> dict[str, dict]:
+    point = planner.Point(model, tp, dtype, "auto", False, catalog.FLASH_ATTN, 1)
     return {f["id"].split(".", 1)[1]: f for f in planner.plan(point).documents[1]["fields"]}
 
 
 def test_the_drafts_eight_layers_follow_the_targets_forty_at_their_own_geometry() -> None:
-    """Qwen3.5-35B-A3B's DFLASH draft has 4 KV heads of 128 where the target has 2 of 256: the same bytes a token
-    (at tp 2 both pages are 512 values a token), but another spec, so vLLM groups the draft's 8 layers apart:
-    7 groups of up to 8 layers, where the draft planned at the target's geometry joins the target's attention
-    layers in 3 groups of up to 18."""
+    """Qwen3.5-35B-A3B's DFLASH draft has 4 KV heads of 128 where the target has 2 of 256: another spec, so vLLM
+    groups the draft's 8 layers apart: 7 groups of up to 8 layers, where the draft planned at the target's
+    geometry joins the target's attention layers in 3 groups of up to 18. At tp 4 each keeps one KV head a rank,
+    so a draft layer holds half the target's bytes a token: its block twice the target's, the page the same."""
     point = planner.Point(catalog.MODELS[DFLASH], 2, "auto", "auto", False, catalog.FLASH_ATTN, 1)
     groups = planner.plan(point).configs[1].kv_cache_groups
     heads = {(g.kv_cache_spec.num_kv_heads, g.kv_cache_spec.head_size): g.layer_names for g in groups
              if hasattr(g.kv_cache_spec, "head_size")}
     assert heads.get((2, 128)) == [f"model.layers.{i}.self_attn.attn" for i in range(40, 48)]
     assert set(heads) == {(1, 256), (2, 128)} and len(groups) == 7
-    fields = _fields(catalog.MODELS[DFLASH])
-    assert fields["model.layers.40.self_attn.attn.kv"]["shape"] == fields[
-        "language_model.model.layers.39.self_attn.attn.kv"]["shape"] == [1056, 2 * 2 * 128]
+    fields = _fields(catalog.MODELS[DFLASH], tp=4)
+    assert fields["model.layers.40.self_attn.attn.kv"]["shape"] == [1056, 2 * 1 * 128]
+    assert fields["language_model.model.layers.39.self_attn.attn.kv"]["shape"] == [528, 2 * 1 * 256]
+
+
+def test_the_drafts_cache_keeps_the_targets_kv_dtype() -> None:
+    """vLLM builds the draft under the target's cache config (llm_base_proposer.py:1265-1301): at fp8 its layers
+    keep fp8 pages, though the draft's config.json says bfloat16."""
+    fields = _fields(catalog.MODELS[DFLASH], dtype="fp8")
+    assert fields["model.layers.40.self_attn.attn.kv"]["dtype"] == fields[
+        "language_model.model.layers.39.self_attn.attn.kv"]["dtype"] != "bfloat16"
 
 
 def test_a_draft_layers_window_is_the_one_vllms_dflash_class_resolves(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -310,8 +310,10 @@ def _points(source: loader.Source, family: str, profile: Profile, ask: Ask) -> l
         return [(None, verdict.gap(err, verdict.blame(err, (source.package_dir,), stand_ins=pipeline.STAND_INS)))]
     finally:
         STRICT.family, STRICT.absent = None, frozenset()
-    chosen = [point for point in domain if not any(wanted and axis in point and not _wanted(axis, point[axis], wanted)
-                                                  for axis, wanted in only.items())]
+    # a point without a draft has no algorithm: narrowing by one keeps drafted points only
+    chosen = [point for point in domain if not any(
+        wanted and (not _wanted(axis, point[axis], wanted) if axis in point else axis == "algorithm")
+        for axis, wanted in only.items())]
     with progress.task(len(chosen), f"tokenspeed {family}", "points") as shown:
         for point in shown.each(chosen):
             replay = " ".join(["verify engine tokenspeed", f"--recipe {family}",

@@ -17,12 +17,14 @@ for each (one LlamaForCausalLMEagle3 layer; models/llama_eagle3.py refuses any o
 and for Qwen3-8B a DFLASH and a DSPARK block drafter too (DFlashDraftModel, DSparkDraftModel: five
 layers each). Their configs are the ones SpecForge, the SGLang project's draft trainer, trains each
 target's drafts with (models/SOURCES.md); the draft worker's ModelConfig reads each as an MHA
-architecture (no MLA/DSA table names them, and neither draft's attention_mode is "mla",
-configs/model_config.py) with num_hidden_layers attention layers, and the mha recipe plans its
-layers after the target's (recipes/ordinary.py: an MHA draft is layers of their own geometry in the
-same plan). A block drafter writes at the target's cache locations in a bfloat16 cache whatever
-the target's dtype, unless --drafter-attention-backend is trtllm (configs/mha.py, configs/base.py
-is_block_drafter): the default backend is what is planned.
+architecture (no MLA/DSA table of configs/model_config.py names them) with num_hidden_layers
+attention layers, and the mha recipe plans its layers after the target's (recipes/ordinary.py: an
+MHA draft is layers of their own geometry in the same plan). A block drafter writes at the target's
+cache locations in a bfloat16 cache whatever the target's dtype, unless its backend is trtllm
+(configs/mha.py, configs/base.py is_block_drafter): the default backend is what is planned. Its
+launch widths are its checkpoint's block size where the revision derives them so
+(configs/model_config.py _apply_block_spec_widths, through utils/spec_block_geometry.py), else the
+launch defaults; no cache recipe reads them.
 """
 
 from __future__ import annotations
@@ -50,7 +52,9 @@ from kvproof.engines.tokenspeed.profile import published, targets
 from kvproof.engines.verdict import AdapterGap
 from kvproof.impl import faults
 
-MODULES = startup.MODULES
+# where the revision has it (0.1.1 on), the module a block drafter's launch widths come from
+BLOCK_GEOMETRY = "runtime.utils.spec_block_geometry"
+MODULES = (*startup.MODULES, f"{BLOCK_GEOMETRY}?")
 MLA_MODELS = ("deepseek-v3.json",)
 DSA_MODELS = ("deepseek-v3.2.json",)
 MHA_MODELS = ("llama-3.1-8b.json", "qwen3-8b.json")
@@ -62,10 +66,6 @@ MHA_DRAFTS: dict[str, tuple[tuple[str, str], ...]] = {
                       ("DSPARK", "qwen3-8b-dspark.json")),
 }
 DRAFT_FILES = tuple(file for drafts in MHA_DRAFTS.values() for _, file in drafts)
-# The rows a block drafter's trained block_size counts past its drafted tokens (runtime/utils/
-# spec_block_geometry.py BLOCK_SPEC_RULES: DSpark's block_size is --speculative-num-steps, DFlash's
-# that plus 1; --speculative-num-draft-tokens is the steps plus 1 for both).
-BLOCK_ROWS_PAST_STEPS = {"DFLASH": 1, "DSPARK": 0}
 DRAFT_READS = ("architectures", "hidden_size", "num_hidden_layers", "vocab_size")
 MLA_DTYPES = ("fp8", "bfloat16")  # mxfp8 resolves to the fp8 cache for MLA (no scale planes)
 MHA_DTYPES = ("fp8", "bfloat16", "mxfp8")
@@ -74,8 +74,8 @@ BLOCK_LIMIT = "--prefix-granularity other than the default 64 (128 for mxfp8 MHA
 LIMITS = f"not modelled: {BLOCK_LIMIT}; MTP draft depths other than the checkpoint's num_nextn_predict_layers"
 MHA_LIMITS = (f"not modelled: {BLOCK_LIMIT}; drafts other than the ones SpecForge trains for each checkpoint "
               "(a --config FILE is planned with them where it shares that target's architecture, hidden size, layer "
-              "count and vocabulary); a block drafter under --drafter-attention-backend trtllm (its cache in the "
-              "target's dtype)")
+              "count and vocabulary); a block drafter whose backend is trtllm (--drafter-attention-backend trtllm, or "
+              "--attention-backend trtllm without it): its cache in the target's dtype")
 
 
 def mla_points(configs: dict[str, dict]) -> list[dict[str, Any]]:
@@ -208,15 +208,16 @@ def build_mha(modules: dict[str, types.ModuleType], configs: dict[str, dict], po
     block = MXFP8_BLOCK if point["dtype"] == "mxfp8" else DEFAULT_BLOCK
     if not point.get("drafts"):
         return _recipe(modules, "mha", server_args(point["tp"], point["dtype"], block=block), mc)
-    algorithm = point.get("algorithm")
-    file = dict(_drafts(configs, name)).get(algorithm) if isinstance(algorithm, str) else None
+    algorithm = str(point.get("algorithm"))
+    file = dict(_drafts(configs, name)).get(algorithm)
     if file is None:  # mha_points gives none such: a point asked of engine.plan
         raise AdapterGap("ordinary.build_mha", f"{name} has no {algorithm} draft kvproof plans with it")
     draft = configs[file]
-    widths = {}
-    if algorithm in BLOCK_ROWS_PAST_STEPS:  # a block drafter's widths are its checkpoint's
-        steps = int(draft["block_size"]) - BLOCK_ROWS_PAST_STEPS[algorithm]
-        widths = {"speculative_num_steps": steps, "speculative_num_draft_tokens": steps + 1}
+    widths: dict[str, int] = {}
+    geometry = modules.get(BLOCK_GEOMETRY)
+    if geometry is not None and algorithm in geometry.BLOCK_SPEC_ALGORITHMS:
+        steps, tokens = geometry.resolve_block_widths(algorithm, geometry.read_checkpoint_block_size(HFConfig(draft)))
+        widths = {"speculative_num_steps": steps, "speculative_num_draft_tokens": tokens}
     if faults.active("ts_adapter_block_draft_as_eagle3"):
         algorithm = "EAGLE3"
     sa = server_args(point["tp"], point["dtype"], speculative=algorithm, block=block, extra=widths)

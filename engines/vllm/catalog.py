@@ -626,7 +626,7 @@ def _draft_layers(first: int) -> Callable[[Any], list[tuple[str, str]]]:
     """A draft checkpoint's layers: its decoder layers numbered on from the target's total hidden layers, each one
     attention layer of the draft's own geometry ("draft": planner._specs reads it from the draft's ModelConfig);
     EAGLE3's Eagle3LlamaForCausalLM (llama_eagle3.py:317-325, :202) and DFLASH's DFlashQwen3ForCausalLM
-    (qwen3_dflash.py: start_layer_id is the target's get_total_num_hidden_layers, each layer
+    (qwen3_dflash.py:747-752: start_layer_id is the target's get_total_num_hidden_layers; :471, each layer
     `layers.{layer_idx + start_layer_id}`) alike."""
     return lambda draft: [(f"model.layers.{first + i}.self_attn.attn", "draft")
                           for i in range(draft.num_hidden_layers)]

@@ -293,7 +293,7 @@ MUTANTS: tuple[Mutant, ...] = (
     # not a replaced vLLM function: the catalog's LMCache reader entry flipped (catalog.Model.state_readers)
     Mutant("lmcache_walks_by_payload", (TP1,), expect="consumer_stride"),
     # kvproof's own planner: the shipped EAGLE3 drafts have their targets' geometry, Qwen3.5-35B-A3B's DFLASH draft
-    # another one (of the same bytes a token, so only the fields' shapes tell the two apart)
+    # another one, whose layers vLLM then groups apart
     Mutant("adapter_draft_at_target_geometry",
            ("tests/test_vllm_eagle3.py::test_a_draft_layer_is_planned_at_the_draft_checkpoints_own_geometry",
             "tests/test_vllm_dflash.py::test_the_drafts_eight_layers_follow_the_targets_forty_at_their_own_geometry")),

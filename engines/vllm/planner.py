@@ -421,9 +421,12 @@ def _specs(v: Vllm, vllm_config: Any, model_cls: Any, backend: Any, layers: list
         if any(window is not None for window in _draft_windows(speculative.method, draft.hf_config)):
             raise StubUsed(f"the draft checkpoint {draft.architectures} has sliding-window layers, whose specs kvproof "
                            "does not build")
-        # its heads and head size are the draft config's (llama.py:143-159; qwen3_dflash.py DFlashQwen3Attention, the
-        # same reading); its dtype the target's, since vLLM builds the draft under the target's config
-        # (llm_base_proposer.py:1265-1301), whose ModelConfig Attention reads it from (attention.py:275, :323-324)
+        # its heads and head size are the draft config's (llama.py:143-159; qwen3_dflash.py:189-199, the same
+        # reading); its dtype the target's, since vLLM builds the draft under the target's config
+        # (llm_base_proposer.py:1265-1301), whose ModelConfig Attention reads it from (attention.py:275, :323-324).
+        # Its backend is the target's: vLLM selects a draft's apart (a DFLASH draft's for non-causal attention,
+        # v1/spec_decode/dflash.py:98-104), and at the one backend a drafted recipe plans, FLASH_ATTN on sm_90, the
+        # choice is FLASH_ATTN for both (cuda.py:169-178); another backend needs the draft's selection modelled
         drafted = _spec(kvi.FullAttentionSpec, block_size=cache.block_size,
                         num_kv_heads=draft.get_num_kv_heads(speculative.draft_parallel_config),
                         head_size=draft.get_head_size(), dtype=torch_dtype, kv_quant_mode=quant)
