@@ -15,7 +15,7 @@ import pytest
 from bites import fails_under
 
 from kvproof.engines import verdict
-from kvproof.engines.tokenspeed import engine, loader, ordinary, pipeline
+from kvproof.engines.tokenspeed import engine, loader, ordinary, pipeline, startup
 from kvproof.engines.user_config import UserConfig
 from kvproof.impl import faults
 
@@ -32,7 +32,7 @@ DRAFTED: dict[str, tuple[str, int, dict[str, Any]]] = {
 }
 
 # the --speculative-algorithm of a recipe whose drafts differ by more than their layer count
-ALGORITHM = {"mha": {"algorithm": "EAGLE3"}}
+ALGORITHM = {"mha": {"algorithm": "EAGLE3"}, "mla": {"algorithm": "MTP"}}
 
 # recipe -> every checkpoint of it that has a draft
 WITH_HEAD = {recipe: {model} for recipe, (model, _, _) in DRAFTED.items()} | {
@@ -85,7 +85,7 @@ def test_the_draft_is_a_continuation_layer_of_the_target_plan(installed: loader.
 def test_the_mtp_draft_layer_is_the_targets_geometry(installed: loader.Source) -> None:
     """DeepSeek-V3's draft layer is one more 576-wide latent row; Qwen3.5's one more K/V pair of
     the target's full-attention shape."""
-    mla = _planned(installed, "mla", {"model": "deepseek-v3", "tp": 8, "dtype": "fp8", "drafts": 1})
+    mla = _planned(installed, "mla", {"model": "deepseek-v3", "tp": 8, "dtype": "fp8", "drafts": 1, "algorithm": "MTP"})
     (draft,) = [f for f in mla["fields"] if f["id"].startswith("layer.61.")]
     assert draft["id"] == "layer.61.latent_kv" and draft["shape"] == [64, 1, 576]
     qwen = _planned(installed, "qwen_gdn", {"model": "qwen3.5-27b", **DRAFTED["qwen_gdn"][2], "drafts": 1})
@@ -182,7 +182,8 @@ def test_narrowing_by_algorithm_keeps_that_algorithms_drafted_points_only() -> N
     (["tokenspeed", "--recipe", "mha", "--model", "llama-3.1-8b", "--algorithm", "DFLASH"],
      "no point of mha matches the narrowing"),
     (["tokenspeed", "--recipe", "mha", "--algorithm", "MTP"], "--algorithm MTP: no point of the chosen recipes has it"),
-    (["tokenspeed", "--recipe", "mla", "--algorithm", "DFLASH"], "points have no algorithm axis"),
+    (["tokenspeed", "--recipe", "dsa", "--algorithm", "MTP"], "points have no algorithm axis"),
+    (["tokenspeed", "--recipe", "mla", "--algorithm", "DFLASH"], "algorithm takes EAGLE3, MTP"),
     (["vllm", "--algorithm", "DFLASH"], "--algorithm does not apply to vllm"),
     (["sglang", "--algorithm", "DFLASH"], "--algorithm, --model and --config do not apply to sglang"),
 ])
@@ -190,6 +191,34 @@ def test_an_algorithm_no_point_has_is_one_line_and_exit_2(argv: list[str], says:
     proc = subprocess.run([sys.executable, "-m", "kvproof.cli.main", "engine", *argv], capture_output=True,
                           text=True, check=False)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and says in proc.stderr, proc.stderr
+
+
+def test_an_mla_targets_eagle3_draft_is_an_mha_layer_after_its_61(installed: loader.Source) -> None:
+    """DeepSeek-V3's EAGLE3 draft (SpecForge's training config: one LlamaForCausalLMEagle3 layer, 56 heads, 8 KV
+    heads of 128) binds as a heterogeneous MHA view of the MLA target's one plan: its K and V after the 61 latent
+    layers, in their group, at the target's fp8 (not a block drafter). At tp 8 one KV head a rank: 64 tokens x 128
+    bytes each of K and V beside 61 latent pages of 64 x 576."""
+    plan = _planned(installed, "mla", {"model": "deepseek-v3", "tp": 8, "dtype": "fp8", "drafts": 1,
+                                       "algorithm": "EAGLE3"})
+    fields = {f["id"]: f for f in plan["fields"]}
+    draft = {i: f for i, f in fields.items() if i.startswith("layer.61.")}
+    assert set(draft) == {"layer.61.k", "layer.61.v"}
+    assert {tuple(f["shape"]) for f in draft.values()} == {(64, 1, 128)}
+    assert {f["group"] for f in draft.values()} == {fields["layer.0.latent_kv"]["group"]}
+    assert {f["dtype"] for f in draft.values()} == {fields["layer.0.latent_kv"]["dtype"]}
+    assert plan["parent_bytes"] == 61 * 64 * 576 + 2 * 64 * 128
+
+
+def test_only_an_mha_view_of_an_ordinary_target_is_planned_as_the_targets_plan(
+        installed: loader.Source, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A draft the revision binds as any other heterogeneous view is an adapter gap naming it."""
+    modules = loader.load(installed, ordinary.MODULES)
+    monkeypatch.setattr(modules[startup.REGISTRY], "_resolve_heterogeneous_draft_family",
+                        lambda *args, **kwargs: "msa")
+    configs = engine._configs(engine.PROFILES["mla"], None)
+    with pytest.raises(verdict.AdapterGap, match="binds as a heterogeneous 'msa' view"):
+        ordinary.build_mla(modules, configs, {"model": "deepseek-v3", "tp": 8, "dtype": "fp8", "drafts": 1,
+                                              "algorithm": "EAGLE3"})
 
 
 def test_a_config_named_as_a_draft_file_is_refused(tmp_path: Path) -> None:

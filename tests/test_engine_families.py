@@ -46,7 +46,8 @@ def _v3_family(drop: str | None = None) -> Family:
 def family_mla(monkeypatch: pytest.MonkeyPatch) -> Family:
     family = _v3_family()
     mla = engine.PROFILES["mla"]
-    monkeypatch.setitem(engine.PROFILES, "mla", dataclasses.replace(mla, models=(), family=family))
+    # a family of the mla recipe's own geometry: DeepSeek-V3's EAGLE3 draft is trained for the checkpoint
+    monkeypatch.setitem(engine.PROFILES, "mla", dataclasses.replace(mla, models=(), drafts=(), family=family))
     return family
 
 
@@ -82,7 +83,7 @@ def test_a_member_past_the_default_list_replays_by_its_name(family_mla: Family) 
 def test_a_member_lacking_a_key_the_recipe_reads_is_an_adapter_gap_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
     mla = engine.PROFILES["mla"]
     monkeypatch.setitem(engine.PROFILES, "mla",
-                        dataclasses.replace(mla, models=(), family=_v3_family(drop="kv_lora_rank")))
+                        dataclasses.replace(mla, models=(), drafts=(), family=_v3_family(drop="kv_lora_rank")))
     (result,) = engine.run(loader.installed_source(), ["mla"], {"tp": [8], "dtype": ["fp8"]}).recipes
     assert result.adapter
     assert "'kv_lora_rank', which the v3-layers family neither cites nor varies" in (result.not_verified or "")

@@ -49,8 +49,8 @@ BASELINE = Path(__file__).with_name("baseline.json")  # the known findings of th
 
 PROFILES: dict[str, Profile] = {
     "kimi_k3": Profile(kimi_k3.MODELS, kimi_k3.MODULES, kimi_k3.points, kimi_k3.build, drafts=(kimi_k3.DRAFT,)),
-    "mla": Profile(ordinary.MLA_MODELS, ordinary.MODULES, ordinary.mla_points, ordinary.build_mla,
-                   ordinary.LIMITS),
+    "mla": Profile((*ordinary.MLA_MODELS, *ordinary.MLA_DRAFT_FILES), ordinary.MODULES, ordinary.mla_points,
+                   ordinary.build_mla, ordinary.MLA_LIMITS, drafts=ordinary.MLA_DRAFT_FILES),
     "dsa": Profile(ordinary.DSA_MODELS, ordinary.MODULES, ordinary.dsa_points, ordinary.build_dsa,
                    ordinary.LIMITS),
     "mha": Profile((*ordinary.MHA_MODELS, *ordinary.DRAFT_FILES), ordinary.MODULES, ordinary.mha_points,

@@ -11,8 +11,10 @@ need 128 (the recipe asserts it: recipes/ordinary.py). Drafts: DeepSeek-V3 and -
 own one-layer MTP head (num_nextn_predict_layers 1), run with --speculative-algorithm MTP, which
 reads the draft from the target checkpoint as DeepseekV3ForCausalLMNextN /
 DeepseekV32ForCausalLMNextN, a continuation layer of the target's one full-attention group (the
-same family, so the target's recipe plans it). Llama-3.1-8B and Qwen3-8B carry no draft of their
-own: theirs are checkpoints of their own, each run with its --speculative-algorithm: an EAGLE3 draft
+same family, so the target's recipe plans it); DeepSeek-V3 also has the EAGLE3 draft SpecForge
+trains for it, an MHA layer the engine binds as a heterogeneous MHA view of the target's one plan
+(startup.check_draft_family), run with --speculative-algorithm EAGLE3. Llama-3.1-8B and Qwen3-8B carry
+no draft of their own: theirs are checkpoints of their own, each run with its --speculative-algorithm: an EAGLE3 draft
 for each (one LlamaForCausalLMEagle3 layer; models/llama_eagle3.py refuses any other layer count),
 and for Qwen3-8B a DFLASH and a DSPARK block drafter too (DFlashDraftModel, DSparkDraftModel: five
 layers each). Their configs are the ones SpecForge, the SGLang project's draft trainer, trains each
@@ -56,6 +58,9 @@ from kvproof.impl import faults
 BLOCK_GEOMETRY = "runtime.utils.spec_block_geometry"
 MODULES = (*startup.MODULES, f"{BLOCK_GEOMETRY}?")
 MLA_MODELS = ("deepseek-v3.json",)
+# DeepSeek-V3's EAGLE3 draft (SpecForge's training config): an MHA draft of an MLA target
+MLA_DRAFTS: dict[str, tuple[tuple[str, str], ...]] = {"deepseek-v3.json": (("EAGLE3", "deepseek-v3-eagle3.json"),)}
+MLA_DRAFT_FILES = tuple(file for drafts in MLA_DRAFTS.values() for _, file in drafts)
 DSA_MODELS = ("deepseek-v3.2.json",)
 MHA_MODELS = ("llama-3.1-8b.json", "qwen3-8b.json")
 # Each mha target's drafts (checkpoints of their own, paired by SpecForge's training configs), each with
@@ -72,6 +77,8 @@ MHA_DTYPES = ("fp8", "bfloat16", "mxfp8")
 DEFAULT_BLOCK, MXFP8_BLOCK = 64, 128
 BLOCK_LIMIT = "--prefix-granularity other than the default 64 (128 for mxfp8 MHA)"
 LIMITS = f"not modelled: {BLOCK_LIMIT}; MTP draft depths other than the checkpoint's num_nextn_predict_layers"
+MLA_LIMITS = (f"{LIMITS}; EAGLE3 drafts other than the one SpecForge trains for the checkpoint (a --config FILE is "
+              "planned with it where it shares that target's architecture, hidden size, layer count and vocabulary)")
 MHA_LIMITS = (f"not modelled: {BLOCK_LIMIT}; drafts other than the ones SpecForge trains for each checkpoint "
               "(a --config FILE is planned with them where it shares that target's architecture, hidden size, layer "
               "count and vocabulary); a block drafter whose backend is trtllm (--drafter-attention-backend trtllm, or "
@@ -79,10 +86,21 @@ MHA_LIMITS = (f"not modelled: {BLOCK_LIMIT}; drafts other than the ones SpecForg
 
 
 def mla_points(configs: dict[str, dict]) -> list[dict[str, Any]]:
-    """Drafts: none, and the checkpoint's own MTP head (inputs.draft_counts)."""
-    return [{"model": name.removesuffix(".json"), "tp": tp, "dtype": dtype, "drafts": drafts}
-            for name in configs for drafts in draft_counts(configs[name]) for dtype in MLA_DTYPES
-            for tp in divisors(int(configs[name]["num_attention_heads"]))]
+    """Drafts: none, the checkpoint's own MTP head (inputs.draft_counts) and the EAGLE3 draft trained
+    for it, each named by its --speculative-algorithm (both are one layer); with the EAGLE3 draft tp
+    also divides the draft's query heads."""
+    out: list[dict[str, Any]] = []
+    for name in targets(configs, MLA_DRAFT_FILES):
+        heads = int(configs[name]["num_attention_heads"])
+        model = name.removesuffix(".json")
+        out += [{"model": model, "tp": tp, "dtype": dtype, "drafts": drafts, **({"algorithm": MTP} if drafts else {})}
+                for drafts in draft_counts(configs[name]) for dtype in MLA_DTYPES for tp in divisors(heads)]
+        for algorithm, file in _drafts(MLA_DRAFTS, configs, name):
+            draft = configs[file]
+            out += [{"model": model, "tp": tp, "dtype": dtype, "drafts": int(draft["num_hidden_layers"]),
+                     "algorithm": algorithm}
+                    for dtype in MLA_DTYPES for tp in divisors(gcd(heads, int(draft["num_attention_heads"])))]
+    return out
 
 
 def dsa_points(configs: dict[str, dict]) -> list[dict[str, Any]]:
@@ -109,7 +127,7 @@ def mha_points(configs: dict[str, dict]) -> list[dict[str, Any]]:
         model = name.removesuffix(".json")
         out += [{"model": model, "tp": tp, "dtype": dtype, "drafts": 0} for dtype in MHA_DTYPES
                 for tp in divisors(heads)]
-        for algorithm, file in _drafts(configs, name):
+        for algorithm, file in _drafts(MHA_DRAFTS, configs, name):
             draft = configs[file]
             out += [{"model": model, "tp": tp, "dtype": dtype, "drafts": int(draft["num_hidden_layers"]),
                      "algorithm": algorithm}
@@ -117,13 +135,14 @@ def mha_points(configs: dict[str, dict]) -> list[dict[str, Any]]:
     return out
 
 
-def _drafts(configs: dict[str, dict], name: str) -> tuple[tuple[str, str], ...]:
-    """The drafts planned with target `name` (algorithm, file): those trained for a shipped target whose
+def _drafts(table: dict[str, tuple[tuple[str, str], ...]], configs: dict[str, dict],
+            name: str) -> tuple[tuple[str, str], ...]:
+    """The drafts of `table` planned with target `name` (algorithm, file): those trained for a shipped target whose
     architecture, hidden size, layer count and vocabulary the config shares (what a draft reads of its
     target: the hidden states of its layers, models/llama_eagle3.py and models/dflash.py, and its
     vocabulary), so a user's config.json of that model (its Instruct release, for one) is planned with
     them too; none for any other."""
-    return next((drafts for target, drafts in MHA_DRAFTS.items()
+    return next((drafts for target, drafts in table.items()
                  if all(file in configs for _, file in drafts)
                  and all(configs[name].get(key) == published(target).get(key) for key in DRAFT_READS)), ())
 
@@ -164,17 +183,25 @@ def _spec(point: dict[str, Any]) -> str | None:
 
 
 def build_mla(modules: dict[str, types.ModuleType], configs: dict[str, dict], point: dict[str, Any]) -> Any:
-    config = configs[point["model"] + ".json"]
+    name = point["model"] + ".json"
+    config = configs[name]
     mla = startup.arch(modules, "MLA")
     mc = mla_model_config(config, HFConfig(config), int(config["num_hidden_layers"]), mla)
-    sa = server_args(point["tp"], point["dtype"], speculative=_spec(point), block=DEFAULT_BLOCK)
-    draft = None
-    if point.get("drafts"):
+    if not point.get("drafts"):
+        return _recipe(modules, "mla", server_args(point["tp"], point["dtype"], block=DEFAULT_BLOCK), mc)
+    algorithm = str(point.get("algorithm"))
+    sa = server_args(point["tp"], point["dtype"], speculative=algorithm, block=DEFAULT_BLOCK)
+    if algorithm == MTP:
         # The draft worker's config is the target's with DeepseekV3ForCausalLMNextN, an MLA
         # architecture too (configs/model_config.py _MLA_ARCHITECTURES).
-        draft = mla_model_config(config, HFConfig(config, {"architectures": nextn_architectures(config)}),
-                                 mtp_layers(config), mla)
-    return _recipe(modules, "mla", sa, mc, draft)
+        return _recipe(modules, "mla", sa, mc, mla_model_config(
+            config, HFConfig(config, {"architectures": nextn_architectures(config)}), mtp_layers(config), mla))
+    file = dict(_drafts(MLA_DRAFTS, configs, name)).get(algorithm)
+    if file is None:  # mla_points gives none such: a point asked of engine.plan
+        raise AdapterGap("ordinary.build_mla", f"{name} has no {algorithm} draft kvproof plans with it")
+    # an EAGLE3 draft is an MHA architecture (no MLA/DSA table names LlamaForCausalLMEagle3), so a heterogeneous
+    # MHA view of the MLA target's plan (startup.check_draft_family)
+    return _recipe(modules, "mla", sa, mc, mha_model_config(configs[file], startup.arch(modules, "MHA")))
 
 
 def build_dsa(modules: dict[str, types.ModuleType], configs: dict[str, dict], point: dict[str, Any]) -> Any:
@@ -209,7 +236,7 @@ def build_mha(modules: dict[str, types.ModuleType], configs: dict[str, dict], po
     if not point.get("drafts"):
         return _recipe(modules, "mha", server_args(point["tp"], point["dtype"], block=block), mc)
     algorithm = str(point.get("algorithm"))
-    file = dict(_drafts(configs, name)).get(algorithm)
+    file = dict(_drafts(MHA_DRAFTS, configs, name)).get(algorithm)
     if file is None:  # mha_points gives none such: a point asked of engine.plan
         raise AdapterGap("ordinary.build_mha", f"{name} has no {algorithm} draft kvproof plans with it")
     draft = configs[file]

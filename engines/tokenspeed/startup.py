@@ -121,7 +121,10 @@ def check_draft_family(modules: dict[str, types.ModuleType], family: str, server
     """A draft the target's recipe plans as its continuation layers: create_attn_components
     binds it so when `_resolve_heterogeneous_draft_family` (where the revision has it) answers
     None for the draft's ordinary family (`_ordinary_cache_family` of its attention config; an
-    in-tree draft declares no profile of its own)."""
+    in-tree draft declares no profile of its own), and when it answers an MHA view of an ordinary
+    target (`_ORDINARY_CACHE_FAMILIES`): create_attn_components prepares the cache setup with the
+    target's family whatever the draft's, and the heterogeneous family only names the draft's
+    compute view, a layer window of that one plan (`spec.layer_view(..., family=...)`)."""
     registry = modules[REGISTRY]
     if not hasattr(registry, "_resolve_heterogeneous_draft_family"):
         return
@@ -135,7 +138,8 @@ def check_draft_family(modules: dict[str, types.ModuleType], family: str, server
     declared = {"draft_family_declared": False} if "draft_family_declared" in inspect.signature(resolve).parameters \
         else {}
     bound = _call(resolve, "registry._resolve_heterogeneous_draft_family", family, draft_family, **declared)
-    if bound is not None:
+    if bound is not None and not (bound == "mha" and family in _entry(registry, "_ORDINARY_CACHE_FAMILIES",
+                                                                     "registry")):
         raise AdapterGap("registry._resolve_heterogeneous_draft_family", f"the draft of recipe {family!r} binds "
                          f"as a heterogeneous {bound!r} view at this revision, which kvproof does not model")
 
