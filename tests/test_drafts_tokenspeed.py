@@ -16,6 +16,7 @@ from bites import fails_under
 
 from kvproof.engines import verdict
 from kvproof.engines.tokenspeed import engine, loader, ordinary, pipeline, startup
+from kvproof.engines.tokenspeed.configs import member_dicts
 from kvproof.engines.user_config import UserConfig
 from kvproof.impl import faults
 
@@ -207,6 +208,27 @@ def test_an_mla_targets_eagle3_draft_is_an_mha_layer_after_its_61(installed: loa
     assert {f["group"] for f in draft.values()} == {fields["layer.0.latent_kv"]["group"]}
     assert {f["dtype"] for f in draft.values()} == {fields["layer.0.latent_kv"]["dtype"]}
     assert plan["parent_bytes"] == 61 * 64 * 576 + 2 * 64 * 128
+
+
+def test_at_mxfp8_the_mla_targets_eagle3_draft_keeps_scale_planes_at_block_128(installed: loader.Source) -> None:
+    """mxfp8 is the MLA target's fp8 cache, but the MHA draft's K and V keep their mxfp8 scale planes, at the
+    128-token block the recipe asserts for them: 61 latent pages of 128 x 576 B, 2 x 128 x 128 B of K and V, and
+    one UE8M0 scale byte per 32 of them."""
+    plan = _planned(installed, "mla", {"model": "deepseek-v3", "tp": 8, "dtype": "mxfp8", "drafts": 1,
+                                       "algorithm": "EAGLE3"})
+    assert {f["id"] for f in plan["fields"] if f["id"].startswith("layer.61.")} == {
+        "layer.61.k", "layer.61.v", "layer.61.k_scale", "layer.61.v_scale"}
+    assert plan["parent_bytes"] == 61 * 128 * 576 + 2 * 128 * 128 + 2 * 128 * 128 // 32
+
+
+def test_a_family_member_is_planned_with_no_checkpoints_draft() -> None:
+    """A stated family states its own drafts: a member of the checkpoint's geometry is not paired with a draft
+    trained for the checkpoint."""
+    shipped = engine._configs(engine.PROFILES["mla"], None)
+    member = {"member.json": member_dicts(shipped["deepseek-v3.json"]), "deepseek-v3-eagle3.json":
+              shipped["deepseek-v3-eagle3.json"]}
+    assert {p.get("algorithm") for p in ordinary.mla_points(member)} == {None, "MTP"}
+    assert {p.get("algorithm") for p in ordinary.mla_points(shipped)} == {None, "MTP", "EAGLE3"}
 
 
 def test_only_an_mha_view_of_an_ordinary_target_is_planned_as_the_targets_plan(

@@ -46,7 +46,7 @@ def _v3_family(drop: str | None = None) -> Family:
 def family_mla(monkeypatch: pytest.MonkeyPatch) -> Family:
     family = _v3_family()
     mla = engine.PROFILES["mla"]
-    # a family of the mla recipe's own geometry: DeepSeek-V3's EAGLE3 draft is trained for the checkpoint
+    # its members and no draft file: a family's members are planned with no checkpoint's draft anyway
     monkeypatch.setitem(engine.PROFILES, "mla", dataclasses.replace(mla, models=(), drafts=(), family=family))
     return family
 

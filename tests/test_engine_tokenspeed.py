@@ -765,7 +765,7 @@ def test_kvproofs_model_resolving_to_another_family_is_that_recipes_adapter_gap(
     mla, mha = doc["recipes"]
     assert code == 1 and mha["verified"]
     assert mla["reason"] == ("adapter: registry._resolve_cache_family: kvproof's model for recipe 'mla' resolves to "
-                             "'msa' at this revision (at model=deepseek-v3 tp=8 dtype=fp8 drafts=0; 6 of 6 points)")
+                             "'msa' at this revision (at model=deepseek-v3 tp=8 dtype=fp8 drafts=0; 7 of 7 points)")
 
 
 def test_recipes_that_do_not_import_are_each_not_verified_adapter(installed, tmp_path) -> None:

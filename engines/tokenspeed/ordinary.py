@@ -37,7 +37,7 @@ from typing import Any
 
 from kvproof.engines.stubs import Unavailable
 from kvproof.engines.tokenspeed import startup
-from kvproof.engines.tokenspeed.configs import HFConfig, Strict
+from kvproof.engines.tokenspeed.configs import HFConfig, MemberDict, Strict
 from kvproof.engines.tokenspeed.inputs import (
     CAPACITY,
     MATH,
@@ -77,8 +77,9 @@ MHA_DTYPES = ("fp8", "bfloat16", "mxfp8")
 DEFAULT_BLOCK, MXFP8_BLOCK = 64, 128
 BLOCK_LIMIT = "--prefix-granularity other than the default 64 (128 for mxfp8 MHA)"
 LIMITS = f"not modelled: {BLOCK_LIMIT}; MTP draft depths other than the checkpoint's num_nextn_predict_layers"
-MLA_LIMITS = (f"{LIMITS}; EAGLE3 drafts other than the one SpecForge trains for the checkpoint (a --config FILE is "
-              "planned with it where it shares that target's architecture, hidden size, layer count and vocabulary)")
+MLA_LIMITS = (f"{LIMITS}; EAGLE3 drafts other than the one SpecForge trains for the checkpoint (tokenspeed's MLA "
+              "EAGLE3 class Eagle3DeepseekV2ForCausalLM among them; a --config FILE is planned with it where it shares "
+              "that target's architecture, hidden size, layer count and vocabulary)")
 MHA_LIMITS = (f"not modelled: {BLOCK_LIMIT}; drafts other than the ones SpecForge trains for each checkpoint "
               "(a --config FILE is planned with them where it shares that target's architecture, hidden size, layer "
               "count and vocabulary); a block drafter whose backend is trtllm (--drafter-attention-backend trtllm, or "
@@ -88,18 +89,20 @@ MHA_LIMITS = (f"not modelled: {BLOCK_LIMIT}; drafts other than the ones SpecForg
 def mla_points(configs: dict[str, dict]) -> list[dict[str, Any]]:
     """Drafts: none, the checkpoint's own MTP head (inputs.draft_counts) and the EAGLE3 draft trained
     for it, each named by its --speculative-algorithm (both are one layer); with the EAGLE3 draft tp
-    also divides the draft's query heads."""
+    also divides the draft's query heads, and mxfp8 is planned too."""
     out: list[dict[str, Any]] = []
     for name in targets(configs, MLA_DRAFT_FILES):
         heads = int(configs[name]["num_attention_heads"])
         model = name.removesuffix(".json")
         out += [{"model": model, "tp": tp, "dtype": dtype, "drafts": drafts, **({"algorithm": MTP} if drafts else {})}
                 for drafts in draft_counts(configs[name]) for dtype in MLA_DTYPES for tp in divisors(heads)]
+        # the draft's MHA layer keeps mxfp8's scale planes where the MLA target keeps an fp8 cache, so mxfp8 is
+        # a cache of its own there (at block 128, as the recipe asserts for an mxfp8 MHA layer)
         for algorithm, file in _drafts(MLA_DRAFTS, configs, name):
             draft = configs[file]
             out += [{"model": model, "tp": tp, "dtype": dtype, "drafts": int(draft["num_hidden_layers"]),
                      "algorithm": algorithm}
-                    for dtype in MLA_DTYPES for tp in divisors(gcd(heads, int(draft["num_attention_heads"])))]
+                    for dtype in MHA_DTYPES for tp in divisors(gcd(heads, int(draft["num_attention_heads"])))]
     return out
 
 
@@ -141,7 +144,9 @@ def _drafts(table: dict[str, tuple[tuple[str, str], ...]], configs: dict[str, di
     architecture, hidden size, layer count and vocabulary the config shares (what a draft reads of its
     target: the hidden states of its layers, models/llama_eagle3.py and models/dflash.py, and its
     vocabulary), so a user's config.json of that model (its Instruct release, for one) is planned with
-    them too; none for any other."""
+    them too; none for any other, nor for a stated family's member, whose family states its own drafts."""
+    if isinstance(configs[name], MemberDict):
+        return ()
     return next((drafts for target, drafts in table.items()
                  if all(file in configs for _, file in drafts)
                  and all(configs[name].get(key) == published(target).get(key) for key in DRAFT_READS)), ())
@@ -190,15 +195,17 @@ def build_mla(modules: dict[str, types.ModuleType], configs: dict[str, dict], po
     if not point.get("drafts"):
         return _recipe(modules, "mla", server_args(point["tp"], point["dtype"], block=DEFAULT_BLOCK), mc)
     algorithm = str(point.get("algorithm"))
-    sa = server_args(point["tp"], point["dtype"], speculative=algorithm, block=DEFAULT_BLOCK)
     if algorithm == MTP:
         # The draft worker's config is the target's with DeepseekV3ForCausalLMNextN, an MLA
         # architecture too (configs/model_config.py _MLA_ARCHITECTURES).
+        sa = server_args(point["tp"], point["dtype"], speculative=MTP, block=DEFAULT_BLOCK)
         return _recipe(modules, "mla", sa, mc, mla_model_config(
             config, HFConfig(config, {"architectures": nextn_architectures(config)}), mtp_layers(config), mla))
     file = dict(_drafts(MLA_DRAFTS, configs, name)).get(algorithm)
     if file is None:  # mla_points gives none such: a point asked of engine.plan
         raise AdapterGap("ordinary.build_mla", f"{name} has no {algorithm} draft kvproof plans with it")
+    block = MXFP8_BLOCK if point["dtype"] == "mxfp8" else DEFAULT_BLOCK
+    sa = server_args(point["tp"], point["dtype"], speculative=algorithm, block=block)
     # an EAGLE3 draft is an MHA architecture (no MLA/DSA table names LlamaForCausalLMEagle3), so a heterogeneous
     # MHA view of the MLA target's plan (startup.check_draft_family)
     return _recipe(modules, "mla", sa, mc, mha_model_config(configs[file], startup.arch(modules, "MHA")))
