@@ -98,11 +98,7 @@ def mla_points(configs: dict[str, dict]) -> list[dict[str, Any]]:
                 for drafts in draft_counts(configs[name]) for dtype in MLA_DTYPES for tp in divisors(heads)]
         # the draft's MHA layer keeps mxfp8's scale planes where the MLA target keeps an fp8 cache, so mxfp8 is
         # a cache of its own there (at block 128, as the recipe asserts for an mxfp8 MHA layer)
-        for algorithm, file in _drafts(MLA_DRAFTS, configs, name):
-            draft = configs[file]
-            out += [{"model": model, "tp": tp, "dtype": dtype, "drafts": int(draft["num_hidden_layers"]),
-                     "algorithm": algorithm}
-                    for dtype in MHA_DTYPES for tp in divisors(gcd(heads, int(draft["num_attention_heads"])))]
+        out += _draft_points(MLA_DRAFTS, configs, name)
     return out
 
 
@@ -130,12 +126,19 @@ def mha_points(configs: dict[str, dict]) -> list[dict[str, Any]]:
         model = name.removesuffix(".json")
         out += [{"model": model, "tp": tp, "dtype": dtype, "drafts": 0} for dtype in MHA_DTYPES
                 for tp in divisors(heads)]
-        for algorithm, file in _drafts(MHA_DRAFTS, configs, name):
-            draft = configs[file]
-            out += [{"model": model, "tp": tp, "dtype": dtype, "drafts": int(draft["num_hidden_layers"]),
-                     "algorithm": algorithm}
-                    for dtype in MHA_DTYPES for tp in divisors(gcd(heads, int(draft["num_attention_heads"])))]
+        out += _draft_points(MHA_DRAFTS, configs, name)
     return out
+
+
+def _draft_points(table: dict[str, tuple[tuple[str, str], ...]], configs: dict[str, dict],
+                  name: str) -> list[dict[str, Any]]:
+    """The points of target `name` with each of its drafts of `table` (an MHA draft: every MHA cache dtype), tp
+    dividing both query head counts."""
+    heads = int(configs[name]["num_attention_heads"])
+    return [{"model": name.removesuffix(".json"), "tp": tp, "dtype": dtype,
+             "drafts": int(configs[file]["num_hidden_layers"]), "algorithm": algorithm}
+            for algorithm, file in _drafts(table, configs, name) for dtype in MHA_DTYPES
+            for tp in divisors(gcd(heads, int(configs[file]["num_attention_heads"])))]
 
 
 def _drafts(table: dict[str, tuple[tuple[str, str], ...]], configs: dict[str, dict],
