@@ -70,7 +70,7 @@ MHA_DRAFTS: dict[str, tuple[tuple[str, str], ...]] = {
     "qwen3-8b.json": (("EAGLE3", "qwen3-8b-eagle3.json"), ("DFLASH", "qwen3-8b-dflash.json"),
                       ("DSPARK", "qwen3-8b-dspark.json")),
 }
-DRAFT_FILES = tuple(file for drafts in MHA_DRAFTS.values() for _, file in drafts)
+MHA_DRAFT_FILES = tuple(file for drafts in MHA_DRAFTS.values() for _, file in drafts)
 DRAFT_READS = ("architectures", "hidden_size", "num_hidden_layers", "vocab_size")
 MLA_DTYPES = ("fp8", "bfloat16")  # mxfp8 resolves to the fp8 cache for MLA (no scale planes)
 MHA_DTYPES = ("fp8", "bfloat16", "mxfp8")
@@ -121,7 +121,7 @@ def mha_points(configs: dict[str, dict]) -> list[dict[str, Any]]:
     recipe keeps one KV head per rank. Drafts: none, and each of the target's drafts, named by its
     --speculative-algorithm (Qwen3-8B's DFLASH and DSPARK drafts have five layers each)."""
     out: list[dict[str, Any]] = []
-    for name in targets(configs, DRAFT_FILES):
+    for name in targets(configs, MHA_DRAFT_FILES):
         heads = int(configs[name]["num_attention_heads"])
         model = name.removesuffix(".json")
         out += [{"model": model, "tp": tp, "dtype": dtype, "drafts": 0} for dtype in MHA_DTYPES
@@ -153,6 +153,21 @@ def _drafts(table: dict[str, tuple[tuple[str, str], ...]], configs: dict[str, di
     return next((drafts for target, drafts in table.items()
                  if all(file in configs for _, file in drafts)
                  and all(configs[name].get(key) == published(target).get(key) for key in DRAFT_READS)), ())
+
+
+def _draft_config(table: dict[str, tuple[tuple[str, str], ...]], configs: dict[str, dict], name: str,
+                  algorithm: str) -> dict:
+    """The config of target `name`'s draft of `table` run with `algorithm`; an AdapterGap for a point the
+    recipe's points never give (asked of engine.plan)."""
+    file = dict(_drafts(table, configs, name)).get(algorithm)
+    if file is None:
+        raise AdapterGap("ordinary._draft_config", f"{name} has no {algorithm} draft kvproof plans with it")
+    return configs[file]
+
+
+def _mha_block(dtype: str) -> int:
+    """The block of a cache with MHA layers: mxfp8's scale tiles need 128 (recipes/ordinary.py asserts it)."""
+    return MXFP8_BLOCK if dtype == "mxfp8" else DEFAULT_BLOCK
 
 
 def mha_model_config(config: dict, arch: Any) -> Strict:
@@ -204,14 +219,11 @@ def build_mla(modules: dict[str, types.ModuleType], configs: dict[str, dict], po
         sa = server_args(point["tp"], point["dtype"], speculative=MTP, block=DEFAULT_BLOCK)
         return _recipe(modules, "mla", sa, mc, mla_model_config(
             config, HFConfig(config, {"architectures": nextn_architectures(config)}), mtp_layers(config), mla))
-    file = dict(_drafts(MLA_DRAFTS, configs, name)).get(algorithm)
-    if file is None:  # mla_points gives none such: a point asked of engine.plan
-        raise AdapterGap("ordinary.build_mla", f"{name} has no {algorithm} draft kvproof plans with it")
-    block = MXFP8_BLOCK if point["dtype"] == "mxfp8" else DEFAULT_BLOCK
-    sa = server_args(point["tp"], point["dtype"], speculative=algorithm, block=block)
+    draft = _draft_config(MLA_DRAFTS, configs, name, algorithm)
+    sa = server_args(point["tp"], point["dtype"], speculative=algorithm, block=_mha_block(point["dtype"]))
     # an EAGLE3 draft is an MHA architecture (no MLA/DSA table names LlamaForCausalLMEagle3), so a heterogeneous
     # MHA view of the MLA target's plan (startup.check_draft_family)
-    return _recipe(modules, "mla", sa, mc, mha_model_config(configs[file], startup.arch(modules, "MHA")))
+    return _recipe(modules, "mla", sa, mc, mha_model_config(draft, startup.arch(modules, "MHA")))
 
 
 def build_dsa(modules: dict[str, types.ModuleType], configs: dict[str, dict], point: dict[str, Any]) -> Any:
@@ -242,14 +254,11 @@ def build_mha(modules: dict[str, types.ModuleType], configs: dict[str, dict], po
     name = point["model"] + ".json"
     mha = startup.arch(modules, "MHA")
     mc = mha_model_config(configs[name], mha)
-    block = MXFP8_BLOCK if point["dtype"] == "mxfp8" else DEFAULT_BLOCK
+    block = _mha_block(point["dtype"])
     if not point.get("drafts"):
         return _recipe(modules, "mha", server_args(point["tp"], point["dtype"], block=block), mc)
     algorithm = str(point.get("algorithm"))
-    file = dict(_drafts(MHA_DRAFTS, configs, name)).get(algorithm)
-    if file is None:  # mha_points gives none such: a point asked of engine.plan
-        raise AdapterGap("ordinary.build_mha", f"{name} has no {algorithm} draft kvproof plans with it")
-    draft = configs[file]
+    draft = _draft_config(MHA_DRAFTS, configs, name, algorithm)
     widths: dict[str, int] = {}
     geometry = modules.get(BLOCK_GEOMETRY)
     if geometry is not None and algorithm in geometry.BLOCK_SPEC_ALGORITHMS:
