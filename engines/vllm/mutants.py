@@ -52,6 +52,8 @@ faults.declare({
     "the speculative conv rows its layers keep (vllm#57721's kind, at the class that sizes two states)",
     "vllm_kimi_linear_state_unwidened": "Kimi-Linear's model class sizes the KDA state the alignment pads by without "
     "the speculative conv rows its layers keep (vllm#57721's kind, at the class Kimi-K3's delegates to)",
+    "vllm_bailing_v3_state_unwidened": "Bailing V3's model class sizes the KDA state the alignment pads by without "
+    "the speculative conv rows its layers keep (vllm#57721's kind, at the Ling 3.0 class)",
     "vllm_short_conv_dtype_unaligned": "vLLM's hybrid alignment sizes a ShortConv state page by the model dtype, "
     "dropping --mamba-cache-dtype, while the layers keep their states at it (the Mamba-1 bug at LFM2's classes)",
     "vllm_block_outermost_by_largest_page": "vLLM sizes a block-outermost block by the largest layer page of a "
@@ -219,6 +221,8 @@ PATCHES: dict[str, tuple[str, str, Callable[[Callable[..., Any]], Callable[..., 
                                        "Qwen4ExpForCausalLM.get_gdn_mamba_state_shape_from_config", _num_spec_dropped),
     "vllm_kimi_linear_state_unwidened": ("vllm.models.kimi_k3.nvidia.model",
                                          "KimiLinearForCausalLM.get_mamba_state_shape_from_config", _num_spec_dropped),
+    "vllm_bailing_v3_state_unwidened": ("vllm.model_executor.models.bailing_moe_v3",
+                                        "BailingMoeV3ForCausalLM.get_mamba_state_shape_from_config", _num_spec_dropped),
     "vllm_block_outermost_by_largest_page": (PLANNING, "_get_kv_cache_bytes_per_block", _block_by_largest_page),
 }
 
@@ -273,6 +277,11 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("vllm_kimi_linear_state_unwidened", ("verify engine vllm --recipe kimi-linear-48b-a3b --tp 1 --dtype auto "
                                                 "--assume pp=1 spec=2 backend=FLASHMLA mamba_dtype=auto prefix=off",),
            expect="boots"),
+    # Bailing V3's at 3 MTP tokens: at 1 and 2 the 256-token page's 14,336 B of slack holds the rows the class
+    # leaves out (6,144 B each at bf16)
+    Mutant("vllm_bailing_v3_state_unwidened", ("verify engine vllm --recipe ling-3.0-tiny-family-0 --tp 1 --dtype "
+                                               "auto --assume pp=1 spec=3 backend=FLASHMLA@sm_90 mamba_dtype=auto "
+                                               "prefix=off",), expect="boots"),
     # MiniCPM-V 4.6's at 3 tokens: at 1 and 2 the 288-token page's 28,672 B of slack holds the rows the class leaves out
     Mutant("vllm_minicpm_v46_state_unwidened", ("verify engine vllm --recipe minicpm-v-4.6-family-0 --tp 1 "
                                                 "--assume pp=1 spec=3",), expect="boots"),

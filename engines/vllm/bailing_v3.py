@@ -1,0 +1,141 @@
+"""Bailing V3 (BailingMoeV3ForCausalLM: Ling 3.0) over a stated family, for want of a published config.json.
+
+No whole config.json of an inclusionAI Ling 3.0 checkpoint was found. One public test decodes the Ling-3.0-tiny
+configuration whole, as a JSON literal whose values its assertions say are the ones Ling-3.0-tiny uses
+(figyaro/mlx-swift-lm@6b437f86c696cc533063d34a7eb415ab363ec9bf Tests/MLXLMTests/BailingMoeV3Tests.swift, the test
+"decodes the Ling-3.0-tiny configuration"); it is a test's copy, not the hub's bytes, and names no dtype and no
+MTP layer count. What `verify engine vllm` plans for this class is therefore a family (engines/families.py): the
+fixture's values, cited below, an axis for the model dtype, and Ling-3.0-flash's one MTP layer for the draft.
+
+What vLLM 0.33.0 reads of this class to plan (vllm/model_executor/models/bailing_moe_v3.py):
+
+- architectures and model_type: the registry's BailingMoeV3ForCausalLM (registry.py:82), and "bailing_hybrid",
+  which vLLM has no config class of its own for (transformers_utils/config.py:123-125 registers only the VL
+  model's), so it reads the file through transformers' BailingHybridConfig, and plans it as an MLA model
+  (transformers_utils/model_arch_config_convertor.py:317);
+- num_hidden_layers and layer_group_size: a layer is KDA unless it ends a group or lies past the last whole one
+  (_is_kda_layer, :131-137; the decoder layer, :1243-1263), KDA at `model.layers.i.self_attn`, MLA under it at
+  `.attn` (the MLA wrapper's prefix, model_executor/layers/mla.py:132);
+- kv_lora_rank and qk_rope_head_dim: the MLA latent, one head of kv_lora_rank + qk_rope_head_dim;
+- num_attention_heads, head_dim and short_conv_kernel_size: each KDA layer's state (get_state_shape, :651-660,
+  of what its constructor keeps, :674-678: kda_state_shape of the tp, heads, head_dim and conv kernel and its
+  speculative tokens), in the model dtype (get_state_dtype, :642-649);
+- num_nextn_predict_layers: the MTP draft's layers (config/speculative.py:946-970 gives the draft model type
+  bailing_hybrid_v3_mtp and n_predict; bailing_moe_v3_mtp.py:160-175 builds that many MLA layers after the
+  hidden ones);
+- max_position_embeddings and rope_theta: max_model_len, the state's block without prefix caching;
+- dtype: the MLA page's at --kv-cache-dtype auto and the KDA states' at --mamba-cache-dtype auto.
+
+transformers' BailingHybridConfig sets head_dim to qk_rope_head_dim after reading the file
+(configuration_bailing_hybrid.py:159; the file's value kept as linear_head_dim, :139), and the KDA layer takes
+its head size from head_dim (:675): vLLM plans each KDA state with 64-wide heads where the fixture's are 128
+(docs/findings/vllm-0.33.0.md, Bailing V3 over its family). kvproof plans what vLLM plans; with
+--trust-remote-code and a checkpoint's own config class (none found) the reading would be that class's.
+
+Strictness, as for the other families: a member's config.json is exactly the cited and varied keys, and
+tests/test_vllm_bailing_v3.py changes every model key a member lacks at once and shows a drafted,
+tensor-parallel, prefix-caching point plans exactly as before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvproof.engines.families import Axis, Cited, Family, Member
+from kvproof.engines.vllm.parts import V033, Reader
+
+FIXTURE = ("the Ling-3.0-tiny configuration a public test decodes (figyaro/mlx-swift-lm"
+           "@6b437f86c696cc533063d34a7eb415ab363ec9bf Tests/MLXLMTests/BailingMoeV3Tests.swift, \"decodes the "
+           "Ling-3.0-tiny configuration\")")
+LAYERS = 24
+GROUP = 4
+
+FAMILY = Family(
+    name="ling-3.0-tiny",
+    not_a_verdict_on="inclusionAI/Ling-3.0-tiny",
+    cited=(
+        Cited("architectures", ["BailingMoeV3ForCausalLM"],
+              f"vLLM's registry name for the class (vllm/model_executor/models/registry.py:82); {FIXTURE}"),
+        Cited("model_type", "bailing_hybrid", FIXTURE),
+        Cited("num_hidden_layers", LAYERS, FIXTURE),
+        Cited("layer_group_size", GROUP, f"{FIXTURE}; its assertions: KDA at layer 0, MLA at 3 and 23"),
+        Cited("hidden_size", 1536, FIXTURE),
+        Cited("num_attention_heads", 16, FIXTURE),
+        Cited("num_key_value_heads", 16, FIXTURE),
+        Cited("head_dim", 128, FIXTURE),
+        Cited("short_conv_kernel_size", 4, FIXTURE),
+        Cited("no_kda_lora", True, f"{FIXTURE}; vLLM's KDA layer refuses any other (bailing_moe_v3.py:686-687)"),
+        Cited("kv_lora_rank", 512, FIXTURE),
+        Cited("q_lora_rank", 256, FIXTURE),
+        Cited("qk_nope_head_dim", 128, FIXTURE),
+        Cited("qk_rope_head_dim", 64, FIXTURE),
+        Cited("v_head_dim", 128, FIXTURE),
+        Cited("max_position_embeddings", 131072, FIXTURE),
+        Cited("rope_theta", 6000000, FIXTURE),
+    ),
+    axes=(
+        Axis("dtype", ("bfloat16", "float16"),
+             "the fixture names no dtype (vLLM would read the weights' safetensors dtype then, "
+             "transformers_utils/model_arch_config_convertor.py:210-237): the model dtype is the MLA page's at "
+             "--kv-cache-dtype auto and the KDA states' at --mamba-cache-dtype auto, and vLLM's `auto` keeps a "
+             "16-bit checkpoint dtype and downcasts a float32 one to a 16-bit dtype (vllm/config/model.py:"
+             "2440-2445), so these two are all it plans"),
+        Axis("num_nextn_predict_layers", (1,),
+             "the fixture names no MTP layer count; Ling-3.0-flash, the larger model of the same class, ships one "
+             "MTP layer (AtomicBot-ai/atomic-llama-cpp-turboquant#63, adding it: \"one MTP block\"), and "
+             "transformers' BailingHybridConfig, documented for inclusionAI/Ling-3.0-Flash, defaults num_mtp_layers "
+             "(its name for the key) to 1 (configuration_bailing_hybrid.py:88, :124)"),
+    ),
+    cap=2,
+)
+
+MEMBERS: tuple[Member, ...] = tuple(FAMILY.members())
+# The KDA layer's recurrent kernel (bailing_moe_v3.py:1125): fla's fused_recurrent_kda, which walks the state by the
+# cache view's own stride
+FUSED_RECURRENT_KDA = Reader("fused_recurrent_kda", "page", V033 + "vllm/third_party/flash_linear_attention/ops/"
+                             "kda.py:61, :72-94: fused_recurrent_kda_fwd hands initial_state.stride(0) to "
+                             "fused_recurrent_gated_delta_rule_fwd_kernel (ops/fused_recurrent.py:117: state_idx "
+                             "* stride_init_state_token)")
+ASSUMED = "the MTP layer count assumed (Ling-3.0-flash's one: no Ling-3.0-tiny source gives it)"
+
+
+def is_kda(layer: int, group: int, count: int) -> bool:
+    """vLLM's _is_kda_layer (bailing_moe_v3.py:131-137): the last layer of each whole group and every layer past
+    the last whole group are MLA."""
+    return not ((layer + 1) % group == 0 or layer >= count // group * group)
+
+
+def layers(hf: Any) -> list[tuple[str, str]]:
+    """BailingMoeV3DecoderLayer (bailing_moe_v3.py:1243-1263): a KDA layer's BailingMoeV3KimiDeltaAttention at
+    `model.layers.i.self_attn`, an MLA layer's MLAAttention at `model.layers.i.self_attn.attn`."""
+    return [(f"model.layers.{i}.self_attn", "state") if is_kda(i, hf.layer_group_size, hf.num_hidden_layers)
+            else (f"model.layers.{i}.self_attn.attn", "attention") for i in range(hf.num_hidden_layers)]
+
+
+def draft_layers(draft: Any) -> list[tuple[str, str]]:
+    """BailingMoeV3MTPModel's layers: num_nextn_predict_layers MLA decoder layers after the hidden ones,
+    `model.layers.{num_hidden_layers + i}.self_attn` (bailing_moe_v3_mtp.py:101-106, :160-175), the MLA layer under
+    it at `.attn`."""
+    first = draft.num_hidden_layers
+    return [(f"model.layers.{i}.self_attn.attn", "attention")
+            for i in range(first, first + draft.num_nextn_predict_layers)]
+
+
+def kda_state(vllm_config: Any) -> dict[str, Any]:
+    """What BailingMoeV3KimiDeltaAttention's constructor keeps that its get_state_shape and get_state_dtype read
+    (bailing_moe_v3.py:673-683: the tp, the config's head_dim as vLLM's config class leaves it, heads and conv
+    kernel, the speculative tokens and the model and cache configs), and the state those methods of the layer
+    itself then give (:642-660), not the model class's, which the hybrid alignment pads by (the two disagree where
+    a class drops what its layers keep, vllm#57721). Its get_kv_cache_spec is MambaBase's
+    (model_executor/layers/mamba/abstract.py:72; it exports no prefill checkpoints, :65-70)."""
+    from vllm.model_executor.models.bailing_moe_v3 import BailingMoeV3KimiDeltaAttention
+
+    hf = vllm_config.model_config.hf_config
+    kept = {"tp_size": vllm_config.parallel_config.tensor_parallel_size, "head_dim": hf.head_dim,
+            "num_heads": hf.num_attention_heads, "conv_size": hf.short_conv_kernel_size,
+            "num_speculative_tokens": vllm_config.num_speculative_tokens,
+            "model_config": vllm_config.model_config, "cache_config": vllm_config.cache_config}
+    layer: Any = object.__new__(BailingMoeV3KimiDeltaAttention)
+    vars(layer).update(kept)
+    shape, dtypes = layer.get_state_shape(), layer.get_state_dtype()
+    return {**kept, "get_state_shape": lambda: shape, "get_state_dtype": lambda: dtypes}

@@ -1,0 +1,160 @@
+"""Bailing V3 (Ling 3.0) planned over its stated family (engines/vllm/bailing_v3.py): its two members are the
+fixture's keys, the model dtype and one MTP layer, plan at the installed vLLM with each KDA layer's own state, say
+they stand for a family, and no value transformers fills in for a key a member lacks moves a plan. vLLM reads the
+file through transformers' BailingHybridConfig, which makes head_dim the rope width: the KDA states are planned
+with 64-wide heads (the findings page's replay)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+pytest.importorskip("vllm", reason="vllm is not installed: `make .venv/.vllm` installs it (make test does)")
+
+import config_defaults
+
+from kvproof.cli.cmd_engine import render
+from kvproof.engines import baseline
+from kvproof.engines.families import Member
+from kvproof.engines.vllm import bailing_v3, catalog, engine, planner
+from kvproof.impl import faults
+
+NAMES = ["ling-3.0-tiny-family-0", "ling-3.0-tiny-family-1"]
+LING = catalog.MODELS[NAMES[0]]
+AT_TP1: dict[str, Any] = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["off"], "pp": [1],
+                          "backend": ["FLASHMLA@sm_90"]}
+# the fixture's values (figyaro/mlx-swift-lm@6b437f86 Tests/MLXLMTests/BailingMoeV3Tests.swift) the members hold
+FIXTURE = {"architectures": ["BailingMoeV3ForCausalLM"], "model_type": "bailing_hybrid", "num_hidden_layers": 24,
+           "layer_group_size": 4, "hidden_size": 1536, "num_attention_heads": 16, "num_key_value_heads": 16,
+           "head_dim": 128, "short_conv_kernel_size": 4, "no_kda_lora": True, "kv_lora_rank": 512, "q_lora_rank": 256,
+           "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "max_position_embeddings": 131072,
+           "rope_theta": 6000000}
+
+
+def point(model: catalog.Model = LING, tp: int = 1, dtype: str = "auto", mamba: str = "auto", prefix: bool = False,
+          spec: int = 0, rank: int = 0, pp: int = 1) -> planner.Point:
+    return planner.Point(model, tp, dtype, mamba, prefix, model.backends[1], spec, rank=rank, pp=pp)
+
+
+def test_the_family_is_two_members_the_fixtures_keys_the_model_dtype_and_one_mtp_layer() -> None:
+    """Every key vLLM reads is the fixture's but the model dtype, an axis of the two 16-bit dtypes vLLM's `auto`
+    plans, and the MTP layer count, Ling-3.0-flash's one: two members, each exactly those keys."""
+    assert [m.name for m in bailing_v3.MEMBERS] == NAMES and bailing_v3.FAMILY.size() == 2
+    assert [m.recipe for m in catalog.MODELS.values() if m.member and m.member.family is bailing_v3.FAMILY] == NAMES
+    for member, dtype in zip(bailing_v3.MEMBERS, ("bfloat16", "float16"), strict=True):
+        assert json.loads(catalog.MODELS[member.name].config_text()) == {**FIXTURE, "dtype": dtype,
+                                                                        "num_nextn_predict_layers": 1}
+        assert member.varied() == {"dtype": dtype, "num_nextn_predict_layers": 1}
+
+
+def test_both_plan_at_the_installed_vllm_and_stand_for_their_family_not_a_checkpoint() -> None:
+    """At 0.33.0 both boot at 0 and 3 MTP tokens and hold every plan property; each result says family, two
+    members, and which checkpoint it is no verdict on."""
+    run = engine.run(NAMES, {**AT_TP1, "spec": [0, 3]})
+    text = render(run, baseline.compare([], set(), "vllm", run.version, set()), False, set())
+    assert text.count("not a verdict on inclusionAI/Ling-3.0-tiny; --config FILE gives one") == 2
+    assert "2 of 2 recipes verified (0 at a checkpoint, 2 over a family, members of 1 family)" in text
+    for r in run.recipes:
+        assert r.not_verified is None and [p.point["spec"] for p in r.points] == [0, 3]
+        assert all(p.verdict == "ok" and not p.findings for p in r.points)
+        out = r.as_dict()
+        assert (out["coverage"], out["members"], out["enumerated"]) == ("family", 2, 2)
+        assert out["family"]["not_a_verdict_on"] == "inclusionAI/Ling-3.0-tiny"
+
+
+def test_vllm_plans_each_kda_state_with_64_wide_heads_where_the_config_has_128() -> None:
+    """transformers' BailingHybridConfig keeps the file's head_dim 128 as linear_head_dim and sets head_dim to
+    qk_rope_head_dim, 64; the KDA layer takes head_dim. At tp 1, bf16: each state is a (3, 3 x 16 x 64) bf16 conv
+    and 16 x 64 x 64 float32 values, 18,432 + 262,144 = 280,576 B, where 128-wide heads keep 36,864 + 1,048,576 =
+    1,085,440 B. The MLA token is 576 x 2 = 1,152 B and an MLA model's hybrid block a multiple of 128
+    (platforms/interface.py:1081-1086): 128 x ceil(280,576 / 147,456) = 256 tokens, a 294,912 B page."""
+    from transformers import BailingHybridConfig
+
+    read = BailingHybridConfig(**bailing_v3.MEMBERS[0].config())
+    assert (read.head_dim, read.linear_head_dim, read.qk_rope_head_dim) == (64, 128, 64)
+    planned = planner.plan(point())
+    fields = {(tuple(f["shape"]), f["dtype"]) for f in planned.documents[1]["fields"]}
+    assert fields == {((3, 3072), "bfloat16"), ((16, 64, 64), "float32"), ((256, 576), "bfloat16")}
+    assert (planned.block_size, planned.mamba_padded) == (256, 294_912)
+    assert 3 * 3072 * 2 + 16 * 64 * 64 * 4 == 280_576 and 3 * 6144 * 2 + 16 * 128 * 128 * 4 == 1_085_440
+
+
+def test_each_kda_layer_keeps_its_own_state_and_three_tokens_widen_the_block() -> None:
+    """Each MTP token adds a conv row (6,144 B at bf16): at 2 the 292,864 B state still fits the 256-token page; at
+    3 its 299,008 B do not, and the block widens to 384 tokens (442,368 B). The draft's one MLA layer joins the
+    MLA group. float32 states double the conv rows; at tp 16 each state is a sixteenth and the block 16 tokens."""
+    planned = {spec: planner.plan(point(spec=spec)) for spec in (2, 3)}
+    assert {spec: (p.block_size, p.mamba_padded) for spec, p in planned.items()} == {2: (256, 294_912),
+                                                                                    3: (384, 442_368)}
+    assert {tuple(f["shape"]) for f in planned[3].documents[1]["fields"]} == {(6, 3072), (16, 64, 64), (384, 576)}
+    drafted = [f["id"] for f in planned[3].documents[1]["fields"] if "layers.24." in f["id"]]
+    assert drafted == ["g3.model.layers.24.self_attn.attn.kv"]
+    assert planner.plan(point(mamba="float32")).block_size == 384  # 36,864 + 262,144 = 299,008 B
+    wide = planner.plan(point(tp=16))
+    assert (wide.block_size, {tuple(f["shape"]) for f in wide.documents[1]["fields"]}) == (
+        128, {(3, 192), (1, 64, 64), (128, 576)})
+
+
+def test_the_layers_their_names_and_the_domain() -> None:
+    """18 KDA layers at model.layers.i.self_attn, 6 MLA at model.layers.i.self_attn.attn (every fourth, vLLM's
+    _is_kda_layer), the MTP layer after them; pp 2's second stage builds layers 12-23. tp is every divisor of the
+    16 heads, at pp 1, and pp 2 at tp 1; FLASH_ATTN_MLA declines an fp8 cache."""
+    hf = SimpleNamespace(num_hidden_layers=24, layer_group_size=4)
+    names = bailing_v3.layers(hf)
+    assert [n for n, kind in names if kind == "attention"] == [f"model.layers.{i}.self_attn.attn"
+                                                               for i in range(3, 24, 4)]
+    assert names[0] == ("model.layers.0.self_attn", "state") and len(names) == 24
+    assert bailing_v3.draft_layers(SimpleNamespace(num_hidden_layers=24, num_nextn_predict_layers=1)) == [
+        ("model.layers.24.self_attn.attn", "attention")]
+    # a tail past the last whole group is MLA throughout (26 layers in groups of 4: 24 and 25)
+    assert [i for i in range(26) if not bailing_v3.is_kda(i, 4, 26)] == [3, 7, 11, 15, 19, 23, 24, 25]
+    stage = planner.plan(point(rank=1, pp=2))
+    assert stage.layers == (12, 24) and stage.attention and stage.block_size == 256
+    points = engine.points(LING)
+    assert {(p["tp"], p["pp"]) for p in points} == {(tp, 1) for tp in (1, 2, 4, 8, 16)} | {(1, 2)}
+    assert {p["dtype"] for p in points if p["backend"] == "FLASH_ATTN_MLA@sm_90"} == {"auto"}
+    # FLASHMLA 2 kv dtypes, FLASH_ATTN_MLA 1, x 2 state dtypes x prefix off / on: 12 a tp and token count
+    assert len(points) == 12 * (5 * 4 + 1) == 252
+
+
+# transformers names the members' dtype its own, and answers the keys its attribute_map points at under their
+# targets' names, aliases of keys a member holds (max_position_embeddings is model_max_length): bookkeeping too.
+BOOKKEEPING = config_defaults.BOOKKEEPING | {"dtype", "model_max_length"}
+STRINGS = {"hidden_act": "relu"}  # another value for each string key
+
+
+def test_no_default_of_transformers_config_class_moves_a_plan() -> None:
+    """vLLM reads config.json through BailingHybridConfig, which answers every key a member lacks with a class
+    default, so no read can raise: instead every such key is set to another value at once (those None by default
+    or a structure left as they are), and a drafted, tensor-parallel, prefix-caching point plans exactly as
+    before. The keys the class derives from the member's own (linear_*, the layer lists) it derives again."""
+    from transformers import BailingHybridConfig
+
+    member = bailing_v3.MEMBERS[0]
+    defaults = BailingHybridConfig().to_dict()
+    lacking, changed = config_defaults.changed(defaults, member.config(), BOOKKEEPING, STRINGS)
+    kept = sorted(key for key in lacking if changed[key] == defaults[key])
+    assert kept == ["bos_token_id", "layer_types", "mlp_layer_types", "rope_parameters"]
+    assert {"vocab_size", "num_experts", "first_k_dense_replace", "kda_lower_bound", "linear_head_dim"} <= (
+        set(lacking) - set(kept))
+    values = {**member.values, **{k: v for k, v in changed.items() if k not in kept}}
+    other = replace(LING, member=Member(bailing_v3.FAMILY, member.index, values))
+    assert set(json.loads(other.config_text())) == set(member.config()) | set(lacking) - set(kept)
+    base = planner.plan(point(tp=2, spec=3, prefix=True))
+    again = planner.plan(point(other, tp=2, spec=3, prefix=True))
+    assert (again.block_size, again.documents) == (base.block_size, base.documents)
+
+
+def test_its_seeded_bug_is_killed_at_3_tokens_and_hides_in_the_slack_at_2() -> None:
+    """The class sizing the state without the speculative conv rows its layers keep (vllm#57721's kind): at 2
+    tokens the layers' 292,864 B still fit the 256-token page of 294,912 B; at 3 their 299,008 B do not, and
+    vLLM's own assertion stops the boot."""
+    with faults.inject("vllm_bailing_v3_state_unwidened"):
+        two, three = engine.run([NAMES[0]], {**AT_TP1, "spec": [2, 3]}).recipes[0].points
+    assert two.verdict == "ok" and not two.findings
+    assert [f.property for f in three.findings] == ["boots"]
+    assert "vllm/v1/kv_cache_interface.py:" in three.findings[0].message
