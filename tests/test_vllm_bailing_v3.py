@@ -1,5 +1,5 @@
 """Bailing V3 (Ling 3.0) planned over its stated family (engines/vllm/bailing_v3.py): its two members are the
-fixture's keys, the model dtype and one MTP layer, plan at the installed vLLM with each KDA layer's own state, say
+cited keys and the model dtype, plan at the installed vLLM with each KDA layer's own state, say
 they stand for a family, and no value transformers fills in for a key a member lacks moves a plan. vLLM reads the
 file through transformers' BailingHybridConfig, which makes head_dim the rope width: the KDA states are planned
 with 64-wide heads (the findings page's replay)."""
@@ -7,6 +7,7 @@ with 64-wide heads (the findings page's replay)."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
@@ -20,6 +21,7 @@ import config_defaults
 from kvproof.cli.cmd_engine import render
 from kvproof.engines import baseline
 from kvproof.engines.families import Member
+from kvproof.engines.user_config import UserConfig
 from kvproof.engines.vllm import bailing_v3, catalog, engine, planner
 from kvproof.impl import faults
 
@@ -32,7 +34,7 @@ FIXTURE = {"architectures": ["BailingMoeV3ForCausalLM"], "model_type": "bailing_
            "layer_group_size": 4, "hidden_size": 1536, "num_attention_heads": 16, "num_key_value_heads": 16,
            "head_dim": 128, "short_conv_kernel_size": 4, "no_kda_lora": True, "kv_lora_rank": 512, "q_lora_rank": 256,
            "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "max_position_embeddings": 131072,
-           "rope_theta": 6000000}
+           "rope_theta": 6000000, "num_nextn_predict_layers": 1}
 
 
 def point(model: catalog.Model = LING, tp: int = 1, dtype: str = "auto", mamba: str = "auto", prefix: bool = False,
@@ -40,15 +42,15 @@ def point(model: catalog.Model = LING, tp: int = 1, dtype: str = "auto", mamba: 
     return planner.Point(model, tp, dtype, mamba, prefix, model.backends[1], spec, rank=rank, pp=pp)
 
 
-def test_the_family_is_two_members_the_fixtures_keys_the_model_dtype_and_one_mtp_layer() -> None:
-    """Every key vLLM reads is the fixture's but the model dtype, an axis of the two 16-bit dtypes vLLM's `auto`
-    plans, and the MTP layer count, Ling-3.0-flash's one: two members, each exactly those keys."""
+def test_the_family_is_two_members_the_cited_keys_and_the_model_dtype() -> None:
+    """Every key vLLM reads is cited (the fixture's, and the MTP layer count a MaxText config of the model gives)
+    but the model dtype, an axis of the two 16-bit dtypes vLLM's `auto` plans: two members, each exactly those
+    keys."""
     assert [m.name for m in bailing_v3.MEMBERS] == NAMES and bailing_v3.FAMILY.size() == 2
     assert [m.recipe for m in catalog.MODELS.values() if m.member and m.member.family is bailing_v3.FAMILY] == NAMES
     for member, dtype in zip(bailing_v3.MEMBERS, ("bfloat16", "float16"), strict=True):
-        assert json.loads(catalog.MODELS[member.name].config_text()) == {**FIXTURE, "dtype": dtype,
-                                                                        "num_nextn_predict_layers": 1}
-        assert member.varied() == {"dtype": dtype, "num_nextn_predict_layers": 1}
+        assert json.loads(catalog.MODELS[member.name].config_text()) == {**FIXTURE, "dtype": dtype}
+        assert member.varied() == {"dtype": dtype}
 
 
 def test_both_plan_at_the_installed_vllm_and_stand_for_their_family_not_a_checkpoint() -> None:
@@ -69,9 +71,10 @@ def test_both_plan_at_the_installed_vllm_and_stand_for_their_family_not_a_checkp
 def test_vllm_plans_each_kda_state_with_64_wide_heads_where_the_config_has_128() -> None:
     """transformers' BailingHybridConfig keeps the file's head_dim 128 as linear_head_dim and sets head_dim to
     qk_rope_head_dim, 64; the KDA layer takes head_dim. At tp 1, bf16: each state is a (3, 3 x 16 x 64) bf16 conv
-    and 16 x 64 x 64 float32 values, 18,432 + 262,144 = 280,576 B, where 128-wide heads keep 36,864 + 1,048,576 =
-    1,085,440 B. The MLA token is 576 x 2 = 1,152 B and an MLA model's hybrid block a multiple of 128
-    (platforms/interface.py:1081-1086): 128 x ceil(280,576 / 147,456) = 256 tokens, a 294,912 B page."""
+    and 16 x 64 x 64 float32 values, 18,432 + 262,144 = 280,576 B, where vLLM's own shape of 128-wide heads is
+    36,864 + 1,048,576 = 1,085,440 B. The file's head_dim moves no page; qk_rope_head_dim moves both. The MLA
+    token is 576 x 2 = 1,152 B and an MLA model's hybrid block a multiple of 128
+    (platforms/interface.py:1083-1088): 128 x ceil(280,576 / 147,456) = 256 tokens, a 294,912 B page."""
     from transformers import BailingHybridConfig
 
     read = BailingHybridConfig(**bailing_v3.MEMBERS[0].config())
@@ -80,13 +83,22 @@ def test_vllm_plans_each_kda_state_with_64_wide_heads_where_the_config_has_128()
     fields = {(tuple(f["shape"]), f["dtype"]) for f in planned.documents[1]["fields"]}
     assert fields == {((3, 3072), "bfloat16"), ((16, 64, 64), "float32"), ((256, 576), "bfloat16")}
     assert (planned.block_size, planned.mamba_padded) == (256, 294_912)
-    assert 3 * 3072 * 2 + 16 * 64 * 64 * 4 == 280_576 and 3 * 6144 * 2 + 16 * 128 * 128 * 4 == 1_085_440
+    from vllm.model_executor.layers.mamba.mamba_utils import MambaStateShapeCalculator
+
+    conv, recurrent = MambaStateShapeCalculator.kda_state_shape(1, 16, 128, conv_kernel_size=4)
+    assert math.prod(conv) * 2 + math.prod(recurrent) * 4 == 1_085_440
+    member = bailing_v3.MEMBERS[0]
+    for values, shapes in (({"head_dim": 256}, {(3, 3072), (16, 64, 64), (256, 576)}),
+                           ({"qk_rope_head_dim": 32}, {(3, 1536), (16, 32, 32), (128, 544)})):
+        other = replace(LING, member=Member(bailing_v3.FAMILY, member.index, {**member.values, **values}))
+        assert {tuple(f["shape"]) for f in planner.plan(point(other)).documents[1]["fields"]} == shapes
 
 
 def test_each_kda_layer_keeps_its_own_state_and_three_tokens_widen_the_block() -> None:
     """Each MTP token adds a conv row (6,144 B at bf16): at 2 the 292,864 B state still fits the 256-token page; at
     3 its 299,008 B do not, and the block widens to 384 tokens (442,368 B). The draft's one MLA layer joins the
-    MLA group. float32 states double the conv rows; at tp 16 each state is a sixteenth and the block 16 tokens."""
+    MLA group. float32 states double the conv rows; at tp 16 each state is a sixteenth (17,536 B) and the block
+    falls to the 128-token floor."""
     planned = {spec: planner.plan(point(spec=spec)) for spec in (2, 3)}
     assert {spec: (p.block_size, p.mamba_padded) for spec, p in planned.items()} == {2: (256, 294_912),
                                                                                     3: (384, 442_368)}
@@ -111,7 +123,8 @@ def test_the_layers_their_names_and_the_domain() -> None:
     assert bailing_v3.draft_layers(SimpleNamespace(num_hidden_layers=24, num_nextn_predict_layers=1)) == [
         ("model.layers.24.self_attn.attn", "attention")]
     # a tail past the last whole group is MLA throughout (26 layers in groups of 4: 24 and 25)
-    assert [i for i in range(26) if not bailing_v3.is_kda(i, 4, 26)] == [3, 7, 11, 15, 19, 23, 24, 25]
+    tail = bailing_v3.layers(SimpleNamespace(num_hidden_layers=26, layer_group_size=4))
+    assert [i for i, (_, kind) in enumerate(tail) if kind == "attention"] == [3, 7, 11, 15, 19, 23, 24, 25]
     stage = planner.plan(point(rank=1, pp=2))
     assert stage.layers == (12, 24) and stage.attention and stage.block_size == 256
     points = engine.points(LING)
@@ -131,7 +144,9 @@ def test_no_default_of_transformers_config_class_moves_a_plan() -> None:
     """vLLM reads config.json through BailingHybridConfig, which answers every key a member lacks with a class
     default, so no read can raise: instead every such key is set to another value at once (those None by default
     or a structure left as they are), and a drafted, tensor-parallel, prefix-caching point plans exactly as
-    before. The keys the class derives from the member's own (linear_*, the layer lists) it derives again."""
+    before. The keys the class derives from the member's own in __post_init__ (linear_*, qk_head_dim, the layer
+    lists) it derives again, so changing them tests nothing; layer_types, which vLLM reads too (is_hybrid), is
+    left as the class derives it from layer_group_size."""
     from transformers import BailingHybridConfig
 
     member = bailing_v3.MEMBERS[0]
@@ -147,6 +162,17 @@ def test_no_default_of_transformers_config_class_moves_a_plan() -> None:
     base = planner.plan(point(tp=2, spec=3, prefix=True))
     again = planner.plan(point(other, tp=2, spec=3, prefix=True))
     assert (again.block_size, again.documents) == (base.block_size, base.documents)
+
+
+def test_a_config_vllms_kda_layer_refuses_is_not_verified() -> None:
+    """The KDA layer's constructor refuses a config without no_kda_lora true (bailing_moe_v3.py:686-687), which
+    kvproof does not run: the state's reading raises that refusal, and a user's config.json without the key is NOT
+    VERIFIED (adapter), never verified."""
+    mine = {key: value for key, value in bailing_v3.MEMBERS[0].config().items() if key != "no_kda_lora"}
+    run = engine.run([LING.recipe], {**AT_TP1, "spec": [0]}, workers=1, user_config=UserConfig("mine.json", mine))
+    result = run.recipes[0]
+    assert result.adapter and not result.points
+    assert "expects no_kda_lora=True" in (result.not_verified or "")
 
 
 def test_its_seeded_bug_is_killed_at_3_tokens_and_hides_in_the_slack_at_2() -> None:

@@ -4,13 +4,15 @@ No whole config.json of an inclusionAI Ling 3.0 checkpoint was found. One public
 configuration whole, as a JSON literal whose values its assertions say are the ones Ling-3.0-tiny uses
 (figyaro/mlx-swift-lm@6b437f86c696cc533063d34a7eb415ab363ec9bf Tests/MLXLMTests/BailingMoeV3Tests.swift, the test
 "decodes the Ling-3.0-tiny configuration"); it is a test's copy, not the hub's bytes, and names no dtype and no
-MTP layer count. What `verify engine vllm` plans for this class is therefore a family (engines/families.py): the
-fixture's values, cited below, an axis for the model dtype, and Ling-3.0-flash's one MTP layer for the draft.
+MTP layer count. A MaxText model config of the same model gives the same geometry and one MTP layer
+(Garrybest/maxtext@0fb0b0930f7cfac19fa57047fbc836599a106689 src/maxtext/configs/models/ling3-tiny.yml). What `verify
+engine vllm` plans for this class is therefore a family (engines/families.py): those values, cited below, and an
+axis for the model dtype.
 
 What vLLM 0.33.0 reads of this class to plan (vllm/model_executor/models/bailing_moe_v3.py):
 
 - architectures and model_type: the registry's BailingMoeV3ForCausalLM (registry.py:82), and "bailing_hybrid",
-  which vLLM has no config class of its own for (transformers_utils/config.py:123-125 registers only the VL
+  which vLLM has no config class of its own for (transformers_utils/config.py:125 registers only the VL
   model's), so it reads the file through transformers' BailingHybridConfig, and plans it as an MLA model
   (transformers_utils/model_arch_config_convertor.py:317);
 - num_hidden_layers and layer_group_size: a layer is KDA unless it ends a group or lies past the last whole one
@@ -18,19 +20,23 @@ What vLLM 0.33.0 reads of this class to plan (vllm/model_executor/models/bailing
   `.attn` (the MLA wrapper's prefix, model_executor/layers/mla.py:132);
 - kv_lora_rank and qk_rope_head_dim: the MLA latent, one head of kv_lora_rank + qk_rope_head_dim;
 - num_attention_heads, head_dim and short_conv_kernel_size: each KDA layer's state (get_state_shape, :651-660,
-  of what its constructor keeps, :674-678: kda_state_shape of the tp, heads, head_dim and conv kernel and its
-  speculative tokens), in the model dtype (get_state_dtype, :642-649);
+  of what its constructor keeps, :673-683: kda_state_shape of the tp, heads, head_dim and conv kernel and its
+  speculative tokens), in the model dtype (get_state_dtype, :642-649); head_dim as the config class leaves it,
+  which is qk_rope_head_dim, whatever the file's head_dim (below);
+- no_kda_lora: the KDA layer's constructor refuses any value but true (:686-687);
 - num_nextn_predict_layers: the MTP draft's layers (config/speculative.py:946-970 gives the draft model type
   bailing_hybrid_v3_mtp and n_predict; bailing_moe_v3_mtp.py:160-175 builds that many MLA layers after the
   hidden ones);
-- max_position_embeddings and rope_theta: max_model_len, the state's block without prefix caching;
+- max_position_embeddings: max_model_len, the state's block without prefix caching (rope_theta, also cited, feeds
+  the rotary embedding only);
 - dtype: the MLA page's at --kv-cache-dtype auto and the KDA states' at --mamba-cache-dtype auto.
 
 transformers' BailingHybridConfig sets head_dim to qk_rope_head_dim after reading the file
 (configuration_bailing_hybrid.py:159; the file's value kept as linear_head_dim, :139), and the KDA layer takes
 its head size from head_dim (:675): vLLM plans each KDA state with 64-wide heads where the fixture's are 128
-(docs/findings/vllm-0.33.0.md, Bailing V3 over its family). kvproof plans what vLLM plans; with
---trust-remote-code and a checkpoint's own config class (none found) the reading would be that class's.
+(docs/findings/vllm-0.33.0.md, Bailing V3 over its family). kvproof plans what vLLM plans. Two readings it does
+not plan: --hf-overrides '{"head_dim": 128}', which vLLM applies after the class has built the config
+(transformers_utils/config.py:989-991), and --trust-remote-code with a checkpoint's own config class (none found).
 
 Strictness, as for the other families: a member's config.json is exactly the cited and varied keys, and
 tests/test_vllm_bailing_v3.py changes every model key a member lacks at once and shows a drafted,
@@ -47,6 +53,8 @@ from kvproof.engines.vllm.parts import V033, Reader
 FIXTURE = ("the Ling-3.0-tiny configuration a public test decodes (figyaro/mlx-swift-lm"
            "@6b437f86c696cc533063d34a7eb415ab363ec9bf Tests/MLXLMTests/BailingMoeV3Tests.swift, \"decodes the "
            "Ling-3.0-tiny configuration\")")
+MAXTEXT = ("a MaxText model config of Ling 3.0 tiny (Garrybest/maxtext@0fb0b0930f7cfac19fa57047fbc836599a106689 "
+           "src/maxtext/configs/models/ling3-tiny.yml), a training config, not the checkpoint's")
 LAYERS = 24
 GROUP = 4
 
@@ -72,6 +80,10 @@ FAMILY = Family(
         Cited("v_head_dim", 128, FIXTURE),
         Cited("max_position_embeddings", 131072, FIXTURE),
         Cited("rope_theta", 6000000, FIXTURE),
+        Cited("num_nextn_predict_layers", 1,
+              f"{MAXTEXT} (mtp_num_layers 1; its layer count, heads and widths are the fixture's); Ling-3.0-flash, "
+              "the larger model of the class, ships one MTP layer too (AtomicBot-ai/atomic-llama-cpp-turboquant "
+              "pull request 63, adding it: \"one MTP block\")"),
     ),
     axes=(
         Axis("dtype", ("bfloat16", "float16"),
@@ -80,11 +92,6 @@ FAMILY = Family(
              "--kv-cache-dtype auto and the KDA states' at --mamba-cache-dtype auto, and vLLM's `auto` keeps a "
              "16-bit checkpoint dtype and downcasts a float32 one to a 16-bit dtype (vllm/config/model.py:"
              "2440-2445), so these two are all it plans"),
-        Axis("num_nextn_predict_layers", (1,),
-             "the fixture names no MTP layer count; Ling-3.0-flash, the larger model of the same class, ships one "
-             "MTP layer (AtomicBot-ai/atomic-llama-cpp-turboquant#63, adding it: \"one MTP block\"), and "
-             "transformers' BailingHybridConfig, documented for inclusionAI/Ling-3.0-Flash, defaults num_mtp_layers "
-             "(its name for the key) to 1 (configuration_bailing_hybrid.py:88, :124)"),
     ),
     cap=2,
 )
@@ -96,19 +103,14 @@ FUSED_RECURRENT_KDA = Reader("fused_recurrent_kda", "page", V033 + "vllm/third_p
                              "kda.py:61, :72-94: fused_recurrent_kda_fwd hands initial_state.stride(0) to "
                              "fused_recurrent_gated_delta_rule_fwd_kernel (ops/fused_recurrent.py:117: state_idx "
                              "* stride_init_state_token)")
-ASSUMED = "the MTP layer count assumed (Ling-3.0-flash's one: no Ling-3.0-tiny source gives it)"
-
-
-def is_kda(layer: int, group: int, count: int) -> bool:
-    """vLLM's _is_kda_layer (bailing_moe_v3.py:131-137): the last layer of each whole group and every layer past
-    the last whole group are MLA."""
-    return not ((layer + 1) % group == 0 or layer >= count // group * group)
-
 
 def layers(hf: Any) -> list[tuple[str, str]]:
-    """BailingMoeV3DecoderLayer (bailing_moe_v3.py:1243-1263): a KDA layer's BailingMoeV3KimiDeltaAttention at
-    `model.layers.i.self_attn`, an MLA layer's MLAAttention at `model.layers.i.self_attn.attn`."""
-    return [(f"model.layers.{i}.self_attn", "state") if is_kda(i, hf.layer_group_size, hf.num_hidden_layers)
+    """BailingMoeV3DecoderLayer (bailing_moe_v3.py:1243-1263) asks vLLM's _is_kda_layer (:131-137: the last layer of
+    each whole group and every layer past the last whole group are MLA): a KDA layer's BailingMoeV3KimiDeltaAttention
+    at `model.layers.i.self_attn`, an MLA layer's MLAAttention at `model.layers.i.self_attn.attn`."""
+    from vllm.model_executor.models.bailing_moe_v3 import _is_kda_layer
+
+    return [(f"model.layers.{i}.self_attn", "state") if _is_kda_layer(i, hf.layer_group_size, hf.num_hidden_layers)
             else (f"model.layers.{i}.self_attn.attn", "attention") for i in range(hf.num_hidden_layers)]
 
 
@@ -131,6 +133,11 @@ def kda_state(vllm_config: Any) -> dict[str, Any]:
     from vllm.model_executor.models.bailing_moe_v3 import BailingMoeV3KimiDeltaAttention
 
     hf = vllm_config.model_config.hf_config
+    if not getattr(hf, "no_kda_lora", False):
+        # the constructor's own refusal (bailing_moe_v3.py:686-687), which kvproof cannot reach without building the
+        # layer: raised here, it leaves the point NOT VERIFIED (adapter), never verified
+        raise ValueError("BailingMoeV3KimiDeltaAttention refuses a config without no_kda_lora true (bailing_moe_v3.py:"
+                         "686-687: \"BailingMoeV3 KDA currently expects no_kda_lora=True\")")
     kept = {"tp_size": vllm_config.parallel_config.tensor_parallel_size, "head_dim": hf.head_dim,
             "num_heads": hf.num_attention_heads, "conv_size": hf.short_conv_kernel_size,
             "num_speculative_tokens": vllm_config.num_speculative_tokens,

@@ -863,6 +863,28 @@ _stated(qwen4_exp.FAMILY, lambda m: Model(
     family_limits=family_clause("qwen4_exp", qwen4_exp.ASSUMED)))
 
 
+# Bailing V3 (Ling 3.0): no published config.json, planned over its family's members (bailing_v3.py): KDA states and
+# MLA pages, at the first MLA backends sm_90 selects (FLASH_ATTN_MLA at a 16-bit KV cache, FLASHMLA the first that
+# takes fp8) and pp 2 at tp 1, as a family's members are. BailingMoeV3ForCausalLM is SupportsPP (bailing_moe_v3.py:
+# 1414); its MTP draft is BailingMoeV3MTPModel (config/speculative.py:946-970).
+BAILING_V3_LIMITS = ("at FLASH_ATTN_MLA and FLASHMLA on sm_90 only (FLASHINFER_MLA and TRITON_MLA are planned at the "
+                     "published MLA checkpoints), pipeline stages at tp 1, pp 2 only (each member's points multiply "
+                     "as a family's do), its MTP draft up to 3 speculative tokens; FLASH_ATTN_MLA plans with guarded "
+                     "stand-ins for the GPU entry points its module binds (engines/vllm/stand_ins.py); the KDA heads "
+                     "at the head_dim transformers' BailingHybridConfig leaves, qk_rope_head_dim (a reading under "
+                     "--hf-overrides or --trust-remote-code is not planned)")
+_stated(bailing_v3.FAMILY, lambda m: Model(
+    m.name, f"family {m.family.name}, member {m.index}",
+    tuple(replace(backend, all_stages=False) for backend in (FLASH_ATTN_MLA, FLASHMLA)),
+    "vllm.model_executor.models.bailing_moe_v3:BailingMoeV3KimiDeltaAttention",
+    "GDN_ATTN",  # BailingMoeV3KimiDeltaAttention.mamba_type, bailing_moe_v3.py:638-640
+    bailing_v3.layers, (False, True), BAILING_V3_LIMITS,
+    draft="mtp", draft_layers=bailing_v3.draft_layers, speculative=(0, 1, 2, 3),
+    # the KDA layer's conv updates and recurrent kernel (bailing_moe_v3.py:948-1045, :1125)
+    readers=(CAUSAL_CONV1D, bailing_v3.FUSED_RECURRENT_KDA, LMCACHE), state_init=bailing_v3.kda_state, member=m,
+    family_limits=family_clause("bailing_v3")))
+
+
 def at_config(model: Model, user_config: UserConfig) -> Model:
     """`model` planning a user's config.json (--config FILE) in place of its own: its points, backends and
     reading of the layers, the file's numbers. The file must name the architecture the model's own config
@@ -886,23 +908,3 @@ def at_config(model: Model, user_config: UserConfig) -> Model:
         raise EngineError(f"--config {path}: no tp divides its head counts (each must be a positive integer)")
     return replace(model, member=None, user_config=user_config)
 
-
-
-# Bailing V3 (Ling 3.0): no published config.json, planned over its family's members (bailing_v3.py): KDA states and
-# MLA pages, at the first MLA backends sm_90 selects (FLASH_ATTN_MLA at a 16-bit KV cache, FLASHMLA the first that
-# takes fp8) and pp 2 at tp 1, as a family's members are. BailingMoeV3ForCausalLM is SupportsPP (bailing_moe_v3.py:
-# 1414); its MTP draft is BailingMoeV3MTPModel (config/speculative.py:946-970).
-BAILING_V3_LIMITS = ("at FLASH_ATTN_MLA and FLASHMLA on sm_90 only (FLASHINFER_MLA and TRITON_MLA are planned at the "
-                     "published MLA checkpoints), pipeline stages at tp 1, pp 2 only (each member's points multiply "
-                     "as a family's do), its MTP draft up to 3 speculative tokens; FLASH_ATTN_MLA plans with guarded "
-                     "stand-ins for the GPU entry points its module binds (engines/vllm/stand_ins.py)")
-_stated(bailing_v3.FAMILY, lambda m: Model(
-    m.name, f"family {m.family.name}, member {m.index}",
-    tuple(replace(backend, all_stages=False) for backend in (FLASH_ATTN_MLA, FLASHMLA)),
-    "vllm.model_executor.models.bailing_moe_v3:BailingMoeV3KimiDeltaAttention",
-    "GDN_ATTN",  # BailingMoeV3KimiDeltaAttention.mamba_type, bailing_moe_v3.py:638-640
-    bailing_v3.layers, (False, True), BAILING_V3_LIMITS,
-    draft="mtp", draft_layers=bailing_v3.draft_layers, speculative=(0, 1, 2, 3),
-    # the KDA layer's conv updates and recurrent kernel (bailing_moe_v3.py:948-1045, :1125)
-    readers=(CAUSAL_CONV1D, bailing_v3.FUSED_RECURRENT_KDA, LMCACHE), state_init=bailing_v3.kda_state, member=m,
-    family_limits=family_clause("bailing_v3", bailing_v3.ASSUMED)))
