@@ -47,8 +47,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvproof.engines.families import Axis, Cited, Family, Member
-from kvproof.engines.vllm.parts import V033, Reader
+from kvproof.engines.families import Cited, Family, Member
+from kvproof.engines.vllm.parts import V033, Reader, model_dtype
 
 FIXTURE = ("the Ling-3.0-tiny configuration a public test decodes (figyaro/mlx-swift-lm"
            "@6b437f86c696cc533063d34a7eb415ab363ec9bf Tests/MLXLMTests/BailingMoeV3Tests.swift, \"decodes the "
@@ -86,12 +86,7 @@ FAMILY = Family(
               "pull request 63, adding it: \"one MTP block\")"),
     ),
     axes=(
-        Axis("dtype", ("bfloat16", "float16"),
-             "the fixture names no dtype (vLLM would read the weights' safetensors dtype then, "
-             "transformers_utils/model_arch_config_convertor.py:210-237): the model dtype is the MLA page's at "
-             "--kv-cache-dtype auto and the KDA states' at --mamba-cache-dtype auto, and vLLM's `auto` keeps a "
-             "16-bit checkpoint dtype and downcasts a float32 one to a 16-bit dtype (vllm/config/model.py:"
-             "2440-2445), so these two are all it plans"),
+        model_dtype("the fixture names no dtype", "the MLA page's", "the KDA states'"),
     ),
     cap=2,
 )

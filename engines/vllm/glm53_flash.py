@@ -65,7 +65,7 @@ from typing import Any
 from kvproof.engines.families import Axis, Cited, Family, Member
 from kvproof.engines.stubs import StubUsed
 from kvproof.engines.tokenspeed import glm53_flash as cited
-from kvproof.engines.vllm.parts import V033, Backend, Kernel, Reader
+from kvproof.engines.vllm.parts import V033, Backend, Kernel, Reader, model_dtype
 
 LAYERS = cited.LAYERS
 # The cited split (DSA at 3, 7, ..., 43; the last layer KDA) in transformers' labels, which vLLM reads: KDA is
@@ -107,12 +107,7 @@ FAMILY = Family(
         _carried("text_config.num_nextn_predict_layers"),
     ),
     axes=(
-        Axis("dtype", ("bfloat16", "float16"),
-             "no source names the model dtype (vLLM would read the weights' safetensors dtype then, "
-             "transformers_utils/model_arch_config_convertor.py:208-237): it is the MLA page's at --kv-cache-dtype "
-             "auto and the KDA states' at --mamba-cache-dtype auto, and vLLM's `auto` keeps a 16-bit checkpoint "
-             "dtype and downcasts a float32 one to a 16-bit dtype (vllm/config/model.py:2440-2445), so these two "
-             "are all it plans"),
+        model_dtype("no source names the model dtype", "the MLA page's", "the KDA states'"),
         Axis("text_config.linear_attn_config.gate_lower_bound", (-5.0,),
              f"no GLM-5.3-Flash source states it; {SIBLING} has gate_lower_bound -5.0. vLLM reads only whether "
              "it is set (FlashKDA needs a bounded gate, common/kda.py:148-155), and transformers sets -5.0 "

@@ -32,7 +32,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvproof.engines.families import Axis, Cited, Family, Member
+from kvproof.engines.families import Cited, Family, Member
+from kvproof.engines.vllm.parts import model_dtype
 
 COPY = ("the Olmo-Hybrid-7B config a public example holds (uw-syfi/vibesys@a22af55ec47837fb379e450c86d6ffb750767820 "
         "examples/model-serving/olmo-hybrid-prefix-caching/reference/config.json, git blob "
@@ -62,12 +63,7 @@ FAMILY = Family(
         Cited("rope_parameters", None, f"{COPY} (rope_parameters null: no scaling factor on max_model_len)"),
     ),
     axes=(
-        Axis("dtype", ("bfloat16", "float16"),
-             "the copy names no dtype (vLLM would read the weights' safetensors dtype then, "
-             "transformers_utils/model_arch_config_convertor.py:210-237): the model dtype is the attention page's "
-             "at --kv-cache-dtype auto and the states' at --mamba-cache-dtype auto, and vLLM's `auto` keeps a "
-             "16-bit checkpoint dtype and downcasts a float32 one to a 16-bit dtype (vllm/config/model.py:"
-             "2440-2445), so these two are all it plans"),
+        model_dtype("the copy names no dtype", "the attention page's", "the states'"),
     ),
     cap=2,
 )

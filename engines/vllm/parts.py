@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kvproof.engines.families import Axis
 from kvproof.engines.vllm.platform import load_backend
 
 
@@ -34,6 +35,17 @@ class Reader:
 
 
 V033 = "vllm-project/vllm@v0.33.0 "
+
+
+def model_dtype(unnamed: str, page: str, states: str) -> Axis:
+    """The model dtype as a family's axis where its sources name none (`unnamed` says so): the dtype of `page`
+    at --kv-cache-dtype auto and of `states` at --mamba-cache-dtype auto, each of the two vLLM's `auto` plans."""
+    return Axis("dtype", ("bfloat16", "float16"),
+                f"{unnamed} (vLLM would read the weights' safetensors dtype then, transformers_utils/"
+                f"model_arch_config_convertor.py:210-237): the model dtype is {page} at --kv-cache-dtype auto and "
+                f"{states} at --mamba-cache-dtype auto, and vLLM's `auto` keeps a 16-bit checkpoint dtype and "
+                "downcasts a float32 one to a 16-bit dtype (vllm/config/model.py:2440-2445), so these two are all "
+                "it plans")
 
 
 @dataclass(frozen=True)
