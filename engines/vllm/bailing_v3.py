@@ -1,10 +1,11 @@
 """Bailing V3 (BailingMoeV3ForCausalLM: Ling 3.0) over a stated family, for want of a published config.json.
 
 No whole config.json of an inclusionAI Ling 3.0 checkpoint was found. One public test decodes the Ling-3.0-tiny
-configuration whole, as a JSON literal whose values its assertions say are the ones Ling-3.0-tiny uses
-(figyaro/mlx-swift-lm@6b437f86c696cc533063d34a7eb415ab363ec9bf Tests/MLXLMTests/BailingMoeV3Tests.swift, the test
-"decodes the Ling-3.0-tiny configuration"); it is a test's copy, not the hub's bytes, and names no dtype and no
-MTP layer count. A MaxText model config of the same model gives the same geometry and one MTP layer
+configuration as a JSON literal (figyaro/mlx-swift-lm@6b437f86c696cc533063d34a7eb415ab363ec9bf
+Tests/MLXLMTests/BailingMoeV3Tests.swift, the test "decodes the Ling-3.0-tiny configuration"; its assertions pin the
+model type, layer count, hidden size and layer kinds, the rest is in the literal only); it is a test's copy, not the
+hub's bytes, and names no dtype and no MTP layer count. A MaxText model config of the same model gives the same
+geometry and one MTP layer
 (Garrybest/maxtext@0fb0b0930f7cfac19fa57047fbc836599a106689 src/maxtext/configs/models/ling3-tiny.yml). What `verify
 engine vllm` plans for this class is therefore a family (engines/families.py): those values, cited below, and an
 axis for the model dtype.
@@ -83,7 +84,8 @@ FAMILY = Family(
         Cited("num_nextn_predict_layers", 1,
               f"{MAXTEXT} (mtp_num_layers 1; its layer count, heads and widths are the fixture's); Ling-3.0-flash, "
               "the larger model of the class, ships one MTP layer too (AtomicBot-ai/atomic-llama-cpp-turboquant "
-              "pull request 63, adding it: \"one MTP block\")"),
+              "pull request 63, adding it: \"one MTP block\"), and transformers' BailingHybridConfig defaults "
+              "num_mtp_layers, its name for the key, to 1 (configuration_bailing_hybrid.py:88, :124)"),
     ),
     axes=(
         model_dtype("the fixture names no dtype", "the MLA page's", "the KDA states'"),
