@@ -1,6 +1,6 @@
-"""Bailing V3 (Ling 3.0) planned over its stated family (engines/vllm/bailing_v3.py): its two members are the
-cited keys and the model dtype, plan at the installed vLLM with each KDA layer's own state, say
-they stand for a family, and no value transformers fills in for a key a member lacks moves a plan. vLLM reads the
+"""Bailing V3 (Ling 3.0) planned over its stated family (engines/vllm/bailing_v3.py): its one member is the cited
+keys, plans at the installed vLLM with each KDA layer's own state, says
+it stands for a family, and no value transformers fills in for a key a member lacks moves a plan. vLLM reads the
 file through transformers' BailingHybridConfig, which makes head_dim the rope width: the KDA states are planned
 with 64-wide heads (the findings page's replay)."""
 
@@ -25,8 +25,8 @@ from kvproof.engines.user_config import UserConfig
 from kvproof.engines.vllm import bailing_v3, catalog, engine, planner
 from kvproof.impl import faults
 
-NAMES = ["ling-3.0-tiny-family-0", "ling-3.0-tiny-family-1"]
-LING = catalog.MODELS[NAMES[0]]
+NAME = "ling-3.0-tiny-family-0"
+LING = catalog.MODELS[NAME]
 AT_TP1: dict[str, Any] = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["off"], "pp": [1],
                           "backend": ["FLASHMLA@sm_90"]}
 # the fixture's values (figyaro/mlx-swift-lm@6b437f86 Tests/MLXLMTests/BailingMoeV3Tests.swift) the members hold
@@ -34,7 +34,7 @@ FIXTURE = {"architectures": ["BailingMoeV3ForCausalLM"], "model_type": "bailing_
            "layer_group_size": 4, "hidden_size": 1536, "num_attention_heads": 16, "num_key_value_heads": 16,
            "head_dim": 128, "short_conv_kernel_size": 4, "no_kda_lora": True, "kv_lora_rank": 512, "q_lora_rank": 256,
            "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "max_position_embeddings": 131072,
-           "rope_theta": 6000000, "num_nextn_predict_layers": 1}
+           "rope_theta": 6000000, "num_nextn_predict_layers": 1, "dtype": "bfloat16"}
 
 
 def point(model: catalog.Model = LING, tp: int = 1, dtype: str = "auto", mamba: str = "auto", prefix: bool = False,
@@ -42,30 +42,30 @@ def point(model: catalog.Model = LING, tp: int = 1, dtype: str = "auto", mamba: 
     return planner.Point(model, tp, dtype, mamba, prefix, model.backends[1], spec, rank=rank, pp=pp)
 
 
-def test_the_family_is_two_members_the_cited_keys_and_the_model_dtype() -> None:
-    """Every key vLLM reads is cited (the fixture's, and the MTP layer count a MaxText config of the model gives)
-    but the model dtype, an axis of the two 16-bit dtypes vLLM's `auto` plans: two members, each exactly those
-    keys."""
-    assert [m.name for m in bailing_v3.MEMBERS] == NAMES and bailing_v3.FAMILY.size() == 2
-    assert [m.recipe for m in catalog.MODELS.values() if m.member and m.member.family is bailing_v3.FAMILY] == NAMES
-    for member, dtype in zip(bailing_v3.MEMBERS, ("bfloat16", "float16"), strict=True):
-        assert json.loads(catalog.MODELS[member.name].config_text()) == {**FIXTURE, "dtype": dtype}
-        assert member.varied() == {"dtype": dtype}
+def test_the_family_is_one_member_the_cited_keys() -> None:
+    """Every key vLLM reads is cited (the fixture's, the MTP layer count a MaxText config of the model gives, the
+    dtype vLLM's own recipe serves): one member, exactly those keys, nothing varied."""
+    assert [m.name for m in bailing_v3.MEMBERS] == [NAME] and bailing_v3.FAMILY.size() == 1
+    assert [m.recipe for m in catalog.MODELS.values() if m.member and m.member.family is bailing_v3.FAMILY] == [NAME]
+    assert json.loads(LING.config_text()) == FIXTURE and bailing_v3.MEMBERS[0].varied() == {}
 
 
-def test_both_plan_at_the_installed_vllm_and_stand_for_their_family_not_a_checkpoint() -> None:
-    """At 0.33.0 both boot at 0 and 3 MTP tokens and hold every plan property; each result says family, two
-    members, and which checkpoint it is no verdict on."""
-    run = engine.run(NAMES, {**AT_TP1, "spec": [0, 3]})
+def test_it_plans_at_the_installed_vllm_and_stands_for_its_family_not_a_checkpoint() -> None:
+    """At 0.33.0 it boots at 0 and 3 MTP tokens and holds every plan property; the result says family, one
+    member, which checkpoint it is no verdict on, and that vLLM's recipes' --trust-remote-code launch is not
+    planned."""
+    run = engine.run([NAME], {**AT_TP1, "spec": [0, 3]})
     text = render(run, baseline.compare([], set(), "vllm", run.version, set()), False, set())
-    assert text.count("not a verdict on inclusionAI/Ling-3.0-tiny; --config FILE gives one") == 2
-    assert "2 of 2 recipes verified (0 at a checkpoint, 2 over a family, members of 1 family)" in text
-    for r in run.recipes:
-        assert r.not_verified is None and [p.point["spec"] for p in r.points] == [0, 3]
-        assert all(p.verdict == "ok" and not p.findings for p in r.points)
-        out = r.as_dict()
-        assert (out["coverage"], out["members"], out["enumerated"]) == ("family", 2, 2)
-        assert out["family"]["not_a_verdict_on"] == "inclusionAI/Ling-3.0-tiny"
+    assert text.count("not a verdict on inclusionAI/Ling-3.0-tiny; --config FILE gives one") == 1
+    assert "1 of 1 recipes verified (0 at a checkpoint, 1 over a family)" in text
+    (result,) = run.recipes
+    assert result.not_verified is None and [p.point["spec"] for p in result.points] == [0, 3]
+    assert all(p.verdict == "ok" and not p.findings for p in result.points)
+    out = result.as_dict()
+    assert (out["coverage"], out["members"], out["enumerated"]) == ("family", 1, 1)
+    assert out["family"]["not_a_verdict_on"] == "inclusionAI/Ling-3.0-tiny"
+    assert "with --trust-remote-code, reads the checkpoint's own config class, not found, and is not planned" in (
+        out["limits"])
 
 
 def test_vllm_plans_each_kda_state_with_64_wide_heads_where_the_config_has_128() -> None:
@@ -180,7 +180,7 @@ def test_its_seeded_bug_is_killed_at_3_tokens_and_hides_in_the_slack_at_2() -> N
     tokens the layers' 292,864 B still fit the 256-token page of 294,912 B; at 3 their 299,008 B do not, and
     vLLM's own assertion stops the boot."""
     with faults.inject("vllm_bailing_v3_state_unwidened"):
-        two, three = engine.run([NAMES[0]], {**AT_TP1, "spec": [2, 3]}).recipes[0].points
+        two, three = engine.run([NAME], {**AT_TP1, "spec": [2, 3]}).recipes[0].points
     assert two.verdict == "ok" and not two.findings
     assert [f.property for f in three.findings] == ["boots"]
     assert "vllm/v1/kv_cache_interface.py:" in three.findings[0].message

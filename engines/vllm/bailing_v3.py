@@ -5,10 +5,11 @@ configuration as a JSON literal (figyaro/mlx-swift-lm@6b437f86c696cc533063d34a7e
 Tests/MLXLMTests/BailingMoeV3Tests.swift, the test "decodes the Ling-3.0-tiny configuration"; its assertions pin the
 model type, layer count, hidden size and layer kinds, the rest is in the literal only); it is a test's copy, not the
 hub's bytes, and names no dtype and no MTP layer count. A MaxText model config of the same model gives the same
-geometry and one MTP layer
-(Garrybest/maxtext@0fb0b0930f7cfac19fa57047fbc836599a106689 src/maxtext/configs/models/ling3-tiny.yml). What `verify
-engine vllm` plans for this class is therefore a family (engines/families.py): those values, cited below, and an
-axis for the model dtype.
+geometry and one MTP layer (Garrybest/maxtext@0fb0b0930f7cfac19fa57047fbc836599a106689
+src/maxtext/configs/models/ling3-tiny.yml), and vLLM's own serving recipe for it names the official checkpoint's
+precision, BF16 (vllm-project/recipes@370c74d7fe209b8cdd02b289bf1f3d0120b479ca models/inclusionAI/Ling-3.0-tiny.yaml).
+What `verify engine vllm` plans for this class is therefore a family (engines/families.py) of one member: those
+values, each cited below.
 
 What vLLM 0.33.0 reads of this class to plan (vllm/model_executor/models/bailing_moe_v3.py):
 
@@ -35,9 +36,11 @@ What vLLM 0.33.0 reads of this class to plan (vllm/model_executor/models/bailing
 transformers' BailingHybridConfig sets head_dim to qk_rope_head_dim after reading the file
 (configuration_bailing_hybrid.py:159; the file's value kept as linear_head_dim, :139), and the KDA layer takes
 its head size from head_dim (:675): vLLM plans each KDA state with 64-wide heads where the fixture's are 128
-(docs/findings/vllm-0.33.0.md, Bailing V3 over its family). kvproof plans what vLLM plans. Two readings it does
-not plan: --hf-overrides '{"head_dim": 128}', which vLLM applies after the class has built the config
-(transformers_utils/config.py:989-991), and --trust-remote-code with a checkpoint's own config class (none found).
+(docs/findings/vllm-0.33.0.md, Bailing V3 over its family). kvproof plans what vLLM plans at its default launch.
+Two launches it does not plan: --trust-remote-code, which vLLM's recipes for Ling 3.0 pass and under which
+transformers reads the file with the checkpoint's own configuration class (its auto_map; not found), and
+--hf-overrides '{"head_dim": 128}', which vLLM applies after the class has built the config
+(transformers_utils/config.py:989-991).
 
 Strictness, as for the other families: a member's config.json is exactly the cited and varied keys, and
 tests/test_vllm_bailing_v3.py changes every model key a member lacks at once and shows a drafted,
@@ -49,7 +52,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvproof.engines.families import Cited, Family, Member
-from kvproof.engines.vllm.parts import V033, Reader, model_dtype
+from kvproof.engines.vllm.parts import V033, Reader
 
 FIXTURE = ("the Ling-3.0-tiny configuration a public test decodes (figyaro/mlx-swift-lm"
            "@6b437f86c696cc533063d34a7eb415ab363ec9bf Tests/MLXLMTests/BailingMoeV3Tests.swift, \"decodes the "
@@ -81,16 +84,21 @@ FAMILY = Family(
         Cited("v_head_dim", 128, FIXTURE),
         Cited("max_position_embeddings", 131072, FIXTURE),
         Cited("rope_theta", 6000000, FIXTURE),
+        Cited("dtype", "bfloat16",
+              "vLLM's serving recipe for Ling 3.0 tiny (vllm-project/recipes@370c74d7fe209b8cdd02b289bf1f3d0120b479ca "
+              "models/inclusionAI/Ling-3.0-tiny.yaml): \"Official BF16 checkpoint\", served with --dtype bfloat16; "
+              "the model dtype is the MLA page's at --kv-cache-dtype auto and the KDA states' at --mamba-cache-dtype "
+              "auto"),
         Cited("num_nextn_predict_layers", 1,
               f"{MAXTEXT} (mtp_num_layers 1; its layer count, heads and widths are the fixture's); Ling-3.0-flash, "
               "the larger model of the class, ships one MTP layer too (AtomicBot-ai/atomic-llama-cpp-turboquant "
               "pull request 63, adding it: \"one MTP block\"), and transformers' BailingHybridConfig defaults "
-              "num_mtp_layers, its name for the key, to 1 (configuration_bailing_hybrid.py:88, :124)"),
+              "num_mtp_layers, its name for the key, to 1 (configuration_bailing_hybrid.py:88, :124). vLLM's recipe "
+              "for Ling-3.0-flash serves that MTP head at 3 speculative tokens; its recipe for tiny offers no MTP "
+              "option (vllm-project/recipes@370c74d models/inclusionAI/)"),
     ),
-    axes=(
-        model_dtype("the fixture names no dtype", "the MLA page's", "the KDA states'"),
-    ),
-    cap=2,
+    axes=(),
+    cap=1,
 )
 
 MEMBERS: tuple[Member, ...] = tuple(FAMILY.members())
