@@ -14,12 +14,12 @@ import pytest
 pytest.importorskip("vllm", reason="vllm is not installed: `make .venv/.vllm` installs it (make test does)")
 
 import config_defaults
+import state_faults
 
 from kvproof.cli.cmd_engine import render
 from kvproof.engines import baseline
 from kvproof.engines.families import Member
 from kvproof.engines.vllm import catalog, engine, olmo_hybrid, planner
-from kvproof.impl import faults
 
 NAMES = ["olmo-hybrid-7b-family-0", "olmo-hybrid-7b-family-1"]
 OLMO = catalog.MODELS[NAMES[0]]
@@ -151,8 +151,4 @@ def test_its_seeded_bug_is_killed_at_3_tokens_and_hides_in_the_slack_at_2() -> N
     """The class sizing the state without the speculative conv rows its layers keep (vllm#57721's kind): at
     2 tokens the layers' 1,221,120 B still fit the 80-token page of 1,228,800 B, so every point boots and
     holds; at 3 their 1,244,160 B do not, and vLLM's own assertion stops the boot."""
-    with faults.inject("vllm_olmo_hybrid_state_unwidened"):
-        two, three = engine.run([NAMES[0]], {**AT_TP1, "spec": [2, 3]}).recipes[0].points
-    assert two.verdict == "ok" and not two.findings
-    assert [f.property for f in three.findings] == ["boots"]
-    assert "vllm/v1/kv_cache_interface.py:" in three.findings[0].message
+    state_faults.killed_past_the_slack("vllm_olmo_hybrid_state_unwidened", NAMES[0], AT_TP1, 2, 3)
