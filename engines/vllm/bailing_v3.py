@@ -109,6 +109,7 @@ FUSED_RECURRENT_KDA = Reader("fused_recurrent_kda", "page", V033 + "vllm/third_p
                              "fused_recurrent_gated_delta_rule_fwd_kernel (ops/fused_recurrent.py:117: state_idx "
                              "* stride_init_state_token)")
 
+
 def layers(hf: Any) -> list[tuple[str, str]]:
     """BailingMoeV3DecoderLayer (bailing_moe_v3.py:1243-1263) asks vLLM's _is_kda_layer (:131-137: the last layer of
     each whole group and every layer past the last whole group are MLA): a KDA layer's BailingMoeV3KimiDeltaAttention

@@ -870,10 +870,10 @@ _stated(qwen4_exp.FAMILY, lambda m: Model(
 BAILING_V3_LIMITS = ("at FLASH_ATTN_MLA and FLASHMLA on sm_90 only (FLASHINFER_MLA and TRITON_MLA are planned at the "
                      "published MLA checkpoints), pipeline stages at tp 1, pp 2 only (each member's points multiply "
                      "as a family's do), its MTP draft up to 3 speculative tokens; FLASH_ATTN_MLA plans with guarded "
-                     "stand-ins for the GPU entry points its module binds (engines/vllm/stand_ins.py); vLLM's default "
-                     "launch, the KDA heads at the head_dim transformers' BailingHybridConfig leaves, "
-                     "qk_rope_head_dim: the launch vLLM's own recipes give, with --trust-remote-code, reads the "
-                     "checkpoint's own config class, not found, and is not planned; nor is --hf-overrides")
+                     "stand-ins for the GPU entry points its module binds (engines/vllm/stand_ins.py); planned at "
+                     "vLLM's default launch, whose KDA heads are the head_dim transformers' BailingHybridConfig leaves "
+                     "(qk_rope_head_dim); the launch vLLM's own recipes give, with --trust-remote-code, reads the "
+                     "checkpoint's own config class, not found, and is not planned, nor is --hf-overrides")
 _stated(bailing_v3.FAMILY, lambda m: Model(
     m.name, f"family {m.family.name}, member {m.index}",
     tuple(replace(backend, all_stages=False) for backend in (FLASH_ATTN_MLA, FLASHMLA)),
