@@ -200,11 +200,6 @@ def _recipe(modules: dict[str, types.ModuleType], family: str, sa: Strict, mc: S
                           draft_model_config=draft_mc, draft_attn_config=draft_attn)
 
 
-def _spec(point: dict[str, Any]) -> str | None:
-    """--speculative-algorithm at a point: MTP with the checkpoint's own draft, else none."""
-    return MTP if point.get("drafts") else None
-
-
 def build_mla(modules: dict[str, types.ModuleType], configs: dict[str, dict], point: dict[str, Any]) -> Any:
     name = point["model"] + ".json"
     config = configs[name]
@@ -240,7 +235,8 @@ def build_dsa(modules: dict[str, types.ModuleType], configs: dict[str, dict], po
         "index_kpool": config.get("index_kpool"),
     }
     mc = mla_model_config(config, HFConfig(config), int(config["num_hidden_layers"]), dsa, indexer)
-    sa = server_args(point["tp"], point["dtype"], speculative=_spec(point), block=DEFAULT_BLOCK)
+    # --speculative-algorithm MTP with the checkpoint's own draft, else none
+    sa = server_args(point["tp"], point["dtype"], speculative=MTP if point.get("drafts") else None, block=DEFAULT_BLOCK)
     draft = None
     if point.get("drafts"):
         # DeepseekV32ForCausalLMNextN is a DSA architecture too (_DSA_ARCHITECTURES), with the

@@ -59,8 +59,6 @@ FIXTURE = ("the Ling-3.0-tiny configuration a public test decodes (figyaro/mlx-s
            "Ling-3.0-tiny configuration\")")
 MAXTEXT = ("a MaxText model config of Ling 3.0 tiny (Garrybest/maxtext@0fb0b0930f7cfac19fa57047fbc836599a106689 "
            "src/maxtext/configs/models/ling3-tiny.yml), a training config, not the checkpoint's")
-LAYERS = 24
-GROUP = 4
 
 FAMILY = Family(
     name="ling-3.0-tiny",
@@ -69,8 +67,8 @@ FAMILY = Family(
         Cited("architectures", ["BailingMoeV3ForCausalLM"],
               f"vLLM's registry name for the class (vllm/model_executor/models/registry.py:82); {FIXTURE}"),
         Cited("model_type", "bailing_hybrid", FIXTURE),
-        Cited("num_hidden_layers", LAYERS, FIXTURE),
-        Cited("layer_group_size", GROUP, f"{FIXTURE}; its assertions: KDA at layer 0, MLA at 3 and 23"),
+        Cited("num_hidden_layers", 24, FIXTURE),
+        Cited("layer_group_size", 4, f"{FIXTURE}; its assertions: KDA at layer 0, MLA at 3 and 23"),
         Cited("hidden_size", 1536, FIXTURE),
         Cited("num_attention_heads", 16, FIXTURE),
         Cited("num_key_value_heads", 16, FIXTURE),

@@ -908,4 +908,3 @@ def at_config(model: Model, user_config: UserConfig) -> Model:
     if not tps:
         raise EngineError(f"--config {path}: no tp divides its head counts (each must be a positive integer)")
     return replace(model, member=None, user_config=user_config)
-
