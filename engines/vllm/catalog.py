@@ -26,6 +26,7 @@ from kvproof.engines.user_config import UserConfig
 from kvproof.engines.verdict import Coverage, EngineError
 from kvproof.engines.vllm import (
     bailing_v3,
+    bailing_v25,
     falcon_h1,
     glm53_flash,
     granite,
@@ -271,12 +272,16 @@ def _tps(hf: dict) -> tuple[int, ...]:
         heads.append(hf["n_mamba_heads"])
     groups = hf.get("n_groups", hf.get("mamba_n_groups", hf.get("mamba_ngroups", 1)))
     kv = None if "kv_lora_rank" in hf else hf.get("num_key_value_heads")
+    # Bailing V2.5's linear layer norms its output in group_norm_size groups a rank must hold whole
+    # (bailing_linear_attn.py:448-453: tp <= group_norm_size, group_norm_size % tp == 0)
+    norm_groups = hf.get("group_norm_size", 1)
     # Mamba-1's inner channels shard with tp (MambaMixer's ColumnParallelLinear, mamba_mixer.py:91;
     # mamba1_state_shape divides them, mamba_utils.py:178)
     inner = hf["mamba_expand"] * hf["hidden_size"] if "mamba_expand" in hf else 0
     return tuple(tp for tp in range(1, min(heads) + 1)
                  if all(h % tp == 0 for h in heads) and (groups % tp == 0 or groups == 1)
-                 and (kv is None or kv % tp == 0 or tp % kv == 0) and inner % tp == 0)
+                 and (kv is None or kv % tp == 0 or tp % kv == 0) and inner % tp == 0
+                 and ("group_norm_size" not in hf or norm_groups % tp == 0))
 
 
 def _qwen3_next_layers(hf: Any) -> list[tuple[str, str]]:
@@ -867,23 +872,47 @@ _stated(qwen4_exp.FAMILY, lambda m: Model(
 # MLA pages, at the first MLA backends sm_90 selects (FLASH_ATTN_MLA at a 16-bit KV cache, FLASHMLA the first that
 # takes fp8) and pp 2 at tp 1, as a family's members are. BailingMoeV3ForCausalLM is SupportsPP (bailing_moe_v3.py:
 # 1414); its MTP draft is BailingMoeV3MTPModel (config/speculative.py:946-970).
-BAILING_V3_LIMITS = ("at FLASH_ATTN_MLA and FLASHMLA on sm_90 only (FLASHINFER_MLA and TRITON_MLA are planned at the "
-                     "published MLA checkpoints), pipeline stages at tp 1, pp 2 only (each member's points multiply "
-                     "as a family's do), its MTP draft up to 3 speculative tokens; FLASH_ATTN_MLA plans with guarded "
-                     "stand-ins for the GPU entry points its module binds (engines/vllm/stand_ins.py); planned at "
-                     "vLLM's default launch, whose KDA heads are the head_dim transformers' BailingHybridConfig leaves "
-                     "(qk_rope_head_dim); the launch vLLM's own recipes give, with --trust-remote-code, reads the "
-                     "checkpoint's own config class, not found, and is not planned, nor is --hf-overrides")
+BAILING_LIMITS = ("at FLASH_ATTN_MLA and FLASHMLA on sm_90 only (FLASHINFER_MLA and TRITON_MLA are planned at the "
+                  "published MLA checkpoints), pipeline stages at tp 1, pp 2 only (each member's points multiply as "
+                  "a family's do), {draft} up to 3 speculative tokens; FLASH_ATTN_MLA plans with guarded stand-ins "
+                  "for the GPU entry points its module binds (engines/vllm/stand_ins.py); planned at vLLM's default "
+                  "launch, whose {heads} heads are the head_dim transformers' BailingHybridConfig leaves "
+                  "(qk_rope_head_dim); the launch vLLM's own recipes give, with --trust-remote-code, reads the "
+                  "checkpoint's own config class, not found, and is not planned, nor is --hf-overrides")
 _stated(bailing_v3.FAMILY, lambda m: Model(
     m.name, f"family {m.family.name}, member {m.index}",
     tuple(replace(backend, all_stages=False) for backend in (FLASH_ATTN_MLA, FLASHMLA)),
     "vllm.model_executor.models.bailing_moe_v3:BailingMoeV3KimiDeltaAttention",
     "GDN_ATTN",  # BailingMoeV3KimiDeltaAttention.mamba_type, bailing_moe_v3.py:638-640
-    bailing_v3.layers, (False, True), BAILING_V3_LIMITS,
+    bailing_v3.layers, (False, True), BAILING_LIMITS.format(draft="its MTP draft", heads="KDA"),
     draft="mtp", draft_layers=bailing_v3.draft_layers, speculative=(0, 1, 2, 3),
     # the KDA layer's conv updates and recurrent kernel (bailing_moe_v3.py:948-1045, :1125)
     readers=(CAUSAL_CONV1D, bailing_v3.FUSED_RECURRENT_KDA, LMCACHE), state_init=bailing_v3.kda_state, member=m,
     family_limits=family_clause("bailing_v3")))
+
+
+
+# Bailing V2.5 (Ling 2.5 and 2.6): no published config.json, planned over its family's members (bailing_v25.py):
+# linear-attention states and MLA pages, at Bailing V3's backends and stages. BailingMoeV25ForCausalLM is SupportsPP
+# (bailing_moe_linear.py:693); its MTP draft is BailingMoeV25MTPModel (config/speculative.py:951-962), and a member
+# without MTP layers speculates by ngram.
+def _bailing_v25(member: families.Member) -> Model:
+    mtp = member.values["num_nextn_predict_layers"] > 0
+    return Model(
+        member.name, f"family {member.family.name}, member {member.index}",
+        tuple(replace(backend, all_stages=False) for backend in (FLASH_ATTN_MLA, FLASHMLA)),
+        "vllm.model_executor.layers.mamba.linear.bailing_linear_attn:BailingMoELinearAttention",
+        "LINEAR",  # LinearAttention.mamba_type, layers/mamba/linear/base.py:51-53
+        bailing_v25.layers, (False, True),
+        BAILING_LIMITS.format(draft="its MTP draft (ngram in the member without MTP layers)",
+                              heads="linear-attention"),
+        draft="mtp" if mtp else "ngram", draft_layers=bailing_v25.draft_layers if mtp else lambda _hf: [],
+        speculative=(0, 1, 2, 3),
+        readers=(bailing_v25.LIGHTNING_DECODE, bailing_v25.BAILING_DECODE_SPEC, LMCACHE),
+        state_init=bailing_v25.linear_state, member=member, family_limits=family_clause("bailing_v25"))
+
+
+_stated(bailing_v25.FAMILY, _bailing_v25)
 
 
 def at_config(model: Model, user_config: UserConfig) -> Model:

@@ -56,6 +56,9 @@ faults.declare({
     "the speculative conv rows its layers keep (vllm#57721's kind, at the Ling 3.0 class)",
     "vllm_short_conv_dtype_unaligned": "vLLM's hybrid alignment sizes a ShortConv state page by the model dtype, "
     "dropping --mamba-cache-dtype, while the layers keep their states at it (the Mamba-1 bug at LFM2's classes)",
+    "vllm_linear_attention_dtype_unaligned": "vLLM's hybrid alignment sizes a linear-attention state page by the "
+    "model dtype, dropping --mamba-cache-dtype, while the layers keep their states at it (the Mamba-1 bug at Bailing "
+    "V2.5's class)",
     "vllm_block_outermost_by_largest_page": "vLLM sizes a block-outermost block by the largest layer page of a "
     "group, not the group's layers together: the layers after the first run into the next block",
     "adapter_draft_at_target_geometry": "kvproof's vLLM planner gives a draft checkpoint's attention layers the "
@@ -109,7 +112,8 @@ def _state_dtype_dropped(calculation: str) -> Callable[[Any], Any]:
     the model's: the page it pads to is what the model class's get_mamba_state_dtype_from_config would
     size were it to drop --mamba-cache-dtype, while the layers' own get_state_dtype keeps honouring it (the
     model class and its layer computing one fact twice, as in vllm#57721). Only a model whose class asks
-    `calculation` is changed: Mamba-1's mamba1_state_dtype (Jamba), ShortConv's short_conv_state_dtype (LFM2)."""
+    `calculation` is changed: Mamba-1's mamba1_state_dtype (Jamba), ShortConv's short_conv_state_dtype (LFM2),
+    linear attention's linear_attention_state_dtype (Bailing V2.5)."""
     def factory(original: Any) -> Any:
         def broken(cls: Any, vllm_config: Any, backend_cls: Any) -> Any:
             from vllm.model_executor.layers.mamba import mamba_utils
@@ -205,6 +209,8 @@ PATCHES: dict[str, tuple[str, str, Callable[[Callable[..., Any]], Callable[..., 
                                     _state_dtype_dropped("mamba1_state_dtype")),
     "vllm_short_conv_dtype_unaligned": ("vllm.platforms.interface", "Platform._align_hybrid_block_size",
                                         _state_dtype_dropped("short_conv_state_dtype")),
+    "vllm_linear_attention_dtype_unaligned": ("vllm.platforms.interface", "Platform._align_hybrid_block_size",
+                                              _state_dtype_dropped("linear_attention_state_dtype")),
     "vllm_falcon_h1_state_unwidened": ("vllm.model_executor.models.falcon_h1",
                                        "FalconH1ForCausalLM.get_mamba_state_shape_from_config", _num_spec_dropped),
     "vllm_zamba2_head_dim_unexpanded": ("vllm.model_executor.models.zamba2",
@@ -295,6 +301,11 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("vllm_short_conv_dtype_unaligned", ("verify engine vllm --recipe lfm2.5-1.2b-base --tp 1 --dtype fp8 "
                                                "--baseline engines/vllm/baseline.json --assume pp=1 "
                                                "mamba_dtype=float32 backend=FLASH_ATTN",), expect="boots"),
+    # Bailing V2.5's at float32 states: the alignment sizes the page by a bf16 state, 524,288 B (a 512-token block),
+    # where each layer keeps 1,048,576 B
+    Mutant("vllm_linear_attention_dtype_unaligned", ("verify engine vllm --recipe ling-2.5-1t-family-0 --tp 1 "
+                                                     "--dtype auto --assume pp=1 spec=0 backend=FLASHMLA@sm_90 "
+                                                     "mamba_dtype=float32 prefix=off",), expect="boots"),
     # only GLM-5.3-Flash's cache is laid out block-outermost (its tail ring's backend admits no other layout)
     Mutant("vllm_block_outermost_by_largest_page", ("verify engine vllm --recipe glm53-flash-family-0 --tp 1 "
                                                     "--baseline engines/vllm/baseline.json --assume pp=1",),

@@ -1,0 +1,171 @@
+"""Bailing V2.5 (Ling 2.5 / 2.6) planned over its stated family (engines/vllm/bailing_v25.py): two members, the cited
+keys with and without an MTP layer, plan at the installed vLLM with each linear layer's own state, say they stand for
+a family, and no value transformers fills in for a key a member lacks moves a plan. vLLM reads the file through
+transformers' BailingHybridConfig, which makes head_dim the rope width: the linear states are planned with 64-wide
+heads (the findings page's replay)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+pytest.importorskip("vllm", reason="vllm is not installed: `make .venv/.vllm` installs it (make test does)")
+
+import config_defaults
+
+from kvproof.cli.cmd_engine import render
+from kvproof.engines import baseline
+from kvproof.engines.families import Member
+from kvproof.engines.vllm import bailing_v25, catalog, engine, planner
+from kvproof.impl import faults
+
+NAMES = ["ling-2.5-1t-family-0", "ling-2.5-1t-family-1"]
+BARE, DRAFTED = (catalog.MODELS[name] for name in NAMES)
+AT_TP1: dict[str, Any] = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["off"], "pp": [1],
+                          "backend": ["FLASHMLA@sm_90"]}
+# the values transformers' first BailingHybridConfig documents as Ring-2.5-1T's, the checkpoint class's head_dim,
+# and the dtype SGLang's cookbook gives Ling-2.5-1T
+CITED = {"architectures": ["BailingMoeV2_5ForCausalLM"], "model_type": "bailing_hybrid", "num_hidden_layers": 80,
+         "layer_group_size": 8, "hidden_size": 8192, "num_attention_heads": 64, "num_key_value_heads": 64,
+         "head_dim": 128, "group_norm_size": 8, "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_nope_head_dim": 128,
+         "qk_rope_head_dim": 64, "v_head_dim": 128, "max_position_embeddings": 131072, "dtype": "bfloat16"}
+
+
+def point(model: catalog.Model = DRAFTED, tp: int = 1, mamba: str = "auto", prefix: bool = False, spec: int = 0,
+          rank: int = 0, pp: int = 1) -> planner.Point:
+    return planner.Point(model, tp, "auto", mamba, prefix, model.backends[1], spec, rank=rank, pp=pp)
+
+
+def test_the_family_is_the_cited_keys_with_and_without_an_mtp_layer() -> None:
+    """Every key vLLM reads is cited but the MTP layer count, which nothing found states for the 1T checkpoints:
+    two members, 0 and 1 MTP layers, both in the default run; the one without speculates by ngram."""
+    assert [m.name for m in bailing_v25.MEMBERS] == NAMES and bailing_v25.FAMILY.size() == 2
+    assert [m.recipe for m in catalog.MODELS.values() if m.member and m.member.family is bailing_v25.FAMILY] == NAMES
+    for layers, model in enumerate((BARE, DRAFTED)):
+        assert json.loads(model.config_text()) == {**CITED, "num_nextn_predict_layers": layers}
+        assert model.member is not None and model.member.varied() == {"num_nextn_predict_layers": layers}
+    assert (BARE.draft, DRAFTED.draft) == ("ngram", "mtp")
+
+
+def test_it_plans_at_the_installed_vllm_and_stands_for_its_family_not_a_checkpoint() -> None:
+    """At 0.33.0 both members boot at 0 and 3 speculative tokens and hold every plan property at tp 1; the result
+    says family, two members, which checkpoint it is no verdict on, and that the --trust-remote-code launch vLLM's
+    recipes give is not planned."""
+    run = engine.run(NAMES, {**AT_TP1, "spec": [0, 3]})
+    text = render(run, baseline.compare([], set(), "vllm", run.version, set()), False, set())
+    assert text.count("not a verdict on inclusionAI/Ling-2.5-1T; --config FILE gives one") == 2
+    assert "2 of 2 recipes verified (0 at a checkpoint, 2 over a family, members of 1 family)" in text
+    for result in run.recipes:
+        assert result.not_verified is None and [p.point["spec"] for p in result.points] == [0, 3]
+        assert all(p.verdict == "ok" and not p.findings for p in result.points)
+        out = result.as_dict()
+        assert (out["coverage"], out["members"], out["enumerated"]) == ("family", 2, 2)
+        assert out["family"]["not_a_verdict_on"] == "inclusionAI/Ling-2.5-1T"
+        assert "with --trust-remote-code, reads the checkpoint's own config class, not found, and is not planned" in (
+            out["limits"])
+
+
+def test_vllm_plans_each_linear_state_with_64_wide_heads_where_the_checkpoint_has_128() -> None:
+    """transformers' BailingHybridConfig sets head_dim to qk_rope_head_dim, 64; vLLM's linear layer takes head_dim.
+    At tp 1, bf16: each state is 64 x 64 x 64 values, 524,288 B, where vLLM's own shape of 128-wide heads is
+    64 x 128 x 128, 2,097,152 B. The MLA token is 576 x 2 = 1,152 B and an MLA model's hybrid block a multiple of
+    128 (platforms/interface.py:1083-1088): 128 x ceil(524,288 / 147,456) = 512 tokens, a 589,824 B page. The
+    file's head_dim moves no page; qk_rope_head_dim moves both."""
+    from transformers import BailingHybridConfig
+    from vllm.model_executor.layers.mamba.mamba_utils import MambaStateShapeCalculator
+
+    read = BailingHybridConfig(**bailing_v25.MEMBERS[1].config())
+    assert (read.head_dim, read.qk_rope_head_dim) == (64, 64)
+    planned = planner.plan(point())
+    fields = {(tuple(f["shape"]), f["dtype"]) for f in planned.documents[1]["fields"]}
+    assert fields == {((64, 64, 64), "bfloat16"), ((512, 576), "bfloat16")}
+    assert (planned.block_size, planned.mamba_padded) == (512, 589_824)
+    (wide,) = MambaStateShapeCalculator.linear_attention_state_shape(64, 1, 128)
+    assert math.prod(wide) * 2 == 2_097_152
+    member = bailing_v25.MEMBERS[1]
+    for values, shapes in (({"head_dim": 256}, {(64, 64, 64), (512, 576)}),
+                           ({"qk_rope_head_dim": 32}, {(64, 32, 32), (128, 544)})):
+        other = replace(DRAFTED, member=Member(bailing_v25.FAMILY, member.index, {**member.values, **values}))
+        assert {tuple(f["shape"]) for f in planner.plan(point(other)).documents[1]["fields"]} == shapes
+
+
+def test_the_state_keeps_no_draft_rows_and_float32_doubles_the_block() -> None:
+    """A linear state has no conv rows: 3 MTP tokens leave the 512-token block as it is, and the draft's one MLA
+    layer joins the MLA group. float32 states double the state and the block; at tp 8 each state is an eighth
+    (65,536 B) and the block falls to the 128-token floor."""
+    drafted = planner.plan(point(spec=3))
+    assert (drafted.block_size, drafted.mamba_padded) == (512, 589_824)
+    assert [f["id"] for f in drafted.documents[1]["fields"] if "layers.80." in f["id"]] == [
+        "g7.model.layers.80.self_attn.attn.kv"]
+    assert planner.plan(point(mamba="float32")).block_size == 1024
+    wide = planner.plan(point(tp=8))
+    assert (wide.block_size, {tuple(f["shape"]) for f in wide.documents[1]["fields"]}) == (
+        128, {(8, 64, 64), (128, 576)})
+
+
+def test_the_layers_their_names_and_the_domain() -> None:
+    """70 linear layers at model.layers.i.self_attn, 10 MLA at model.layers.i.self_attn.attn (every eighth, vLLM's
+    is_linear_layer), the MTP layer after them; pp 2's second stage builds layers 40-79. tp divides the 8 groups the
+    linear layer norms in (its constructor refuses any other), at pp 1, and pp 2 at tp 1."""
+    names = bailing_v25.layers(SimpleNamespace(num_hidden_layers=80, layer_group_size=8))
+    assert [n for n, kind in names if kind == "attention"] == [f"model.layers.{i}.self_attn.attn"
+                                                               for i in range(7, 80, 8)]
+    assert names[0] == ("model.layers.0.self_attn", "state") and len(names) == 80
+    assert bailing_v25.draft_layers(SimpleNamespace(num_hidden_layers=80, num_nextn_predict_layers=1)) == [
+        ("model.layers.80.self_attn.attn", "attention")]
+    stage = planner.plan(point(rank=1, pp=2))
+    assert stage.layers == (40, 80) and stage.attention and stage.block_size == 512
+    for model in (BARE, DRAFTED):
+        points = engine.points(model)
+        assert {(p["tp"], p["pp"]) for p in points} == {(tp, 1) for tp in (1, 2, 4, 8)} | {(1, 2)}
+        # FLASHMLA 2 kv dtypes, FLASH_ATTN_MLA 1, x 2 state dtypes x prefix off / on: 12 a tp and token count
+        assert len(points) == 12 * (4 * 4 + 1) == 204
+    assert catalog.MODELS["ling-3.0-tiny-family-0"].tps(json.loads(catalog.MODELS["ling-3.0-tiny-family-0"]
+                                                                   .config_text())) == (1, 2, 4, 8, 16)
+
+
+# transformers names the members' dtype its own, and answers the keys its attribute_map points at under their
+# targets' names, aliases of keys a member holds (max_position_embeddings is model_max_length): bookkeeping too.
+BOOKKEEPING = config_defaults.BOOKKEEPING | {"dtype", "model_max_length"}
+STRINGS = {"hidden_act": "relu"}  # another value for each string key
+
+
+def test_no_default_of_transformers_config_class_moves_a_plan() -> None:
+    """vLLM reads config.json through BailingHybridConfig (the Ling 3.0 class in transformers 5.20.2), which answers
+    every key a member lacks with a class default, so no read can raise: instead every such key is set to another
+    value at once (those None by default or a structure left as they are), and a drafted, tensor-parallel,
+    prefix-caching point plans exactly as before. The keys the class derives from the member's own in
+    __post_init__ it derives again; layer_types, which vLLM reads too (is_hybrid), is left as the class derives it
+    from layer_group_size."""
+    from transformers import BailingHybridConfig
+
+    member = bailing_v25.MEMBERS[1]
+    defaults = BailingHybridConfig().to_dict()
+    lacking, changed = config_defaults.changed(defaults, member.config(), BOOKKEEPING, STRINGS)
+    kept = sorted(key for key in lacking if changed[key] == defaults[key])
+    assert kept == ["bos_token_id", "layer_types", "mlp_layer_types", "rope_parameters"]
+    assert {"vocab_size", "num_experts", "first_k_dense_replace", "short_conv_kernel_size"} <= set(lacking) - set(kept)
+    values = {**member.values, **{k: v for k, v in changed.items() if k not in kept}}
+    other = replace(DRAFTED, member=Member(bailing_v25.FAMILY, member.index, values))
+    assert set(json.loads(other.config_text())) == set(member.config()) | set(lacking) - set(kept)
+    base = planner.plan(point(tp=2, spec=3, prefix=True))
+    again = planner.plan(point(other, tp=2, spec=3, prefix=True))
+    assert (again.block_size, again.documents) == (base.block_size, base.documents)
+
+
+def test_its_seeded_bug_is_killed_at_float32_states_only() -> None:
+    """The alignment sizing the state page by the model dtype while the layers keep --mamba-cache-dtype float32 (the
+    Mamba-1 bug of Jamba's class, at this class): a 524,288 B bf16 state sets a 512-token, 589,824 B page, and each
+    layer's 1,048,576 B float32 state does not fit it, so vLLM's own assertion stops the boot. At the model dtype the
+    two agree and the point holds."""
+    with faults.inject("vllm_linear_attention_dtype_unaligned"):
+        run = engine.run([NAMES[0]], {**AT_TP1, "mamba_dtype": ["auto", "float32"], "spec": [0]})
+    fits, fails = run.recipes[0].points
+    assert fits.verdict == "ok" and not fits.findings
+    assert [f.property for f in fails.findings] == ["boots"]
+    assert "vllm/v1/kv_cache_interface.py:" in fails.findings[0].message
