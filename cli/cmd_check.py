@@ -17,7 +17,8 @@ from kvproof.spec.properties import NAME_WIDTH, PROPERTIES
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("plan", metavar="PLAN.json", help="a bound plan in the schema of the README")
-    parser.add_argument("--property", nargs="+", choices=sorted(PROPERTIES), help="check only these properties")
+    parser.add_argument("--property", nargs="+", action="extend",
+                        choices=sorted(PROPERTIES), help="check only these properties")
     parser.add_argument("--max-padding", metavar="X|inf", type=float,
                         help="impose this padding bound (overrides the plan's max_padding, null included; "
                         "inf: no bound)")

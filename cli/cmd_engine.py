@@ -17,19 +17,23 @@ from kvproof.spec.plan_reader import padding_bound_of
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("engine", choices=sorted(registry.ENGINES), help="the engine whose planner is under test")
-    parser.add_argument("--recipe", nargs="+", help="only these recipes (default: every recipe the engine registers)")
+    parser.add_argument("--recipe", nargs="+", action="extend",
+                        help="only these recipes (default: every recipe the engine registers)")
     parser.add_argument("--engine-path", metavar="DIR", help="a checkout or unpacked package (default: installed)")
-    parser.add_argument("--tp", type=int, nargs="+", help="narrow the domain to these attention tp")
-    parser.add_argument("--dtype", nargs="+", help="narrow the domain to these --kv-cache-dtype values")
-    parser.add_argument("--drafts", type=int, nargs="+", help="narrow the domain to these draft-layer counts")
-    parser.add_argument("--algorithm", nargs="+", metavar="ALGORITHM",
+    parser.add_argument("--tp", type=int, nargs="+", action="extend", help="narrow the domain to these attention tp")
+    parser.add_argument("--dtype", nargs="+", action="extend",
+                        help="narrow the domain to these --kv-cache-dtype values")
+    parser.add_argument("--drafts", type=int, nargs="+", action="extend",
+                        help="narrow the domain to these draft-layer counts")
+    parser.add_argument("--algorithm", nargs="+", action="extend", metavar="ALGORITHM",
                         help="narrow the domain to these --speculative-algorithm values (recipes whose drafts differ "
                              "by more than their layer count)")
-    parser.add_argument("--model", nargs="+", help="narrow the domain to these checkpoints (recipes serving several)")
+    parser.add_argument("--model", nargs="+", action="extend",
+                        help="narrow the domain to these checkpoints (recipes serving several)")
     parser.add_argument("--config", metavar="FILE",
                         help="plan this config.json as the checkpoint of the one --recipe (a family's recipe "
                         "included)")
-    parser.add_argument("--assume", nargs="+", metavar="NAME=VALUE",
+    parser.add_argument("--assume", nargs="+", action="extend", metavar="NAME=VALUE",
                         help="narrow assumption axes (a GPU or environment answer) to these values")
     parser.add_argument("--shard", metavar="K/N",
                         help="only the K-th of N parts of the recipes, each recipe whole in one part, dealt by cost "

@@ -25,7 +25,7 @@ T = TypeVar("T")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--only", nargs="+", metavar="NAME", help="run only these mutants")
+    parser.add_argument("--only", nargs="+", action="extend", metavar="NAME", help="run only these mutants")
     parser.add_argument("--jobs", type=int, default=max(1, min(4, os.cpu_count() or 1)), help="checks at once")
 
 

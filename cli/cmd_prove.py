@@ -15,9 +15,12 @@ from kvproof.spec.prover import Counterexample, Proof, prove
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
     parser.add_argument("--policy", choices=list(POLICIES), default="search", help="K_mla policy")
-    parser.add_argument("--property", nargs="+", choices=list(PROPERTIES), help="prove only these properties")
-    parser.add_argument("--tp", type=int, nargs="+", help="narrow the domain to these tp (default: every valid tp)")
-    parser.add_argument("--dtype", nargs="+", choices=CACHE_DTYPES, help="narrow the domain to these cache dtypes")
+    parser.add_argument("--property", nargs="+", action="extend",
+                        choices=list(PROPERTIES), help="prove only these properties")
+    parser.add_argument("--tp", type=int, nargs="+", action="extend",
+                        help="narrow the domain to these tp (default: every valid tp)")
+    parser.add_argument("--dtype", nargs="+", action="extend",
+                        choices=CACHE_DTYPES, help="narrow the domain to these cache dtypes")
     parser.add_argument("--all", action="store_true", help="show every failing point, not only the first")
     add_draft_arguments(parser, domain=True)
 

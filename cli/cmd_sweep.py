@@ -24,18 +24,18 @@ PATTERNED = ("num_layers", "mla_every", "kda_heads", "head_dim")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
-    parser.add_argument("--vary", nargs="+", metavar="NAME=RANGE", default=[],
+    parser.add_argument("--vary", nargs="+", action="extend", metavar="NAME=RANGE", default=[],
                         help=f"ranges a..b, lists a,b,c or values a of: {', '.join(PARAMETERS)}; "
                              "unnamed parameters keep the base model's value")
     parser.add_argument("--policy", choices=list(POLICIES), help="K_mla policy (default search)")
-    parser.add_argument("--dtype", nargs="+", metavar="D",
+    parser.add_argument("--dtype", nargs="+", action="extend", metavar="D",
                         help=f"narrow the cache dtypes ({'|'.join(CACHE_DTYPES)}; with --recipe R, the engine's "
                         "--kv-cache-dtype spellings)")
     parser.add_argument("--out", metavar="DIR", help="where to write the counterexample's config.json "
                                                      "(default: a new temporary folder)")
     parser.add_argument("--budget", type=float, metavar="SECONDS",
                         help="give up (exit 2, never PROVED) when z3 has not decided by then (default 600)")
-    parser.add_argument("--pattern", nargs="+", choices=PATTERNED, default=[],
+    parser.add_argument("--pattern", nargs="+", action="extend", choices=PATTERNED, default=[],
                         help="also report which values of these parameters fail with the others at the "
                              "counterexample (one small query per value)")
     parser.add_argument("--engine", choices=["tokenspeed", "vllm"],
@@ -53,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --engine: members hypothesis tries when the family is too large to enumerate")
     parser.add_argument("--workers", type=int, metavar="N",
                         help="with --engine: enumerate every member over N local pytest-xdist workers")
-    parser.add_argument("--tx", nargs="+", metavar="SPEC", default=[],
+    parser.add_argument("--tx", nargs="+", action="extend", metavar="SPEC", default=[],
                         help="with --engine: enumerate every member over these pytest-xdist hosts (execnet specs)")
 
 

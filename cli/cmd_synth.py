@@ -16,8 +16,10 @@ from kvproof.spec.synth import synthesize
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
-    parser.add_argument("--tp", type=int, nargs="+", help="narrow the domain to these tp (default: every valid tp)")
-    parser.add_argument("--dtype", nargs="+", choices=CACHE_DTYPES, help="narrow the domain to these cache dtypes")
+    parser.add_argument("--tp", type=int, nargs="+", action="extend",
+                        help="narrow the domain to these tp (default: every valid tp)")
+    parser.add_argument("--dtype", nargs="+", action="extend",
+                        choices=CACHE_DTYPES, help="narrow the domain to these cache dtypes")
     add_draft_arguments(parser, domain=True)
 
 

@@ -25,7 +25,7 @@ SHORT = {"exact_stride": "stride", "padding_bound": "pad", "partition": "part", 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--sweep", nargs="+", metavar="NAME=RANGE",
+    parser.add_argument("--sweep", nargs="+", action="extend", metavar="NAME=RANGE",
                         help="draw a family's verdicts instead (ranges as for verify sweep --vary)")
     parser.add_argument("--axes", nargs=2, choices=PARAMETERS, default=["num_layers", "mla_every"],
                         metavar=("X", "Y"), help="the two parameters of a --sweep picture")

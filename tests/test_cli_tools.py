@@ -101,6 +101,29 @@ def test_every_mutants_verify_command_parses(monkeypatch):
     assert len(ran) == len(commands)
 
 
+
+def test_a_list_option_given_twice_keeps_both_lists(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--recipe a --recipe b` plans both (argparse's default keeps the last list only, silently): every option
+    that takes a list, with no default list of its own, extends it."""
+    import argparse
+
+    from kvproof.cli import main as cli
+
+    ran: list[argparse.Namespace] = []
+
+    def parsed(args: argparse.Namespace) -> int:
+        ran.append(args)
+        return 0
+
+    monkeypatch.setattr(cli.command("engine"), "run", parsed)
+    assert main(["engine", "vllm", "--recipe", "a", "--recipe", "b", "c", "--tp", "1", "--tp", "2"]) == 0
+    assert (ran[0].recipe, ran[0].tp) == (["a", "b", "c"], [1, 2])
+    for name in cli.COMMANDS:
+        parser = argparse.ArgumentParser()
+        cli.command(name).add_arguments(parser)
+        lists = [a for a in parser._actions if a.nargs == "+" and not a.default]
+        assert all(isinstance(a, argparse._ExtendAction) for a in lists), (name, [a.dest for a in lists])
+
 def test_every_hook_names_a_declared_fault_and_impl_knows_no_engines():
     """What the code switches on (a literal faults.active name, a launch rule's UNCHECKED fault, an
     engine's seeded bug, which its adapter may key by a table) is exactly what the hook modules
