@@ -1,8 +1,8 @@
-"""Bailing V2.5 (Ling 2.5 / 2.6) planned over its stated family (engines/vllm/bailing_v25.py): two members, the cited
-keys with and without an MTP layer, plan at the installed vLLM with each linear layer's own state, say they stand for
-a family, and no value transformers fills in for a key a member lacks moves a plan. vLLM reads the file through
-transformers' BailingHybridConfig, which makes head_dim the rope width: the linear states are planned with 64-wide
-heads (the findings page's replay)."""
+"""Bailing V2.5 (Ling 2.5 / 2.6) planned over its stated family (engines/vllm/bailing_v25.py): four members, the cited
+keys at either 1T checkpoint's context, with and without an MTP layer, plan at the installed vLLM with each linear
+layer's own state, say they stand for a family, and no value transformers fills in for a key a member lacks moves a
+plan. vLLM reads the file through transformers' BailingHybridConfig, which makes head_dim the rope width: the linear
+states are planned with 64-wide heads (the findings page's replay)."""
 
 from __future__ import annotations
 
@@ -24,16 +24,16 @@ from kvproof.engines.families import Member
 from kvproof.engines.vllm import bailing_v25, catalog, engine, planner
 from kvproof.impl import faults
 
-NAMES = ["ling-2.5-1t-family-0", "ling-2.5-1t-family-1"]
-BARE, DRAFTED = (catalog.MODELS[name] for name in NAMES)
+NAMES = [f"ling-2.5-1t-family-{index}" for index in range(4)]
+BARE, DRAFTED = (catalog.MODELS[name] for name in NAMES[:2])
 AT_TP1: dict[str, Any] = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["off"], "pp": [1],
                           "backend": ["FLASHMLA@sm_90"]}
-# the values transformers' first BailingHybridConfig documents as Ring-2.5-1T's, the checkpoint class's head_dim,
-# and the dtype SGLang's cookbook gives Ling-2.5-1T
+# the defaults of the class a transformers pull request proposes, whose docstring names Ring-2.5-1T, its lightning
+# layer's head width, and the dtype SGLang's cookbook gives Ling-2.5-1T
 CITED = {"architectures": ["BailingMoeV2_5ForCausalLM"], "model_type": "bailing_hybrid", "num_hidden_layers": 80,
          "layer_group_size": 8, "hidden_size": 8192, "num_attention_heads": 64, "num_key_value_heads": 64,
          "head_dim": 128, "group_norm_size": 8, "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_nope_head_dim": 128,
-         "qk_rope_head_dim": 64, "v_head_dim": 128, "max_position_embeddings": 131072, "dtype": "bfloat16"}
+         "qk_rope_head_dim": 64, "v_head_dim": 128, "dtype": "bfloat16"}
 
 
 def point(model: catalog.Model = DRAFTED, tp: int = 1, mamba: str = "auto", prefix: bool = False, spec: int = 0,
@@ -41,30 +41,33 @@ def point(model: catalog.Model = DRAFTED, tp: int = 1, mamba: str = "auto", pref
     return planner.Point(model, tp, "auto", mamba, prefix, model.backends[1], spec, rank=rank, pp=pp)
 
 
-def test_the_family_is_the_cited_keys_with_and_without_an_mtp_layer() -> None:
-    """Every key vLLM reads is cited but the MTP layer count, which nothing found states for the 1T checkpoints:
-    two members, 0 and 1 MTP layers, both in the default run; the one without speculates by ngram."""
-    assert [m.name for m in bailing_v25.MEMBERS] == NAMES and bailing_v25.FAMILY.size() == 2
+def test_the_family_is_the_cited_keys_at_two_contexts_with_and_without_an_mtp_layer() -> None:
+    """Every key vLLM reads is cited but the context, which the two 1T checkpoints give apart, and the MTP layer
+    count, which nothing found states for them: four members, all in the default run; those without MTP layers
+    speculate by ngram."""
+    assert [m.name for m in bailing_v25.MEMBERS] == NAMES and bailing_v25.FAMILY.size() == 4
     assert [m.recipe for m in catalog.MODELS.values() if m.member and m.member.family is bailing_v25.FAMILY] == NAMES
-    for layers, model in enumerate((BARE, DRAFTED)):
-        assert json.loads(model.config_text()) == {**CITED, "num_nextn_predict_layers": layers}
-        assert model.member is not None and model.member.varied() == {"num_nextn_predict_layers": layers}
-    assert (BARE.draft, DRAFTED.draft) == ("ngram", "mtp")
+    for name, (context, layers) in zip(NAMES, [(c, n) for c in (131072, 262144) for n in (0, 1)], strict=True):
+        model = catalog.MODELS[name]
+        varied = {"max_position_embeddings": context, "num_nextn_predict_layers": layers}
+        assert json.loads(model.config_text()) == {**CITED, **varied}
+        assert model.member is not None and model.member.varied() == varied
+        assert model.draft == ("mtp" if layers else "ngram")
 
 
 def test_it_plans_at_the_installed_vllm_and_stands_for_its_family_not_a_checkpoint() -> None:
-    """At 0.33.0 both members boot at 0 and 3 speculative tokens and hold every plan property at tp 1; the result
-    says family, two members, which checkpoint it is no verdict on, and that the --trust-remote-code launch vLLM's
+    """At 0.33.0 every member boots at 0 and 3 speculative tokens and holds every plan property at tp 1; the result
+    says family, four members, which checkpoint it is no verdict on, and that the --trust-remote-code launch vLLM's
     recipes give is not planned."""
     run = engine.run(NAMES, {**AT_TP1, "spec": [0, 3]})
     text = render(run, baseline.compare([], set(), "vllm", run.version, set()), False, set())
-    assert text.count("not a verdict on inclusionAI/Ling-2.5-1T; --config FILE gives one") == 2
-    assert "2 of 2 recipes verified (0 at a checkpoint, 2 over a family, members of 1 family)" in text
+    assert text.count("not a verdict on inclusionAI/Ling-2.5-1T; --config FILE gives one") == 4
+    assert "4 of 4 recipes verified (0 at a checkpoint, 4 over a family, members of 1 family)" in text
     for result in run.recipes:
         assert result.not_verified is None and [p.point["spec"] for p in result.points] == [0, 3]
         assert all(p.verdict == "ok" and not p.findings for p in result.points)
         out = result.as_dict()
-        assert (out["coverage"], out["members"], out["enumerated"]) == ("family", 2, 2)
+        assert (out["coverage"], out["members"], out["enumerated"]) == ("family", 4, 4)
         assert out["family"]["not_a_verdict_on"] == "inclusionAI/Ling-2.5-1T"
         assert "with --trust-remote-code, reads the checkpoint's own config class, not found, and is not planned" in (
             out["limits"])
@@ -111,7 +114,8 @@ def test_the_state_keeps_no_draft_rows_and_float32_doubles_the_block() -> None:
 def test_the_layers_their_names_and_the_domain() -> None:
     """70 linear layers at model.layers.i.self_attn, 10 MLA at model.layers.i.self_attn.attn (every eighth, vLLM's
     is_linear_layer), the MTP layer after them; pp 2's second stage builds layers 40-79. tp divides the 8 groups the
-    linear layer norms in (its constructor refuses any other), at pp 1, and pp 2 at tp 1."""
+    linear layer norms in (its constructor refuses any other), at pp 1, and pp 2 at tp 1: 4 groups stop tp at 4, and
+    a file without the key at 1, the constructor's own default, though the 64 heads divide by 64."""
     names = bailing_v25.layers(SimpleNamespace(num_hidden_layers=80, layer_group_size=8))
     assert [n for n, kind in names if kind == "attention"] == [f"model.layers.{i}.self_attn.attn"
                                                                for i in range(7, 80, 8)]
@@ -125,8 +129,10 @@ def test_the_layers_their_names_and_the_domain() -> None:
         assert {(p["tp"], p["pp"]) for p in points} == {(tp, 1) for tp in (1, 2, 4, 8)} | {(1, 2)}
         # FLASHMLA 2 kv dtypes, FLASH_ATTN_MLA 1, x 2 state dtypes x prefix off / on: 12 a tp and token count
         assert len(points) == 12 * (4 * 4 + 1) == 204
-    assert catalog.MODELS["ling-3.0-tiny-family-0"].tps(json.loads(catalog.MODELS["ling-3.0-tiny-family-0"]
-                                                                   .config_text())) == (1, 2, 4, 8, 16)
+    config = bailing_v25.MEMBERS[1].config()
+    assert DRAFTED.tps(config) == (1, 2, 4, 8)
+    assert DRAFTED.tps({**config, "group_norm_size": 4}) == (1, 2, 4)
+    assert DRAFTED.tps({k: v for k, v in config.items() if k != "group_norm_size"}) == (1,)
 
 
 # transformers names the members' dtype its own, and answers the keys its attribute_map points at under their
@@ -141,7 +147,8 @@ def test_no_default_of_transformers_config_class_moves_a_plan() -> None:
     value at once (those None by default or a structure left as they are), and a drafted, tensor-parallel,
     prefix-caching point plans exactly as before. The keys the class derives from the member's own in
     __post_init__ it derives again; layer_types, which vLLM reads too (is_hybrid), is left as the class derives it
-    from layer_group_size."""
+    from layer_group_size. A key the class does not answer, which vLLM reads with a default of its own
+    (group_norm_size), is outside this test: the domain test shows what that default does."""
     from transformers import BailingHybridConfig
 
     member = bailing_v25.MEMBERS[1]

@@ -1,18 +1,22 @@
 """Bailing V2.5 (BailingMoeV2_5ForCausalLM: Ling 2.5 and 2.6) over a stated family, for want of a published config.json.
 
-No whole config.json of an inclusionAI Ling/Ring 2.5 or 2.6 checkpoint was found. transformers' configuration class
-for model_type bailing_hybrid as it first shipped documents its defaults as those of inclusionAI/Ring-2.5-1T
-(huggingface/transformers@51057eee152fffe2475a32c0f51444e83ef0aaa4
-src/transformers/models/bailing_hybrid/configuration_bailing_hybrid.py, `@auto_docstring(checkpoint=
-"inclusionAI/Ring-2.5-1T")`): 80 layers in groups of 8, 64 heads, hidden size 8,192, kv_lora_rank 512,
-qk_rope_head_dim 64, group_norm_size 8, 131,072 positions. SGL-JAX's serving notes for Ling 2.5 say Ring-2.5-1T is
-the same architecture as Ling-2.5-1T, its MLA layers every eighth (layers 7, 15, 23, 31, ...) and its linear
-attention's group norm eight groups (sgl-project/sglang-jax@db865744f458bb948aad743c82a083bc321a6704
-docs/cookbook/autoregressive/InclusionAI/Ling-2.5.md), and SGLang's cookbook that Ling-2.5-1T is a BF16 checkpoint
-served at tp 8 at most (sgl-project/sgl-cookbook@b21a3902bb906bf7639a72adab41103e92f80c7d
-docs/autoregressive/InclusionAI/Ling-2.5-1T.md). These are a class's documented defaults and serving notes, not the
-hub's bytes, and nothing found states the 1T checkpoints' MTP layers: what `verify engine vllm` plans for this class
-is therefore a family (engines/families.py) of two members, those values with the MTP layer count an axis.
+No whole config.json of an inclusionAI Ling/Ring 2.5 or 2.6 checkpoint was found. The configuration class a pull
+request to transformers proposes for model_type bailing_hybrid ("add bailing v2.6 model", huggingface/transformers
+pull request 46713, at huggingface/transformers@51057eee152fffe2475a32c0f51444e83ef0aaa4
+src/transformers/models/bailing_hybrid/configuration_bailing_hybrid.py) names inclusionAI/Ring-2.5-1T in its
+docstring (`@auto_docstring(checkpoint="inclusionAI/Ring-2.5-1T")`) and defaults to 80 layers in groups of 8, 64
+heads, hidden size 8,192, kv_lora_rank 512, qk_rope_head_dim 64, group_norm_size 8 and 131,072 positions; a later
+version of the same file names Ling-2.6-flash-base over the same numbers, so the label alone vouches for nothing.
+Others do: SGL-JAX's serving notes for Ling 2.5 say Ring-2.5-1T has Ling-2.5-1T's architecture, the same as
+Ling-2.6-1T's, with its MLA layers every eighth (7, 15, 23, 31, ...) and its linear attention's group norm in eight
+groups (sgl-project/sglang-jax@db865744f458bb948aad743c82a083bc321a6704
+docs/cookbook/autoregressive/InclusionAI/Ling-2.5.md); SGL-JAX's run of the whole Ling-2.6-1T counts 80 layers, 10
+MLA and 70 linear (sgl-project/sglang-jax pull request 1087); SGLang's cookbook serves Ling-2.5-1T, a BF16
+checkpoint, at tp 8 at most (sgl-project/sgl-cookbook@b21a3902bb906bf7639a72adab41103e92f80c7d
+docs/autoregressive/InclusionAI/Ling-2.5-1T.md). Nothing found states the 1T checkpoints' MTP layers, and their
+contexts differ (Ring-2.5-1T's 128K, Ling-2.5-1T's 256K): what `verify engine vllm` plans for this class is
+therefore a family (engines/families.py) of four members, those values with the context and the MTP layer count
+axes.
 
 What vLLM 0.33.0 reads of this class to plan (vllm/model_executor/models/bailing_moe_linear.py):
 
@@ -20,38 +24,42 @@ What vLLM 0.33.0 reads of this class to plan (vllm/model_executor/models/bailing
   which vLLM has no config class of its own for (transformers_utils/config.py:125 registers only the V3 VL
   model's), so it reads the file through transformers 5.20.2's BailingHybridConfig, and plans it as an MLA model
   (transformers_utils/model_arch_config_convertor.py:317);
-- num_hidden_layers and layer_group_size: a layer is linear attention unless it ends a group (is_linear_layer,
-  :68-74; the decoder layer, :362-377), the linear layer at `model.layers.i.self_attn`, MLA under it at `.attn`
-  (the MLA wrapper's prefix, model_executor/layers/mla.py:132);
+- num_hidden_layers and layer_group_size: a layer is linear attention unless it ends a group (the model's
+  is_linear_layer, :68-74, sets each layer's attention_type, :466-470 and :485-488, which the decoder layer reads,
+  :362-377), the linear layer at `model.layers.i.self_attn`, MLA under it at `.attn` (the MLA wrapper's prefix,
+  model_executor/layers/mla.py:132);
 - kv_lora_rank and qk_rope_head_dim: the MLA latent, one head of kv_lora_rank + qk_rope_head_dim;
 - num_attention_heads and head_dim: each linear layer's state (LinearAttention.get_state_shape,
   layers/mamba/linear/base.py:63-66: linear_attention_state_shape of the heads, tp and head_dim its constructor
-  keeps, :37-45), in the model dtype (get_state_dtype, :55-61); head_dim as the config class leaves it, which is
+  keeps, :38-47), in the model dtype (get_state_dtype, :55-61); head_dim as the config class leaves it, which is
   qk_rope_head_dim, whatever the file's head_dim (below);
-- group_norm_size: the linear layer's constructor refuses a tp that does not divide it
-  (layers/mamba/linear/bailing_linear_attn.py:448-453), so tp stops at 8;
-- num_nextn_predict_layers: the MTP draft's layers (config/speculative.py:951-962 gives the draft model type
+- group_norm_size: the linear layer's constructor refuses a tp that does not divide it, 1 where the file has none
+  (layers/mamba/linear/bailing_linear_attn.py:446-453), so tp stops at 8 (norm_groups);
+- num_nextn_predict_layers: the MTP draft's layers (config/speculative.py:951-963 gives the draft model type
   bailing_hybrid_mtp and n_predict; bailing_moe_mtp.py:134-150 builds that many MLA layers after the hidden
   ones);
 - max_position_embeddings: max_model_len, the state's block without prefix caching;
 - dtype: the MLA page's at --kv-cache-dtype auto and the linear states' at --mamba-cache-dtype auto.
 
-transformers 5.20.2's BailingHybridConfig (the Ling 3.0 class that took over the model type) sets head_dim to
-qk_rope_head_dim after reading the file (configuration_bailing_hybrid.py:159), as the first one did
-(:@51057eee's __post_init__), and vLLM's linear layer takes its head size from head_dim (base.py:40-44): vLLM
-plans each state with 64-wide heads, where transformers' own lightning layer of the same class makes them
-hidden_size / num_kv_heads_for_linear_attn = 128 wide (modular_bailing_hybrid.py@51057eee,
-BailingHybridLightningAttention) and the checkpoint's own class keeps the file's head_dim
-(inclusionAI/Ring-V2.5@ae5a5d903053e86229c0a04c05c77bacecbd8435 models/configuration_bailing_moe_v2_5.py, default
-128): docs/findings/vllm-0.33.0.md, Bailing V2.5 over its family. kvproof plans what vLLM plans at its default
-launch. Two launches it does not plan: --trust-remote-code, which vLLM's recipes for Ling 2.6 pass and under which
-transformers reads the file with the checkpoint's own configuration class (its auto_map, not found; kvproof runs
-no checkpoint code), and --hf-overrides '{"head_dim": 128}', which vLLM applies after the class has built the
-config (transformers_utils/config.py:989-991).
+transformers 5.20.2's BailingHybridConfig (the Ling 3.0 class that now holds the model type) sets head_dim to
+qk_rope_head_dim after reading the file (configuration_bailing_hybrid.py:159), as the proposed one does
+(configuration_bailing_hybrid.py@51057eee, __post_init__), and vLLM's linear layer takes its head size from
+head_dim (base.py:40-44): vLLM plans each state with 64-wide heads, where the proposed class's own lightning layer
+makes them hidden_size / num_kv_heads_for_linear_attn = 128 wide (modular_bailing_hybrid.py@51057eee,
+BailingHybridLightningAttention) and inclusionAI's configuration class in its Ring-V2.5 repository keeps the
+file's head_dim (inclusionAI/Ring-V2.5@ae5a5d903053e86229c0a04c05c77bacecbd8435
+models/configuration_bailing_moe_v2_5.py, default 128): docs/findings/vllm-0.33.0.md, Bailing V2.5 over its
+family. kvproof plans what vLLM plans at its default launch. Two launches it does not plan: --trust-remote-code,
+which vLLM's recipes for Ling 2.6 pass and under which transformers reads the file with the checkpoint's own
+configuration class (its auto_map, not found; kvproof runs no checkpoint code), and --hf-overrides
+'{"head_dim": 128}', which vLLM applies after the class has built the config (transformers_utils/config.py:
+989-991).
 
 Strictness, as for the other families: a member's config.json is exactly the cited and varied keys, and
 tests/test_vllm_bailing_v25.py changes every model key a member lacks at once and shows a drafted,
-tensor-parallel, prefix-caching point plans exactly as before.
+tensor-parallel, prefix-caching point plans exactly as before. A member holds what planning reads, not a
+checkpoint's whole file: the layers' constructors read more (use_bias, bailing_linear_attn.py:421;
+moe_shared_expert_intermediate_size, bailing_moe_linear.py:297), which kvproof does not run.
 """
 
 from __future__ import annotations
@@ -61,11 +69,16 @@ from typing import Any
 from kvproof.engines.families import Axis, Cited, Family, Member
 from kvproof.engines.vllm.parts import V033, Reader
 
-TRANSFORMERS = ("transformers' BailingHybridConfig as it first shipped, whose defaults it documents as "
-                "inclusionAI/Ring-2.5-1T's (huggingface/transformers@51057eee152fffe2475a32c0f51444e83ef0aaa4 "
-                "src/transformers/models/bailing_hybrid/configuration_bailing_hybrid.py)")
+PROPOSED = ("the configuration class transformers pull request 46713 proposes for model_type bailing_hybrid, whose "
+            "docstring names inclusionAI/Ring-2.5-1T (huggingface/transformers"
+            "@51057eee152fffe2475a32c0f51444e83ef0aaa4 src/transformers/models/bailing_hybrid/"
+            "configuration_bailing_hybrid.py; its defaults, not the hub's bytes)")
 SGL_JAX = ("SGL-JAX's notes for Ling 2.5 (sgl-project/sglang-jax@db865744f458bb948aad743c82a083bc321a6704 "
            "docs/cookbook/autoregressive/InclusionAI/Ling-2.5.md)")
+COOKBOOK = ("SGLang's cookbook for Ling-2.5-1T (sgl-project/sgl-cookbook@b21a3902bb906bf7639a72adab41103e92f80c7d "
+            "docs/autoregressive/InclusionAI/Ling-2.5-1T.md)")
+RUN_1T = ("SGL-JAX's run of the whole Ling-2.6-1T, the same architecture (sgl-project/sglang-jax pull request 1087: "
+          "80 layers, \"10 个 MLA full-attn + 70 个 GLA layer\")")
 
 FAMILY = Family(
     name="ling-2.5-1t",
@@ -74,44 +87,47 @@ FAMILY = Family(
         Cited("architectures", ["BailingMoeV2_5ForCausalLM"],
               f"vLLM's registry name for the class (vllm/model_executor/models/registry.py:81); {SGL_JAX}: "
               "\"`architectures`: must include `BailingMoeV2_5ForCausalLM`\""),
-        Cited("model_type", "bailing_hybrid", f"{TRANSFORMERS}; {SGL_JAX}: \"`model_type`: usually `bailing_hybrid`\""),
-        Cited("num_hidden_layers", 80, TRANSFORMERS),
+        Cited("model_type", "bailing_hybrid", f"{PROPOSED}; {SGL_JAX}: \"`model_type`: usually `bailing_hybrid`\""),
+        Cited("num_hidden_layers", 80, f"{PROPOSED}; {RUN_1T}"),
         Cited("layer_group_size", 8,
-              f"{TRANSFORMERS}; {SGL_JAX}: the loader misses the MLA layers' weights at layers 7, 15, 23, 31, ..., "
-              "\"every 8th layer = the MLA layers in the 1:7 MLA + Linear Attention hybrid\""),
-        Cited("hidden_size", 8192, TRANSFORMERS),
-        Cited("num_attention_heads", 64, TRANSFORMERS),
-        Cited("num_key_value_heads", 64, TRANSFORMERS),
+              f"{PROPOSED}; {SGL_JAX}: the loader misses the MLA layers' weights at layers 7, 15, 23, 31, ..., "
+              "\"every 8th layer = the MLA layers in the 1:7 MLA + Linear Attention hybrid\"; " + RUN_1T),
+        Cited("hidden_size", 8192, PROPOSED),
+        Cited("num_attention_heads", 64, PROPOSED),
+        Cited("num_key_value_heads", 64, PROPOSED),
         Cited("head_dim", 128,
-              "the checkpoint's own configuration class (inclusionAI/Ring-V2.5@ae5a5d903053e86229c0a04c05c77bacecbd8435"
-              " models/configuration_bailing_moe_v2_5.py: head_dim 128, else hidden_size / num_attention_heads, "
-              "8,192 / 64 = 128 here); transformers' own lightning layer makes its heads hidden_size / "
-              "num_kv_heads_for_linear_attn = 128 wide (modular_bailing_hybrid.py@51057eee)"),
+              "the proposed class's own lightning layer makes its heads hidden_size / num_kv_heads_for_linear_attn = "
+              "8,192 / 64 = 128 wide (modular_bailing_hybrid.py@51057eee, BailingHybridLightningAttention); "
+              "inclusionAI's configuration class in its Ring-V2.5 repository defaults head_dim to 128, else "
+              "hidden_size / num_attention_heads (inclusionAI/Ring-V2.5@ae5a5d903053e86229c0a04c05c77bacecbd8435 "
+              "models/configuration_bailing_moe_v2_5.py)"),
         Cited("group_norm_size", 8,
-              f"{TRANSFORMERS}; {SGL_JAX}: the linear attention's GroupRMSNorm \"uses `num_groups=8`\"; SGLang's "
-              "cookbook: \"`--tp-size` can be set to a maximum of 8 for this model\" (sgl-project/sgl-cookbook"
-              "@b21a3902bb906bf7639a72adab41103e92f80c7d docs/autoregressive/InclusionAI/Ling-2.5-1T.md)"),
-        Cited("kv_lora_rank", 512, TRANSFORMERS),
-        Cited("q_lora_rank", 1536, TRANSFORMERS),
-        Cited("qk_nope_head_dim", 128, TRANSFORMERS),
-        Cited("qk_rope_head_dim", 64, TRANSFORMERS),
-        Cited("v_head_dim", 128, TRANSFORMERS),
-        Cited("max_position_embeddings", 131072, TRANSFORMERS),
+              f"{PROPOSED}; {SGL_JAX}: the linear attention's GroupRMSNorm \"uses `num_groups=8`\"; {COOKBOOK}: "
+              "\"`--tp-size` can be set to a maximum of 8 for this model\""),
+        Cited("kv_lora_rank", 512, PROPOSED),
+        Cited("q_lora_rank", 1536, PROPOSED),
+        Cited("qk_nope_head_dim", 128, PROPOSED),
+        Cited("qk_rope_head_dim", 64, PROPOSED),
+        Cited("v_head_dim", 128, PROPOSED),
         Cited("dtype", "bfloat16",
-              "SGLang's cookbook for Ling-2.5-1T (sgl-project/sgl-cookbook@b21a3902bb906bf7639a72adab41103e92f80c7d "
-              "docs/autoregressive/InclusionAI/Ling-2.5-1T.md): \"BF16: inclusionAI/Ling-2.5-1T\"; the model dtype "
-              "is the MLA page's at --kv-cache-dtype auto and the linear states' at --mamba-cache-dtype auto"),
+              f"{COOKBOOK}: \"BF16: inclusionAI/Ling-2.5-1T\"; the model dtype is the MLA page's at --kv-cache-dtype "
+              "auto and the linear states' at --mamba-cache-dtype auto"),
     ),
     axes=(
+        Axis("max_position_embeddings", (131072, 262144),
+             f"the two 1T checkpoints' contexts: {SGL_JAX} give Ring-2.5-1T 128K (131,072, the proposed class's "
+             "default) and Ling-2.5-1T 256K, which SGL-JAX's notes for Ling 2.6 spell \"native 256K (`262144`)\" for "
+             "Ling-2.6-1T (sgl-project/sglang-jax@047fbd76c88148b12c0e815e47171920a1e1f6d9 "
+             "docs/cookbook/autoregressive/InclusionAI/Ling-2.6.md)"),
         Axis("num_nextn_predict_layers", (0, 1),
-             "nothing found states the 1T checkpoints' MTP layers. 0: the checkpoints' own configuration class "
-             "defaults the count to 0 (inclusionAI/Ring-V2.5@ae5a5d903053e86229c0a04c05c77bacecbd8435 "
-             "models/configuration_bailing_moe_v2_5.py); 1: Ling-2.6-flash, of the same class, ships one MTP layer "
-             "(ml-explore/mlx-lm pull request 1227, adding it: \"sanitize() drops the trailing MTP layer\"), which "
-             "vLLM drafts with as BailingMoeV25MTPModel (config/speculative.py:951-962); no source names more than "
-             "one"),
+             "nothing found states the 1T checkpoints' MTP layers. 0: inclusionAI's configuration class in its "
+             "Ring-V2.5 repository defaults the count to 0 (inclusionAI/Ring-V2.5"
+             "@ae5a5d903053e86229c0a04c05c77bacecbd8435 models/configuration_bailing_moe_v2_5.py); 1: Ling-2.6-flash, "
+             "of the same class, ships one MTP layer (ml-explore/mlx-lm pull request 1227, adding it: \"sanitize() "
+             "drops the trailing MTP layer\"), which vLLM drafts with as BailingMoeV25MTPModel "
+             "(config/speculative.py:951-963); no source names more than one"),
     ),
-    cap=2,
+    cap=4,
 )
 
 MEMBERS: tuple[Member, ...] = tuple(FAMILY.members())
@@ -124,9 +140,10 @@ BAILING_DECODE_SPEC = Reader("bailing_linear_attention_decode_spec", "page", V03
 
 
 def layers(hf: Any) -> list[tuple[str, str]]:
-    """BailingMoeV25DecoderLayer (bailing_moe_linear.py:362-377) asks vLLM's is_linear_layer (:68-74: every layer but
-    the last of each group of layer_group_size): a linear layer's BailingMoELinearAttention at
-    `model.layers.i.self_attn`, an MLA layer's MLAAttention at `model.layers.i.self_attn.attn`."""
+    """Each decoder layer's attention as vLLM's is_linear_layer has BailingMoeV25Model set it (bailing_moe_linear.py:
+    68-74, :466-470, :485-488: every layer but the last of each group of layer_group_size is linear; the decoder
+    layer reads it, :362-377): a linear layer's BailingMoELinearAttention at `model.layers.i.self_attn`, an MLA
+    layer's MLAAttention at `model.layers.i.self_attn.attn`."""
     from vllm.model_executor.models.bailing_moe_linear import is_linear_layer
 
     return [(f"model.layers.{i}.self_attn", "state") if is_linear_layer(i, hf.layer_group_size)
@@ -145,17 +162,23 @@ def draft_layers(draft: Any) -> list[tuple[str, str]]:
 def linear_state(vllm_config: Any) -> dict[str, Any]:
     """What BailingMoELinearAttention's constructor keeps that its get_state_shape and get_state_dtype read
     (LinearAttention.__init__, layers/mamba/linear/base.py:32-48: the model and cache configs, the heads, the
-    config's head_dim as vLLM's config class leaves it, and the tp), and the state those methods of the layer
-    itself then give (:55-66). Its get_kv_cache_spec is MambaBase's (layers/mamba/abstract.py:72; it exports no
-    prefill checkpoints, :65-70)."""
+    config's head_dim as transformers' BailingHybridConfig leaves it, which always sets one, and the tp), and the
+    state those methods of the layer itself then give (:55-66). Its get_kv_cache_spec is MambaBase's
+    (layers/mamba/abstract.py:72; it exports no prefill checkpoints, :65-70)."""
     from vllm.model_executor.layers.mamba.linear.bailing_linear_attn import BailingMoELinearAttention
 
     hf = vllm_config.model_config.hf_config
     kept = {"model_config": vllm_config.model_config, "cache_config": vllm_config.cache_config,
-            "num_heads": hf.num_attention_heads,
-            "head_dim": hf.head_dim if hasattr(hf, "head_dim") else hf.hidden_size // hf.num_attention_heads,
+            "num_heads": hf.num_attention_heads, "head_dim": hf.head_dim,
             "tp_size": vllm_config.parallel_config.tensor_parallel_size}
     layer: Any = object.__new__(BailingMoELinearAttention)
     vars(layer).update(kept)
     shape, dtypes = layer.get_state_shape(), layer.get_state_dtype()
     return {**kept, "get_state_shape": lambda: shape, "get_state_dtype": lambda: dtypes}
+
+
+def norm_groups(hf: dict[str, Any]) -> int:
+    """The groups BailingMoELinearAttention norms its output in, which each rank must hold whole: its constructor
+    asserts tp <= group_norm_size and group_norm_size % tp == 0, reading 1 where the config has none
+    (bailing_linear_attn.py:446-453)."""
+    return int(hf.get("group_norm_size", 1))

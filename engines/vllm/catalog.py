@@ -187,6 +187,9 @@ class Model:
     family_limits: str = ""
     # --config FILE: a user's config.json planned in place of `config` or `member`, at this model's points
     user_config: UserConfig | None = field(default=None, hash=False)
+    # a count every tp must divide besides the heads, from the config.json (a layer constructor's own refusal of the
+    # others): None where there is none
+    tp_divides: Callable[[dict[str, Any]], int] | None = None
 
     @property
     def coverage(self) -> Coverage | None:
@@ -245,7 +248,8 @@ class Model:
         Mamba2 heads, mamba_mixer2.py:316), Mamba2's groups divide by tp or are 1 (:320), and GQA's
         KV heads divide by tp or are replicated to it (QKVParallelLinear, layers/linear.py:1066-1070).
         Nothing else vLLM shards sets a page: MLA keeps one latent head at any tp, and a MoE layer
-        pads its per-rank experts (kimi_k3/nvidia/model.py:423-428).
+        pads its per-rank experts (kimi_k3/nvidia/model.py:423-428). A layer constructor that refuses
+        other tp besides says so in `tp_divides` (Bailing V2.5's norm groups).
 
         No cap besides the heads: they bound the domain already (96 for Kimi-K3, the most), vLLM
         runs tp across nodes, and a tp that no single NVLink domain holds (K3's 96) is still one a
@@ -253,7 +257,8 @@ class Model:
         12, 24, 48 and 96 are as valid to vLLM as 2-32. With a draft checkpoint of its own, its heads
         too: the draft runs at the target's tp (SpeculativeConfig's draft_tensor_parallel_size default)."""
         draft = self.draft_text()
-        return tuple(tp for tp in _tps(hf) if draft is None or tp in _tps(json.loads(draft)))
+        return tuple(tp for tp in _tps(hf) if (draft is None or tp in _tps(json.loads(draft)))
+                     and (self.tp_divides is None or self.tp_divides(hf) % tp == 0))
 
 
 def _tps(hf: dict) -> tuple[int, ...]:
@@ -272,16 +277,12 @@ def _tps(hf: dict) -> tuple[int, ...]:
         heads.append(hf["n_mamba_heads"])
     groups = hf.get("n_groups", hf.get("mamba_n_groups", hf.get("mamba_ngroups", 1)))
     kv = None if "kv_lora_rank" in hf else hf.get("num_key_value_heads")
-    # Bailing V2.5's linear layer norms its output in group_norm_size groups a rank must hold whole
-    # (bailing_linear_attn.py:448-453: tp <= group_norm_size, group_norm_size % tp == 0)
-    norm_groups = hf.get("group_norm_size", 1)
     # Mamba-1's inner channels shard with tp (MambaMixer's ColumnParallelLinear, mamba_mixer.py:91;
     # mamba1_state_shape divides them, mamba_utils.py:178)
     inner = hf["mamba_expand"] * hf["hidden_size"] if "mamba_expand" in hf else 0
     return tuple(tp for tp in range(1, min(heads) + 1)
                  if all(h % tp == 0 for h in heads) and (groups % tp == 0 or groups == 1)
-                 and (kv is None or kv % tp == 0 or tp % kv == 0) and inner % tp == 0
-                 and ("group_norm_size" not in hf or norm_groups % tp == 0))
+                 and (kv is None or kv % tp == 0 or tp % kv == 0) and inner % tp == 0)
 
 
 def _qwen3_next_layers(hf: Any) -> list[tuple[str, str]]:
@@ -891,11 +892,10 @@ _stated(bailing_v3.FAMILY, lambda m: Model(
     family_limits=family_clause("bailing_v3")))
 
 
-
 # Bailing V2.5 (Ling 2.5 and 2.6): no published config.json, planned over its family's members (bailing_v25.py):
 # linear-attention states and MLA pages, at Bailing V3's backends and stages. BailingMoeV25ForCausalLM is SupportsPP
-# (bailing_moe_linear.py:693); its MTP draft is BailingMoeV25MTPModel (config/speculative.py:951-962), and a member
-# without MTP layers speculates by ngram.
+# (bailing_moe_linear.py:693); its MTP draft is BailingMoeV25MTPModel (config/speculative.py:951-963), and a member
+# without MTP layers speculates by ngram (its draft_layers then name none).
 def _bailing_v25(member: families.Member) -> Model:
     mtp = member.values["num_nextn_predict_layers"] > 0
     return Model(
@@ -904,12 +904,12 @@ def _bailing_v25(member: families.Member) -> Model:
         "vllm.model_executor.layers.mamba.linear.bailing_linear_attn:BailingMoELinearAttention",
         "LINEAR",  # LinearAttention.mamba_type, layers/mamba/linear/base.py:51-53
         bailing_v25.layers, (False, True),
-        BAILING_LIMITS.format(draft="its MTP draft (ngram in the member without MTP layers)",
+        BAILING_LIMITS.format(draft="its MTP draft (ngram in the members without MTP layers)",
                               heads="linear-attention"),
-        draft="mtp" if mtp else "ngram", draft_layers=bailing_v25.draft_layers if mtp else lambda _hf: [],
-        speculative=(0, 1, 2, 3),
+        draft="mtp" if mtp else "ngram", draft_layers=bailing_v25.draft_layers, speculative=(0, 1, 2, 3),
         readers=(bailing_v25.LIGHTNING_DECODE, bailing_v25.BAILING_DECODE_SPEC, LMCACHE),
-        state_init=bailing_v25.linear_state, member=member, family_limits=family_clause("bailing_v25"))
+        state_init=bailing_v25.linear_state, member=member, family_limits=family_clause("bailing_v25"),
+        tp_divides=bailing_v25.norm_groups)
 
 
 _stated(bailing_v25.FAMILY, _bailing_v25)
