@@ -6,10 +6,10 @@ pull request 46713, at huggingface/transformers@51057eee152fffe2475a32c0f51444e8
 src/transformers/models/bailing_hybrid/configuration_bailing_hybrid.py) names inclusionAI/Ring-2.5-1T in its
 docstring (`@auto_docstring(checkpoint="inclusionAI/Ring-2.5-1T")`) and defaults to 80 layers in groups of 8, 64
 heads, hidden size 8,192, kv_lora_rank 512, qk_rope_head_dim 64, group_norm_size 8 and 131,072 positions; a later
-version of the same file names Ling-2.6-flash-base over the same numbers, so the label alone vouches for nothing.
-Others do: SGL-JAX's serving notes for Ling 2.5 say Ring-2.5-1T has Ling-2.5-1T's architecture, the same as
-Ling-2.6-1T's, with its MLA layers every eighth (7, 15, 23, 31, ...) and its linear attention's group norm in eight
-groups (sgl-project/sglang-jax@db865744f458bb948aad743c82a083bc321a6704
+version of the same file (@12218464d34f4ae94c9b96c64b893beae8f2d5ad) names Ling-2.6-flash-base over the same
+numbers, so the label alone vouches for nothing. Others do: SGL-JAX's serving notes for Ling 2.5 say Ring-2.5-1T has
+Ling-2.5-1T's architecture, the same as Ling-2.6-1T's, with its MLA layers every eighth (7, 15, 23, 31, ...) and its
+linear attention's group norm in eight groups (sgl-project/sglang-jax@db865744f458bb948aad743c82a083bc321a6704
 docs/cookbook/autoregressive/InclusionAI/Ling-2.5.md); SGL-JAX's run of the whole Ling-2.6-1T counts 80 layers, 10
 MLA and 70 linear (sgl-project/sglang-jax pull request 1087); SGLang's cookbook serves Ling-2.5-1T, a BF16
 checkpoint, at tp 8 at most (sgl-project/sgl-cookbook@b21a3902bb906bf7639a72adab41103e92f80c7d
