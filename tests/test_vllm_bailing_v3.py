@@ -1,8 +1,8 @@
-"""Bailing V3 (Ling 3.0) planned over its stated family (engines/vllm/bailing_v3.py): its one member is the cited
-keys, plans at the installed vLLM with each KDA layer's own state, says
-it stands for a family, and no value transformers fills in for a key a member lacks moves a plan. vLLM reads the
-file through transformers' BailingHybridConfig, which makes head_dim the rope width: the KDA states are planned
-with 64-wide heads (the findings page's replay)."""
+"""Bailing V3 (Ling 3.0) planned over its two stated families (engines/vllm/bailing_v3.py), Ling-3.0-tiny's one
+member and Ling-3.0-flash's two (its context an axis): each is the cited keys, plans at the installed vLLM with each
+KDA layer's own state, says it stands for a family, and no value transformers fills in for a key a member lacks
+moves a plan. vLLM reads the file through transformers' BailingHybridConfig, which makes head_dim the rope width:
+the KDA states are planned with 64-wide heads (the findings page's replay)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from kvproof.engines.vllm import bailing_v3, catalog, engine, planner
 
 NAME = "ling-3.0-tiny-family-0"
 LING = catalog.MODELS[NAME]
+FLASH = [f"ling-3.0-flash-family-{index}" for index in range(2)]
 AT_TP1: dict[str, Any] = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["off"], "pp": [1],
                           "backend": ["FLASHMLA@sm_90"]}
 # the fixture's values (figyaro/mlx-swift-lm@6b437f86 Tests/MLXLMTests/BailingMoeV3Tests.swift) the members hold
@@ -140,7 +141,8 @@ BOOKKEEPING = config_defaults.BOOKKEEPING | {"dtype", "model_max_length"}
 STRINGS = {"hidden_act": "relu"}  # another value for each string key
 
 
-def test_no_default_of_transformers_config_class_moves_a_plan() -> None:
+@pytest.mark.parametrize("name", [NAME, FLASH[0]])
+def test_no_default_of_transformers_config_class_moves_a_plan(name: str) -> None:
     """vLLM reads config.json through BailingHybridConfig, which answers every key a member lacks with a class
     default, so no read can raise: instead every such key is set to another value at once (those None by default
     or a structure left as they are), and a drafted, tensor-parallel, prefix-caching point plans exactly as
@@ -149,7 +151,9 @@ def test_no_default_of_transformers_config_class_moves_a_plan() -> None:
     left as the class derives it from layer_group_size."""
     from transformers import BailingHybridConfig
 
-    member = bailing_v3.MEMBERS[0]
+    model = catalog.MODELS[name]
+    assert model.member is not None
+    member = model.member
     defaults = BailingHybridConfig().to_dict()
     lacking, changed = config_defaults.changed(defaults, member.config(), BOOKKEEPING, STRINGS)
     kept = sorted(key for key in lacking if changed[key] == defaults[key])
@@ -157,9 +161,9 @@ def test_no_default_of_transformers_config_class_moves_a_plan() -> None:
     assert {"vocab_size", "num_experts", "first_k_dense_replace", "kda_lower_bound", "linear_head_dim"} <= (
         set(lacking) - set(kept))
     values = {**member.values, **{k: v for k, v in changed.items() if k not in kept}}
-    other = replace(LING, member=Member(bailing_v3.FAMILY, member.index, values))
+    other = replace(model, member=Member(member.family, member.index, values))
     assert set(json.loads(other.config_text())) == set(member.config()) | set(lacking) - set(kept)
-    base = planner.plan(point(tp=2, spec=3, prefix=True))
+    base = planner.plan(point(model, tp=2, spec=3, prefix=True))
     again = planner.plan(point(other, tp=2, spec=3, prefix=True))
     assert (again.block_size, again.documents) == (base.block_size, base.documents)
 
@@ -180,3 +184,41 @@ def test_its_seeded_bug_is_killed_at_3_tokens_and_hides_in_the_slack_at_2() -> N
     tokens the layers' 292,864 B still fit the 256-token page of 294,912 B; at 3 their 299,008 B do not, and
     vLLM's own assertion stops the boot."""
     state_faults.killed_past_the_slack("vllm_bailing_v3_state_unwidened", NAME, AT_TP1, 2, 3)
+
+
+def test_the_flash_family_is_its_cited_keys_at_two_contexts() -> None:
+    """Ling-3.0-flash's family: every key vLLM reads cited (transformers' class, whose defaults it documents as
+    Ling-3.0-Flash's, with a pull request's 42 blocks, 5:1 pattern, full-rank KDA gates and one MTP block, and vLLM's
+    recipe's BF16) but the context, which vLLM's recipe (131,072) and the class (262,144) give apart: two members."""
+    assert [m.name for m in bailing_v3.FLASH_MEMBERS] == FLASH and bailing_v3.FLASH_FAMILY.size() == 2
+    cited = {"architectures": ["BailingMoeV3ForCausalLM"], "model_type": "bailing_hybrid", "num_hidden_layers": 42,
+             "layer_group_size": 6, "hidden_size": 2560, "num_attention_heads": 32, "num_key_value_heads": 32,
+             "head_dim": 128, "short_conv_kernel_size": 4, "no_kda_lora": True, "kv_lora_rank": 512,
+             "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "rope_theta": 6000000,
+             "dtype": "bfloat16", "num_nextn_predict_layers": 1}
+    for name, context in zip(FLASH, (131072, 262144), strict=True):
+        assert json.loads(catalog.MODELS[name].config_text()) == {**cited, "max_position_embeddings": context}
+
+
+def test_flash_plans_its_35_kda_and_7_mla_layers_with_64_wide_heads() -> None:
+    """At tp 1, bf16, each KDA state is a (3, 3 x 32 x 64) bf16 conv and 32 x 64 x 64 float32 values, 36,864 +
+    524,288 = 561,152 B (128-wide heads would keep 73,728 + 2,097,152 B): 128 x ceil(561,152 / 147,456) = 512 tokens,
+    a 589,824 B page; five KDA groups and one MLA group of 7 layers, 4,128,768 B a parent. tp is every divisor of the
+    32 heads; at tp 32 each state is 17,536 B and the block falls to the 128-token floor, as tiny's does at tp 16.
+    The context moves no plan."""
+    flash, wide = (catalog.MODELS[name] for name in FLASH)
+    planned = planner.plan(point(flash))
+    fields = {(tuple(f["shape"]), f["dtype"]) for f in planned.documents[1]["fields"]}
+    assert fields == {((3, 6144), "bfloat16"), ((32, 64, 64), "float32"), ((512, 576), "bfloat16")}
+    assert (planned.block_size, planned.mamba_padded) == (512, 589_824)
+    assert sum(f["id"].endswith(".kv") for f in planned.documents[1]["fields"]) == 7
+    assert {tuple(f["shape"]) for f in planner.plan(point(flash, tp=32)).documents[1]["fields"]} == {
+        (3, 192), (1, 64, 64), (128, 576)}
+    assert {p["tp"] for p in engine.points(flash)} == {1, 2, 4, 8, 16, 32} and len(engine.points(flash)) == 300
+    assert planner.plan(point(wide)).documents == planned.documents
+
+
+def test_the_seeded_bug_is_killed_at_flash_past_its_slack_too() -> None:
+    """Flash's 512-token page holds its state with 28,672 B to spare and a drafted conv row is 12,288 B at bf16: the
+    class sizing the state without them is hidden at 2 tokens and stops the boot at 3, as at tiny."""
+    state_faults.killed_past_the_slack("vllm_bailing_v3_state_unwidened", FLASH[0], AT_TP1, 2, 3)

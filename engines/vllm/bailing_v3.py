@@ -51,7 +51,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvproof.engines.families import Cited, Family, Member
+from kvproof.engines.families import Axis, Cited, Family, Member
 from kvproof.engines.vllm.parts import V033, Reader
 
 FIXTURE = ("the Ling-3.0-tiny configuration a public test decodes (figyaro/mlx-swift-lm"
@@ -100,6 +100,61 @@ FAMILY = Family(
 )
 
 MEMBERS: tuple[Member, ...] = tuple(FAMILY.members())
+
+TRANSFORMERS = ("transformers 5.20.2's BailingHybridConfig, whose defaults it documents as "
+                "inclusionAI/Ling-3.0-Flash's (src/transformers/models/bailing_hybrid/"
+                "configuration_bailing_hybrid.py:29, `@auto_docstring(checkpoint=\"inclusionAI/Ling-3.0-Flash\")`; a "
+                "class's defaults, not the hub's bytes)")
+ATOMIC = ("the pull request adding Ling-3.0-flash to a llama.cpp fork (AtomicBot-ai/atomic-llama-cpp-turboquant pull "
+          "request 63)")
+FLASH_RECIPE = ("vLLM's serving recipe for Ling-3.0-flash (vllm-project/recipes"
+                "@15ab283abc4b92435d493066e2fdaab0e32d01fd models/inclusionAI/Ling-3.0-flash.yaml)")
+
+# Ling-3.0-flash, the class's larger model: no config.json of it found either. Its layer count, pattern, KDA gates,
+# MLA widths and MTP block are in public pull requests and vLLM's recipe; its heads only in transformers' class.
+FLASH_FAMILY = Family(
+    name="ling-3.0-flash",
+    not_a_verdict_on="inclusionAI/Ling-3.0-flash",
+    cited=(
+        Cited("architectures", ["BailingMoeV3ForCausalLM"],
+              f"vLLM's registry name for the class (vllm/model_executor/models/registry.py:82); {FLASH_RECIPE}: "
+              "\"uses the `BailingMoeV3ForCausalLM` architecture\""),
+        Cited("model_type", "bailing_hybrid", f"{TRANSFORMERS}; {ATOMIC}: \"`model_type: bailing_hybrid`\""),
+        Cited("num_hidden_layers", 42,
+              f"{TRANSFORMERS}; {ATOMIC}: \"42 decoder blocks\"; {FLASH_RECIPE}: \"The 42-layer base model\""),
+        Cited("layer_group_size", 6,
+              f"{TRANSFORMERS}; {ATOMIC}: \"35 KDA (linear attention) layers, 7 gated MLA layers, interleaved 5:1 "
+              "(`layer_group_size = 6`)\""),
+        Cited("hidden_size", 2560, TRANSFORMERS),
+        Cited("num_attention_heads", 32, TRANSFORMERS),
+        Cited("num_key_value_heads", 32, TRANSFORMERS),
+        Cited("head_dim", 128, TRANSFORMERS),
+        Cited("short_conv_kernel_size", 4, TRANSFORMERS),
+        Cited("no_kda_lora", True,
+              f"{ATOMIC}: Ling 3.0's KDA gates are \"full-rank `f_proj`/`g_proj` (`no_kda_lora`)\"; vLLM's KDA layer "
+              "refuses any other value (bailing_moe_v3.py:686-687)"),
+        Cited("kv_lora_rank", 512, TRANSFORMERS),
+        Cited("qk_nope_head_dim", 128, f"{TRANSFORMERS}; {ATOMIC}: \"partial RoPE, 64 of 192 dims\""),
+        Cited("qk_rope_head_dim", 64, f"{TRANSFORMERS}; {ATOMIC}: \"partial RoPE, 64 of 192 dims\""),
+        Cited("v_head_dim", 128, TRANSFORMERS),
+        Cited("rope_theta", 6000000, f"{TRANSFORMERS}; {ATOMIC}: \"`rope_theta = 6e6`\""),
+        Cited("dtype", "bfloat16",
+              f"{FLASH_RECIPE}: \"Precision: BF16\", served with --dtype bfloat16; the model dtype is the MLA page's "
+              "at --kv-cache-dtype auto and the KDA states' at --mamba-cache-dtype auto"),
+        Cited("num_nextn_predict_layers", 1,
+              f"{TRANSFORMERS} (num_mtp_layers, its name for the key, :124); {ATOMIC}: \"one MTP block\"; "
+              f"{FLASH_RECIPE}: \"a 3.1B MTP layer\", served at 3 speculative tokens"),
+    ),
+    axes=(
+        Axis("max_position_embeddings", (131072, 262144),
+             f"the two contexts published for it: {FLASH_RECIPE} gives \"Context length: 131,072 tokens\"; the "
+             "class's default is 262,144, and Ollama's pull request implementing Ling-3.0 runs it \"with context "
+             "lengths up to the full **256K** window\" (ollama/ollama pull request 17643)"),
+    ),
+    cap=2,
+)
+
+FLASH_MEMBERS: tuple[Member, ...] = tuple(FLASH_FAMILY.members())
 # The KDA layer's recurrent kernel (bailing_moe_v3.py:1125): fla's fused_recurrent_kda, which walks the state by the
 # cache view's own stride
 FUSED_RECURRENT_KDA = Reader("fused_recurrent_kda", "page", V033 + "vllm/third_party/flash_linear_attention/ops/"

@@ -880,16 +880,24 @@ BAILING_LIMITS = ("at FLASH_ATTN_MLA and FLASHMLA on sm_90 only (FLASHINFER_MLA 
                   "launch, whose {heads} heads are the head_dim transformers' BailingHybridConfig leaves "
                   "(qk_rope_head_dim); the launch vLLM's own recipes give, with --trust-remote-code, reads the "
                   "checkpoint's own config class, not found, and is not planned, nor is --hf-overrides")
-_stated(bailing_v3.FAMILY, lambda m: Model(
-    m.name, f"family {m.family.name}, member {m.index}",
-    tuple(replace(backend, all_stages=False) for backend in (FLASH_ATTN_MLA, FLASHMLA)),
-    "vllm.model_executor.models.bailing_moe_v3:BailingMoeV3KimiDeltaAttention",
-    "GDN_ATTN",  # BailingMoeV3KimiDeltaAttention.mamba_type, bailing_moe_v3.py:638-640
-    bailing_v3.layers, (False, True), BAILING_LIMITS.format(draft="its MTP draft", heads="KDA"),
-    draft="mtp", draft_layers=bailing_v3.draft_layers, speculative=(0, 1, 2, 3),
-    # the KDA layer's conv updates and recurrent kernel (bailing_moe_v3.py:948-1045, :1125)
-    readers=(CAUSAL_CONV1D, bailing_v3.FUSED_RECURRENT_KDA, LMCACHE), state_init=bailing_v3.kda_state, member=m,
-    family_limits=family_clause("bailing_v3")))
+
+
+def _bailing_v3(member: families.Member) -> Model:
+    return Model(
+        member.name, f"family {member.family.name}, member {member.index}",
+        tuple(replace(backend, all_stages=False) for backend in (FLASH_ATTN_MLA, FLASHMLA)),
+        "vllm.model_executor.models.bailing_moe_v3:BailingMoeV3KimiDeltaAttention",
+        "GDN_ATTN",  # BailingMoeV3KimiDeltaAttention.mamba_type, bailing_moe_v3.py:638-640
+        bailing_v3.layers, (False, True), BAILING_LIMITS.format(draft="its MTP draft", heads="KDA"),
+        draft="mtp", draft_layers=bailing_v3.draft_layers, speculative=(0, 1, 2, 3),
+        # the KDA layer's conv updates and recurrent kernel (bailing_moe_v3.py:948-1045, :1125)
+        readers=(CAUSAL_CONV1D, bailing_v3.FUSED_RECURRENT_KDA, LMCACHE), state_init=bailing_v3.kda_state,
+        member=member, family_limits=family_clause("bailing_v3"))
+
+
+# its two models' families: Ling-3.0-tiny's and Ling-3.0-flash's
+_stated(bailing_v3.FAMILY, _bailing_v3)
+_stated(bailing_v3.FLASH_FAMILY, _bailing_v3)
 
 
 # Bailing V2.5 (Ling 2.5 and 2.6): no published config.json, planned over its family's members (bailing_v25.py):
