@@ -139,7 +139,7 @@ FLASH_FAMILY = Family(
         Cited("v_head_dim", 128, TRANSFORMERS),
         Cited("rope_theta", 6000000, f"{TRANSFORMERS}; {ATOMIC}: \"`rope_theta = 6e6`\""),
         Cited("dtype", "bfloat16",
-              f"{FLASH_RECIPE}: \"Precision: BF16\", served with --dtype bfloat16; the model dtype is the MLA page's "
+              f"{FLASH_RECIPE}: `precision: bf16`, served with --dtype bfloat16; the model dtype is the MLA page's "
               "at --kv-cache-dtype auto and the KDA states' at --mamba-cache-dtype auto"),
         Cited("num_nextn_predict_layers", 1,
               f"{TRANSFORMERS} (num_mtp_layers, its name for the key, :124); {ATOMIC}: \"one MTP block\"; "
@@ -147,7 +147,7 @@ FLASH_FAMILY = Family(
     ),
     axes=(
         Axis("max_position_embeddings", (131072, 262144),
-             f"the two contexts published for it: {FLASH_RECIPE} gives \"Context length: 131,072 tokens\"; the "
+             f"the two contexts published for it: {FLASH_RECIPE} gives `context_length: 131072`; the "
              "class's default is 262,144, and Ollama's pull request implementing Ling-3.0 runs it \"with context "
              "lengths up to the full **256K** window\" (ollama/ollama pull request 17643)"),
     ),
