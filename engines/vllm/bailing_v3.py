@@ -1,4 +1,4 @@
-"""Bailing V3 (BailingMoeV3ForCausalLM: Ling 3.0) over a stated family, for want of a published config.json.
+"""Bailing V3 (BailingMoeV3ForCausalLM: Ling 3.0) over two stated families, for want of a published config.json.
 
 No whole config.json of an inclusionAI Ling 3.0 checkpoint was found. One public test decodes the Ling-3.0-tiny
 configuration as a JSON literal (figyaro/mlx-swift-lm@6b437f86c696cc533063d34a7eb415ab363ec9bf
@@ -8,8 +8,11 @@ hub's bytes, and names no dtype and no MTP layer count. A MaxText model config o
 geometry and one MTP layer (Garrybest/maxtext@0fb0b0930f7cfac19fa57047fbc836599a106689
 src/maxtext/configs/models/ling3-tiny.yml), and vLLM's own serving recipe for it names the official checkpoint's
 precision, BF16 (vllm-project/recipes@370c74d7fe209b8cdd02b289bf1f3d0120b479ca models/inclusionAI/Ling-3.0-tiny.yaml).
-What `verify engine vllm` plans for this class is therefore a family (engines/families.py) of one member: those
-values, each cited below.
+What `verify engine vllm` plans for Ling-3.0-tiny is therefore a family (engines/families.py) of one member: those
+values, each cited below. Ling-3.0-flash, the class's larger model, has a family of its own (FLASH_FAMILY): the
+defaults transformers 5.20.2's BailingHybridConfig documents as Ling-3.0-Flash's, with public pull requests and
+vLLM's recipe for it behind its layer count, pattern, KDA gates, MLA widths, MTP block and dtype, and its context,
+which they give apart, an axis: two members.
 
 What vLLM 0.33.0 reads of this class to plan (vllm/model_executor/models/bailing_moe_v3.py):
 
