@@ -35,7 +35,7 @@ FIXTURE = {"architectures": ["BailingMoeV3ForCausalLM"], "model_type": "bailing_
            "layer_group_size": 4, "hidden_size": 1536, "num_attention_heads": 16, "num_key_value_heads": 16,
            "head_dim": 128, "short_conv_kernel_size": 4, "no_kda_lora": True, "kv_lora_rank": 512, "q_lora_rank": 256,
            "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "max_position_embeddings": 131072,
-           "rope_theta": 6000000, "num_nextn_predict_layers": 1, "dtype": "bfloat16"}
+           "rope_theta": 6000000, "num_nextn_predict_layers": 0, "dtype": "bfloat16"}
 
 
 def point(model: catalog.Model = LING, tp: int = 1, dtype: str = "auto", mamba: str = "auto", prefix: bool = False,
@@ -44,7 +44,7 @@ def point(model: catalog.Model = LING, tp: int = 1, dtype: str = "auto", mamba: 
 
 
 def test_the_family_is_one_member_the_cited_keys() -> None:
-    """Every key vLLM reads is cited (the fixture's, the MTP layer count a MaxText config of the model gives, the
+    """Every key vLLM reads is cited (the fixture's, the MTP layer count SGLang's cookbook quotes, none, the
     dtype vLLM's own recipe serves): one member, exactly those keys, nothing varied."""
     assert [m.name for m in bailing_v3.MEMBERS] == [NAME] and bailing_v3.FAMILY.size() == 1
     assert [m.recipe for m in catalog.MODELS.values() if m.member and m.member.family is bailing_v3.FAMILY] == [NAME]
@@ -52,7 +52,7 @@ def test_the_family_is_one_member_the_cited_keys() -> None:
 
 
 def test_it_plans_at_the_installed_vllm_and_stands_for_its_family_not_a_checkpoint() -> None:
-    """At 0.33.0 it boots at 0 and 3 MTP tokens and holds every plan property; the result says family, one
+    """At 0.33.0 it boots at 0 and 3 ngram tokens and holds every plan property; the result says family, one
     member, which checkpoint it is no verdict on, and that vLLM's recipes' --trust-remote-code launch is not
     planned."""
     run = engine.run([NAME], {**AT_TP1, "spec": [0, 3]})
@@ -96,16 +96,15 @@ def test_vllm_plans_each_kda_state_with_64_wide_heads_where_the_config_has_128()
 
 
 def test_each_kda_layer_keeps_its_own_state_and_three_tokens_widen_the_block() -> None:
-    """Each MTP token adds a conv row (6,144 B at bf16): at 2 the 292,864 B state still fits the 256-token page; at
-    3 its 299,008 B do not, and the block widens to 384 tokens (442,368 B). The draft's one MLA layer joins the
-    MLA group. float32 states double the conv rows; at tp 16 each state is a sixteenth (17,536 B) and the block
-    falls to the 128-token floor."""
+    """Each speculative token (ngram: the checkpoint has no MTP layer, so no draft layer keeps a page) adds a conv row
+    (6,144 B at bf16): at 2 the 292,864 B state still fits the 256-token page; at 3 its 299,008 B do not, and the
+    block widens to 384 tokens (442,368 B). float32 states double the conv rows; at tp 16 each state is a sixteenth
+    (17,536 B) and the block falls to the 128-token floor."""
     planned = {spec: planner.plan(point(spec=spec)) for spec in (2, 3)}
     assert {spec: (p.block_size, p.mamba_padded) for spec, p in planned.items()} == {2: (256, 294_912),
                                                                                     3: (384, 442_368)}
     assert {tuple(f["shape"]) for f in planned[3].documents[1]["fields"]} == {(6, 3072), (16, 64, 64), (384, 576)}
-    drafted = [f["id"] for f in planned[3].documents[1]["fields"] if "layers.24." in f["id"]]
-    assert drafted == ["g3.model.layers.24.self_attn.attn.kv"]
+    assert LING.draft == "ngram" and not [f for f in planned[3].documents[1]["fields"] if "layers.24." in f["id"]]
     assert planner.plan(point(mamba="float32")).block_size == 384  # 36,864 + 262,144 = 299,008 B
     wide = planner.plan(point(tp=16))
     assert (wide.block_size, {tuple(f["shape"]) for f in wide.documents[1]["fields"]}) == (
@@ -187,15 +186,17 @@ def test_its_seeded_bug_is_killed_at_3_tokens_and_hides_in_the_slack_at_2() -> N
 
 
 def test_the_flash_family_is_its_cited_keys_at_two_contexts() -> None:
-    """Ling-3.0-flash's family: every key vLLM reads cited (transformers' class, whose defaults it documents as
-    Ling-3.0-Flash's, with a pull request's 42 blocks, 5:1 pattern, full-rank KDA gates and one MTP block, and vLLM's
-    recipe's BF16) but the context, which vLLM's recipe (131,072) and the class (262,144) give apart: two members."""
+    """Ling-3.0-flash's family: every key vLLM reads cited (transformers' class, whose docstring names Ling-3.0-Flash,
+    with a pull request's 42 blocks, 5:1 pattern, full-rank KDA gates and one MTP block, SGLang's word on the published
+    config's rope, and vLLM's recipe's BF16) but the context, which the published config has held at 131,072 and at
+    262,144: two members, each with its MTP draft."""
     assert [m.name for m in bailing_v3.FLASH_MEMBERS] == FLASH and bailing_v3.FLASH_FAMILY.size() == 2
+    assert {catalog.MODELS[name].draft for name in FLASH} == {"mtp"}
     cited = {"architectures": ["BailingMoeV3ForCausalLM"], "model_type": "bailing_hybrid", "num_hidden_layers": 42,
              "layer_group_size": 6, "hidden_size": 2560, "num_attention_heads": 32, "num_key_value_heads": 32,
              "head_dim": 128, "short_conv_kernel_size": 4, "no_kda_lora": True, "kv_lora_rank": 512,
              "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "rope_theta": 6000000,
-             "dtype": "bfloat16", "num_nextn_predict_layers": 1}
+             "rope_scaling": None, "dtype": "bfloat16", "num_nextn_predict_layers": 1}
     for name, context in zip(FLASH, (131072, 262144), strict=True):
         assert json.loads(catalog.MODELS[name].config_text()) == {**cited, "max_position_embeddings": context}
 
@@ -205,12 +206,13 @@ def test_flash_plans_its_35_kda_and_7_mla_layers_with_64_wide_heads() -> None:
     524,288 = 561,152 B (128-wide heads would keep 73,728 + 2,097,152 B): 128 x ceil(561,152 / 147,456) = 512 tokens,
     a 589,824 B page; five KDA groups and one MLA group of 7 layers, 4,128,768 B a parent. tp is every divisor of the
     32 heads; at tp 32 each state is 17,536 B and the block falls to the 128-token floor, as tiny's does at tp 16.
-    The context moves no plan."""
+    No context moves the documents, so the two members plan alike."""
     flash, wide = (catalog.MODELS[name] for name in FLASH)
     planned = planner.plan(point(flash))
     fields = {(tuple(f["shape"]), f["dtype"]) for f in planned.documents[1]["fields"]}
     assert fields == {((3, 6144), "bfloat16"), ((32, 64, 64), "float32"), ((512, 576), "bfloat16")}
     assert (planned.block_size, planned.mamba_padded) == (512, 589_824)
+    assert planned.documents[1]["parent_bytes"] == 4_128_768 and len(planned.documents[1]["groups"]) == 6
     assert sum(f["id"].endswith(".kv") for f in planned.documents[1]["fields"]) == 7
     assert {tuple(f["shape"]) for f in planner.plan(point(flash, tp=32)).documents[1]["fields"]} == {
         (3, 192), (1, 64, 64), (128, 576)}

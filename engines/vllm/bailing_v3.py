@@ -5,14 +5,16 @@ configuration as a JSON literal (figyaro/mlx-swift-lm@6b437f86c696cc533063d34a7e
 Tests/MLXLMTests/BailingMoeV3Tests.swift, the test "decodes the Ling-3.0-tiny configuration"; its assertions pin the
 model type, layer count, hidden size and layer kinds, the rest is in the literal only); it is a test's copy, not the
 hub's bytes, and names no dtype and no MTP layer count. A MaxText model config of the same model gives the same
-geometry and one MTP layer (Garrybest/maxtext@0fb0b0930f7cfac19fa57047fbc836599a106689
-src/maxtext/configs/models/ling3-tiny.yml), and vLLM's own serving recipe for it names the official checkpoint's
-precision, BF16 (vllm-project/recipes@370c74d7fe209b8cdd02b289bf1f3d0120b479ca models/inclusionAI/Ling-3.0-tiny.yaml).
-What `verify engine vllm` plans for Ling-3.0-tiny is therefore a family (engines/families.py) of one member: those
-values, each cited below. Ling-3.0-flash, the class's larger model, has a family of its own (FLASH_FAMILY): the
-defaults transformers 5.20.2's BailingHybridConfig documents as Ling-3.0-Flash's, with public pull requests and
-vLLM's recipe for it behind its layer count, pattern, KDA gates, MLA widths, MTP block and dtype, and its context,
-which they give apart, an axis: two members.
+geometry (Garrybest/maxtext@0fb0b0930f7cfac19fa57047fbc836599a106689 src/maxtext/configs/models/ling3-tiny.yml),
+SGLang's cookbook for it says the checkpoint declares no MTP layer (sgl-project/sglang pull request 34283), and
+vLLM's own serving recipe for it names the official checkpoint's precision, BF16
+(vllm-project/recipes@370c74d7fe209b8cdd02b289bf1f3d0120b479ca models/inclusionAI/Ling-3.0-tiny.yaml). What `verify
+engine vllm` plans for Ling-3.0-tiny is therefore a family (engines/families.py) of one member: those values, each
+cited below, with no MTP layer, as SGLang's cookbook for it quotes the checkpoint. Ling-3.0-flash, the class's
+larger model, has a family of its own (FLASH_FAMILY): the defaults of transformers 5.20.2's BailingHybridConfig,
+whose docstring names Ling-3.0-Flash, with public pull requests and vLLM's recipe for it behind its layer count,
+pattern, KDA gates, MLA widths, MTP block and dtype, and its context, which its published config has held at two
+values, an axis: two members.
 
 What vLLM 0.33.0 reads of this class to plan (vllm/model_executor/models/bailing_moe_v3.py):
 
@@ -60,8 +62,18 @@ from kvproof.engines.vllm.parts import V033, Reader
 FIXTURE = ("the Ling-3.0-tiny configuration a public test decodes (figyaro/mlx-swift-lm"
            "@6b437f86c696cc533063d34a7eb415ab363ec9bf Tests/MLXLMTests/BailingMoeV3Tests.swift, \"decodes the "
            "Ling-3.0-tiny configuration\")")
-MAXTEXT = ("a MaxText model config of Ling 3.0 tiny (Garrybest/maxtext@0fb0b0930f7cfac19fa57047fbc836599a106689 "
-           "src/maxtext/configs/models/ling3-tiny.yml), a training config, not the checkpoint's")
+BAILING_HYBRID_CONFIG = ("transformers 5.20.2's BailingHybridConfig, whose defaults, its docstring says, \"yield a "
+                         "similar configuration to that of the\" inclusionAI/Ling-3.0-Flash (src/transformers/models/"
+                         "bailing_hybrid/configuration_bailing_hybrid.py:29, `@auto_docstring(checkpoint=\""
+                         "inclusionAI/Ling-3.0-Flash\")`; a class's defaults, not the hub's bytes)")
+ATOMIC_PR63 = ("the pull request adding Ling-3.0-flash to a llama.cpp fork (AtomicBot-ai/atomic-llama-cpp-turboquant "
+               "pull request 63)")
+FLASH_RECIPE = ("vLLM's serving recipe for Ling-3.0-flash (vllm-project/recipes"
+                "@15ab283abc4b92435d493066e2fdaab0e32d01fd models/inclusionAI/Ling-3.0-flash.yaml)")
+SGLANG_FLASH_CONTEXT = ("SGLang's pull request dropping its YaRN override for Ling-3.0-flash (sgl-project/sglang pull "
+                        "request 33882: \"The published `inclusionAI/Ling-3.0-flash` config was bumped to a native "
+                        "256K window (`max_position_embeddings: 262144`) with `rope_scaling: null`\", the override "
+                        "it drops having \"original_max_position_embeddings\":131072)")
 
 FAMILY = Family(
     name="ling-3.0-tiny",
@@ -90,13 +102,13 @@ FAMILY = Family(
               "models/inclusionAI/Ling-3.0-tiny.yaml): \"Official BF16 checkpoint\", served with --dtype bfloat16; "
               "the model dtype is the MLA page's at --kv-cache-dtype auto and the KDA states' at --mamba-cache-dtype "
               "auto"),
-        Cited("num_nextn_predict_layers", 1,
-              f"{MAXTEXT} (mtp_num_layers 1; its layer count, heads and widths are the fixture's); Ling-3.0-flash, "
-              "the larger model of the class, ships one MTP layer too (AtomicBot-ai/atomic-llama-cpp-turboquant "
-              "pull request 63, adding it: \"one MTP block\"), and transformers' BailingHybridConfig defaults "
-              "num_mtp_layers, its name for the key, to 1 (configuration_bailing_hybrid.py:88, :124). vLLM's recipe "
-              "for Ling-3.0-flash serves that MTP head at 3 speculative tokens; its recipe for tiny offers no MTP "
-              "option (vllm-project/recipes@370c74d models/inclusionAI/)"),
+        Cited("num_nextn_predict_layers", 0,
+              "SGLang's cookbook for the model (sgl-project/sglang pull request 34283, adding it: \"No NEXTN "
+              "speculative decoding — `num_nextn_predict_layers: 0`\"); vLLM's recipe for it offers no MTP option "
+              "(vllm-project/recipes@370c74d models/inclusionAI/Ling-3.0-tiny.yaml). A MaxText training config of the "
+              "model trains one MTP layer (Garrybest/maxtext@0fb0b0930f7cfac19fa57047fbc836599a106689 "
+              "src/maxtext/configs/models/ling3-tiny.yml, mtp_num_layers 1), which the published checkpoint does "
+              "not declare"),
     ),
     axes=(),
     cap=1,
@@ -104,17 +116,9 @@ FAMILY = Family(
 
 MEMBERS: tuple[Member, ...] = tuple(FAMILY.members())
 
-TRANSFORMERS = ("transformers 5.20.2's BailingHybridConfig, whose defaults it documents as "
-                "inclusionAI/Ling-3.0-Flash's (src/transformers/models/bailing_hybrid/"
-                "configuration_bailing_hybrid.py:29, `@auto_docstring(checkpoint=\"inclusionAI/Ling-3.0-Flash\")`; a "
-                "class's defaults, not the hub's bytes)")
-ATOMIC = ("the pull request adding Ling-3.0-flash to a llama.cpp fork (AtomicBot-ai/atomic-llama-cpp-turboquant pull "
-          "request 63)")
-FLASH_RECIPE = ("vLLM's serving recipe for Ling-3.0-flash (vllm-project/recipes"
-                "@15ab283abc4b92435d493066e2fdaab0e32d01fd models/inclusionAI/Ling-3.0-flash.yaml)")
-
 # Ling-3.0-flash, the class's larger model: no config.json of it found either. Its layer count, pattern, KDA gates,
-# MLA widths and MTP block are in public pull requests and vLLM's recipe; its heads only in transformers' class.
+# MLA widths, MTP block and context are in public pull requests and vLLM's recipe; its heads only in transformers'
+# class.
 FLASH_FAMILY = Family(
     name="ling-3.0-flash",
     not_a_verdict_on="inclusionAI/Ling-3.0-flash",
@@ -122,42 +126,46 @@ FLASH_FAMILY = Family(
         Cited("architectures", ["BailingMoeV3ForCausalLM"],
               f"vLLM's registry name for the class (vllm/model_executor/models/registry.py:82); {FLASH_RECIPE}: "
               "\"uses the `BailingMoeV3ForCausalLM` architecture\""),
-        Cited("model_type", "bailing_hybrid", f"{TRANSFORMERS}; {ATOMIC}: \"`model_type: bailing_hybrid`\""),
+        Cited("model_type", "bailing_hybrid",
+              f"{BAILING_HYBRID_CONFIG}; {ATOMIC_PR63}: \"`model_type: bailing_hybrid`\""),
         Cited("num_hidden_layers", 42,
-              f"{TRANSFORMERS}; {ATOMIC}: \"42 decoder blocks\"; {FLASH_RECIPE}: \"The 42-layer base model\""),
+              f"{BAILING_HYBRID_CONFIG}; {ATOMIC_PR63}: \"42 decoder blocks\"; {FLASH_RECIPE}: \"The 42-layer base "
+              "model\" (across a line break)"),
         Cited("layer_group_size", 6,
-              f"{TRANSFORMERS}; {ATOMIC}: \"35 KDA (linear attention) layers, 7 gated MLA layers, interleaved 5:1 "
-              "(`layer_group_size = 6`)\""),
-        Cited("hidden_size", 2560, TRANSFORMERS),
-        Cited("num_attention_heads", 32, TRANSFORMERS),
-        Cited("num_key_value_heads", 32, TRANSFORMERS),
-        Cited("head_dim", 128, TRANSFORMERS),
-        Cited("short_conv_kernel_size", 4, TRANSFORMERS),
+              f"{BAILING_HYBRID_CONFIG}; {ATOMIC_PR63}: \"35 KDA (linear attention) layers, 7 gated MLA layers, "
+              "interleaved 5:1 (`layer_group_size = 6`)\""),
+        Cited("hidden_size", 2560, BAILING_HYBRID_CONFIG),
+        Cited("num_attention_heads", 32, BAILING_HYBRID_CONFIG),
+        Cited("num_key_value_heads", 32, BAILING_HYBRID_CONFIG),
+        Cited("head_dim", 128, BAILING_HYBRID_CONFIG),
+        Cited("short_conv_kernel_size", 4, BAILING_HYBRID_CONFIG),
         Cited("no_kda_lora", True,
-              f"{ATOMIC}: Ling 3.0's KDA gates are \"full-rank `f_proj`/`g_proj` (`no_kda_lora`)\"; vLLM's KDA layer "
-              "refuses any other value (bailing_moe_v3.py:686-687)"),
-        Cited("kv_lora_rank", 512, TRANSFORMERS),
-        Cited("qk_nope_head_dim", 128, f"{TRANSFORMERS}; {ATOMIC}: \"partial RoPE, 64 of 192 dims\""),
-        Cited("qk_rope_head_dim", 64, f"{TRANSFORMERS}; {ATOMIC}: \"partial RoPE, 64 of 192 dims\""),
-        Cited("v_head_dim", 128, TRANSFORMERS),
-        Cited("rope_theta", 6000000, f"{TRANSFORMERS}; {ATOMIC}: \"`rope_theta = 6e6`\""),
+              f"{ATOMIC_PR63}: Ling 3.0's KDA gates are \"full-rank `f_proj`/`g_proj` (`no_kda_lora`)\"; vLLM's KDA "
+              "layer refuses any other value (bailing_moe_v3.py:686-687)"),
+        Cited("kv_lora_rank", 512, BAILING_HYBRID_CONFIG),
+        Cited("qk_nope_head_dim", 128, f"{BAILING_HYBRID_CONFIG}; {ATOMIC_PR63}: \"partial RoPE, 64 of 192 dims\""),
+        Cited("qk_rope_head_dim", 64, f"{BAILING_HYBRID_CONFIG}; {ATOMIC_PR63}: \"partial RoPE, 64 of 192 dims\""),
+        Cited("v_head_dim", 128, BAILING_HYBRID_CONFIG),
+        Cited("rope_theta", 6000000, f"{BAILING_HYBRID_CONFIG}; {ATOMIC_PR63}: \"`rope_theta = 6e6`\""),
+        Cited("rope_scaling", None, SGLANG_FLASH_CONTEXT),
         Cited("dtype", "bfloat16",
-              f"{FLASH_RECIPE}: `precision: bf16`, served with --dtype bfloat16; the model dtype is the MLA page's "
-              "at --kv-cache-dtype auto and the KDA states' at --mamba-cache-dtype auto"),
+              f"{FLASH_RECIPE}: `precision: bf16` (\"Provisional BF16 checkpoint\"), served with --dtype bfloat16; "
+              "the model dtype is the MLA page's at --kv-cache-dtype auto and the KDA states' at --mamba-cache-dtype "
+              "auto"),
         Cited("num_nextn_predict_layers", 1,
-              f"{TRANSFORMERS} (num_mtp_layers, its name for the key, :124); {ATOMIC}: \"one MTP block\"; "
-              f"{FLASH_RECIPE}: \"a 3.1B MTP layer\", served at 3 speculative tokens"),
+              f"{BAILING_HYBRID_CONFIG} (num_mtp_layers, its name for the key, :124); {ATOMIC_PR63}: \"one MTP "
+              f"block\"; {FLASH_RECIPE}: \"a 3.1B MTP layer\", served at 3 speculative tokens"),
     ),
     axes=(
         Axis("max_position_embeddings", (131072, 262144),
-             f"the two contexts published for it: {FLASH_RECIPE} gives `context_length: 131072`; the "
-             "class's default is 262,144, and Ollama's pull request implementing Ling-3.0 runs it \"with context "
-             "lengths up to the full **256K** window\" (ollama/ollama pull request 17643)"),
+             f"the two the published config has held: 262,144 now and 131,072 before, {SGLANG_FLASH_CONTEXT}; "
+             f"{FLASH_RECIPE} still serves `context_length: 131072`"),
     ),
     cap=2,
 )
 
 FLASH_MEMBERS: tuple[Member, ...] = tuple(FLASH_FAMILY.members())
+
 # The KDA layer's recurrent kernel (bailing_moe_v3.py:1125): fla's fused_recurrent_kda, which walks the state by the
 # cache view's own stride
 FUSED_RECURRENT_KDA = Reader("fused_recurrent_kda", "page", V033 + "vllm/third_party/flash_linear_attention/ops/"

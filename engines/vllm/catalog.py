@@ -872,7 +872,8 @@ _stated(qwen4_exp.FAMILY, lambda m: Model(
 # Bailing V3 (Ling 3.0): no published config.json, planned over its family's members (bailing_v3.py): KDA states and
 # MLA pages, at the first MLA backends sm_90 selects (FLASH_ATTN_MLA at a 16-bit KV cache, FLASHMLA the first that
 # takes fp8) and pp 2 at tp 1, as a family's members are. BailingMoeV3ForCausalLM is SupportsPP (bailing_moe_v3.py:
-# 1414); its MTP draft is BailingMoeV3MTPModel (config/speculative.py:946-970).
+# 1414); its MTP draft is BailingMoeV3MTPModel (config/speculative.py:946-970), and a member without MTP layers
+# (Ling-3.0-tiny's) speculates by ngram.
 BAILING_LIMITS = ("at FLASH_ATTN_MLA and FLASHMLA on sm_90 only (FLASHINFER_MLA and TRITON_MLA are planned at the "
                   "published MLA checkpoints), pipeline stages at tp 1, pp 2 only (each member's points multiply as "
                   "a family's do), {draft} up to 3 speculative tokens; FLASH_ATTN_MLA plans with guarded stand-ins "
@@ -883,13 +884,15 @@ BAILING_LIMITS = ("at FLASH_ATTN_MLA and FLASHMLA on sm_90 only (FLASHINFER_MLA 
 
 
 def _bailing_v3(member: families.Member) -> Model:
+    mtp = member.values["num_nextn_predict_layers"] > 0
     return Model(
         member.name, f"family {member.family.name}, member {member.index}",
         tuple(replace(backend, all_stages=False) for backend in (FLASH_ATTN_MLA, FLASHMLA)),
         "vllm.model_executor.models.bailing_moe_v3:BailingMoeV3KimiDeltaAttention",
         "GDN_ATTN",  # BailingMoeV3KimiDeltaAttention.mamba_type, bailing_moe_v3.py:638-640
-        bailing_v3.layers, (False, True), BAILING_LIMITS.format(draft="its MTP draft", heads="KDA"),
-        draft="mtp", draft_layers=bailing_v3.draft_layers, speculative=(0, 1, 2, 3),
+        bailing_v3.layers, (False, True),
+        BAILING_LIMITS.format(draft="its MTP draft" if mtp else "ngram speculation (no MTP layer)", heads="KDA"),
+        draft="mtp" if mtp else "ngram", draft_layers=bailing_v3.draft_layers, speculative=(0, 1, 2, 3),
         # the KDA layer's conv updates and recurrent kernel (bailing_moe_v3.py:948-1045, :1125)
         readers=(CAUSAL_CONV1D, bailing_v3.FUSED_RECURRENT_KDA, LMCACHE), state_init=bailing_v3.kda_state,
         member=member, family_limits=family_clause("bailing_v3"))

@@ -283,7 +283,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("vllm_kimi_linear_state_unwidened", ("verify engine vllm --recipe kimi-linear-48b-a3b --tp 1 --dtype auto "
                                                 "--assume pp=1 spec=2 backend=FLASHMLA mamba_dtype=auto prefix=off",),
            expect="boots"),
-    # Bailing V3's at 3 MTP tokens: at 1 and 2 the 256-token page's 14,336 B of slack holds the rows the class
+    # Bailing V3's at 3 (ngram) tokens: at 1 and 2 the 256-token page's 14,336 B of slack holds the rows the class
     # leaves out (6,144 B each at bf16)
     Mutant("vllm_bailing_v3_state_unwidened", ("verify engine vllm --recipe ling-3.0-tiny-family-0 --tp 1 --dtype "
                                                "auto --assume pp=1 spec=3 backend=FLASHMLA@sm_90 mamba_dtype=auto "
