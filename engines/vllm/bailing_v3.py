@@ -159,8 +159,8 @@ FLASH_FAMILY = Family(
     axes=(
         Axis("max_position_embeddings", (131072, 262144),
              f"262,144, the published config's now ({SGLANG_FLASH_CONTEXT}); 131,072, the context the dropped "
-             f"override started from, which {FLASH_RECIPE} still serves (`context_length: 131072`). rope_scaling null is "
-             "attested for the 262,144 config only, and assumed at 131,072"),
+             f"override started from, which {FLASH_RECIPE} still serves (`context_length: 131072`). rope_scaling "
+             "null is attested for the 262,144 config only, and assumed at 131,072"),
     ),
     cap=2,
 )
