@@ -883,22 +883,28 @@ BAILING_LIMITS = ("at FLASH_ATTN_MLA and FLASHMLA on sm_90 only (FLASHINFER_MLA 
                   "checkpoint's own config class, not found, and is not planned, nor is --hf-overrides")
 
 
-def _bailing_v3(member: families.Member) -> Model:
+def _bailing(member: families.Member, module: Any, state_layer: str, state_type: str, heads: str,
+             readers: tuple[Reader, ...], **kept: Any) -> Model:
+    """A member of a Bailing class's family (`module`: its layers, draft layers and what its state layers keep), at
+    the MLA backends above, with its own MTP draft where it has MTP layers and ngram where it has none."""
     mtp = member.values["num_nextn_predict_layers"] > 0
     return Model(
         member.name, f"family {member.family.name}, member {member.index}",
-        tuple(replace(backend, all_stages=False) for backend in (FLASH_ATTN_MLA, FLASHMLA)),
-        "vllm.model_executor.models.bailing_moe_v3:BailingMoeV3KimiDeltaAttention",
-        "GDN_ATTN",  # BailingMoeV3KimiDeltaAttention.mamba_type, bailing_moe_v3.py:638-640
-        bailing_v3.layers, (False, True),
-        BAILING_LIMITS.format(draft="its MTP draft" if mtp else "ngram speculation (no MTP layer)", heads="KDA"),
-        draft="mtp" if mtp else "ngram", draft_layers=bailing_v3.draft_layers, speculative=(0, 1, 2, 3),
-        # the KDA layer's conv updates and recurrent kernel (bailing_moe_v3.py:948-1045, :1125)
-        readers=(CAUSAL_CONV1D, bailing_v3.FUSED_RECURRENT_KDA, LMCACHE), state_init=bailing_v3.kda_state,
-        member=member, family_limits=family_clause("bailing_v3"))
+        tuple(replace(backend, all_stages=False) for backend in (FLASH_ATTN_MLA, FLASHMLA)), state_layer, state_type,
+        module.layers, (False, True),
+        BAILING_LIMITS.format(draft="its MTP draft" if mtp else "ngram speculation (no MTP layer)", heads=heads),
+        draft="mtp" if mtp else "ngram", draft_layers=module.draft_layers, speculative=(0, 1, 2, 3), readers=readers,
+        member=member, family_limits=family_clause(module.__name__.rsplit(".", 1)[1]), **kept)
 
 
 # its two models' families: Ling-3.0-tiny's and Ling-3.0-flash's
+_bailing_v3 = partial(
+    _bailing, module=bailing_v3,
+    state_layer="vllm.model_executor.models.bailing_moe_v3:BailingMoeV3KimiDeltaAttention",
+    state_type="GDN_ATTN",  # BailingMoeV3KimiDeltaAttention.mamba_type, bailing_moe_v3.py:638-640
+    heads="KDA",
+    # the KDA layer's conv updates and recurrent kernel (bailing_moe_v3.py:948-1045, :1125)
+    readers=(CAUSAL_CONV1D, bailing_v3.FUSED_RECURRENT_KDA, LMCACHE), state_init=bailing_v3.kda_state)
 _stated(bailing_v3.FAMILY, _bailing_v3)
 _stated(bailing_v3.FLASH_FAMILY, _bailing_v3)
 
@@ -907,23 +913,12 @@ _stated(bailing_v3.FLASH_FAMILY, _bailing_v3)
 # linear-attention states and MLA pages, at Bailing V3's backends and stages. BailingMoeV25ForCausalLM is SupportsPP
 # (bailing_moe_linear.py:693); its MTP draft is BailingMoeV25MTPModel (config/speculative.py:951-963), and a member
 # without MTP layers speculates by ngram (its draft_layers then name none).
-def _bailing_v25(member: families.Member) -> Model:
-    mtp = member.values["num_nextn_predict_layers"] > 0
-    return Model(
-        member.name, f"family {member.family.name}, member {member.index}",
-        tuple(replace(backend, all_stages=False) for backend in (FLASH_ATTN_MLA, FLASHMLA)),
-        "vllm.model_executor.layers.mamba.linear.bailing_linear_attn:BailingMoELinearAttention",
-        "LINEAR",  # LinearAttention.mamba_type, layers/mamba/linear/base.py:51-53
-        bailing_v25.layers, (False, True),
-        BAILING_LIMITS.format(draft="its MTP draft (ngram in the members without MTP layers)",
-                              heads="linear-attention"),
-        draft="mtp" if mtp else "ngram", draft_layers=bailing_v25.draft_layers, speculative=(0, 1, 2, 3),
-        readers=(bailing_v25.LIGHTNING_DECODE, bailing_v25.BAILING_DECODE_SPEC, LMCACHE),
-        state_init=bailing_v25.linear_state, member=member, family_limits=family_clause("bailing_v25"),
-        tp_divides=bailing_v25.norm_groups)
-
-
-_stated(bailing_v25.FAMILY, _bailing_v25)
+_stated(bailing_v25.FAMILY, partial(
+    _bailing, module=bailing_v25,
+    state_layer="vllm.model_executor.layers.mamba.linear.bailing_linear_attn:BailingMoELinearAttention",
+    state_type="LINEAR",  # LinearAttention.mamba_type, layers/mamba/linear/base.py:51-53
+    heads="linear-attention", readers=(bailing_v25.LIGHTNING_DECODE, bailing_v25.BAILING_DECODE_SPEC, LMCACHE),
+    state_init=bailing_v25.linear_state, tp_divides=bailing_v25.norm_groups))
 
 
 def at_config(model: Model, user_config: UserConfig) -> Model:
