@@ -67,6 +67,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvproof.engines.families import Axis, Cited, Family, Member
+from kvproof.engines.vllm.bailing_v3 import draft_layers as draft_layers
 from kvproof.engines.vllm.parts import V033, Reader
 
 PROPOSED = ("the configuration class transformers pull request 46713 proposes for model_type bailing_hybrid, whose "
@@ -148,15 +149,6 @@ def layers(hf: Any) -> list[tuple[str, str]]:
 
     return [(f"model.layers.{i}.self_attn", "state") if is_linear_layer(i, hf.layer_group_size)
             else (f"model.layers.{i}.self_attn.attn", "attention") for i in range(hf.num_hidden_layers)]
-
-
-def draft_layers(draft: Any) -> list[tuple[str, str]]:
-    """BailingMoeV25MTPModel's layers: num_nextn_predict_layers MLA decoder layers after the hidden ones,
-    `model.layers.{num_hidden_layers + i}.self_attn` (bailing_moe_mtp.py:134-150, :82-88), the MLA layer under it at
-    `.attn`."""
-    first = draft.num_hidden_layers
-    return [(f"model.layers.{i}.self_attn.attn", "attention")
-            for i in range(first, first + draft.num_nextn_predict_layers)]
 
 
 def linear_state(vllm_config: Any) -> dict[str, Any]:

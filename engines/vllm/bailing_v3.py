@@ -186,9 +186,9 @@ def layers(hf: Any) -> list[tuple[str, str]]:
 
 
 def draft_layers(draft: Any) -> list[tuple[str, str]]:
-    """BailingMoeV3MTPModel's layers: num_nextn_predict_layers MLA decoder layers after the hidden ones,
-    `model.layers.{num_hidden_layers + i}.self_attn` (bailing_moe_v3_mtp.py:101-106, :160-175), the MLA layer under
-    it at `.attn`."""
+    """BailingMoeV3MTPModel's layers, and Bailing V2.5's BailingMoeV25MTPModel's: num_nextn_predict_layers MLA
+    decoder layers after the hidden ones, `model.layers.{num_hidden_layers + i}.self_attn` (bailing_moe_v3_mtp.py:
+    101-106, :160-175; bailing_moe_mtp.py:134-150, :82-88), the MLA layer under it at `.attn`."""
     first = draft.num_hidden_layers
     return [(f"model.layers.{i}.self_attn.attn", "attention")
             for i in range(first, first + draft.num_nextn_predict_layers)]
