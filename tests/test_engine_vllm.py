@@ -160,9 +160,11 @@ def test_the_tp_domain_is_every_divisor_vllm_accepts() -> None:
                    "minicpm-v-4.6-family-0": (1, 2, 4, 8),
                    # Qwen4-Exp's family: 24 heads, 16 and 48 GDN heads; its 2 KV heads replicated at 4 and 8
                    **dict.fromkeys((f"qwen3.8-flash-next-family-{i}" for i in range(4)), (1, 2, 4, 8)),
-                   # Ling-3.0-tiny's family: 16 MLA heads, which are the KDA heads too; Ling-3.0-flash's: 32
+                   # Ling-3.0-tiny's family: 16 MLA heads, which are the KDA heads too; Ling-3.0-flash's and its VL
+                   # model's: 32
                    "ling-3.0-tiny-family-0": (1, 2, 4, 8, 16),
-                   **dict.fromkeys(("ling-3.0-flash-family-0", "ling-3.0-flash-family-1"), (1, 2, 4, 8, 16, 32)),
+                   **dict.fromkeys(("ling-3.0-flash-family-0", "ling-3.0-flash-family-1", "ling-3.0-flash-vl-family-0",
+                                    "ling-3.0-flash-vl-family-1"), (1, 2, 4, 8, 16, 32)),
                    # Bailing V2.5's family: 64 heads, but the linear layer's 8 norm groups (bailing_linear_attn.py:
                    # 446-453) stop tp at 8
                    **dict.fromkeys((f"ling-2.5-1t-family-{i}" for i in range(4)), (1, 2, 4, 8))}

@@ -26,6 +26,7 @@ from kvproof.engines.user_config import UserConfig
 from kvproof.engines.verdict import Coverage, EngineError
 from kvproof.engines.vllm import (
     bailing_v3,
+    bailing_v3_vl,
     bailing_v25,
     falcon_h1,
     glm53_flash,
@@ -877,23 +878,27 @@ _stated(qwen4_exp.FAMILY, lambda m: Model(
 BAILING_LIMITS = ("at FLASH_ATTN_MLA and FLASHMLA on sm_90 only (FLASHINFER_MLA and TRITON_MLA are planned at the "
                   "published MLA checkpoints), pipeline stages at tp 1, pp 2 only (each member's points multiply as "
                   "a family's do), {draft} up to 3 speculative tokens; FLASH_ATTN_MLA plans with guarded stand-ins "
-                  "for the GPU entry points its module binds (engines/vllm/stand_ins.py); planned at vLLM's default "
-                  "launch, whose {heads} heads are the head_dim transformers' BailingHybridConfig leaves "
-                  "(qk_rope_head_dim); the launch vLLM's own recipes give, with --trust-remote-code, reads the "
-                  "checkpoint's own config class, not found, and is not planned, nor is --hf-overrides")
+                  "for the GPU entry points its module binds (engines/vllm/stand_ins.py); {launch}")
+# the launch each text class is planned at: vLLM reads a `bailing_hybrid` file through transformers' class
+HYBRID_LAUNCH = ("planned at vLLM's default launch, whose {heads} heads are the head_dim transformers' "
+                 "BailingHybridConfig leaves (qk_rope_head_dim); the launch vLLM's own recipes give, with "
+                 "--trust-remote-code, reads the checkpoint's own config class, not found, and is not planned, nor is "
+                 "--hf-overrides")
 
 
-def _bailing(member: families.Member, module: Any, state_layer: str, state_type: str, heads: str,
-             readers: tuple[Reader, ...], **kept: Any) -> Model:
+def _bailing(member: families.Member, module: Any, state_layer: str, state_type: str, launch: str,
+             readers: tuple[Reader, ...], mtp_key: str = "num_nextn_predict_layers", **kept: Any) -> Model:
     """A member of a Bailing class's family (`module`: its layers, draft layers and what its state layers keep), at
-    the MLA backends above, with its own MTP draft where it has MTP layers and ngram where it has none."""
-    mtp = member.values["num_nextn_predict_layers"] > 0
+    the MLA backends above, with its own MTP draft where it has MTP layers (`mtp_key`) and ngram where it has none;
+    `launch` says what launch it is planned at."""
+    mtp = member.values[mtp_key] > 0
     return Model(
         member.name, f"family {member.family.name}, member {member.index}",
         tuple(replace(backend, all_stages=False) for backend in (FLASH_ATTN_MLA, FLASHMLA)), state_layer, state_type,
         module.layers, (False, True),
-        BAILING_LIMITS.format(draft="its MTP draft" if mtp else "ngram speculation (no MTP layer)", heads=heads),
-        draft="mtp" if mtp else "ngram", draft_layers=module.draft_layers, speculative=(0, 1, 2, 3), readers=readers,
+        BAILING_LIMITS.format(draft="its MTP draft" if mtp else "ngram speculation (no MTP layer)", launch=launch),
+        draft="mtp" if mtp else "ngram", draft_layers=module.draft_layers if mtp else lambda _hf: [],
+        speculative=(0, 1, 2, 3), readers=readers,
         member=member, family_limits=family_clause(module.__name__.rsplit(".", 1)[1]), **kept)
 
 
@@ -902,22 +907,29 @@ _bailing_v3 = partial(
     _bailing, module=bailing_v3,
     state_layer="vllm.model_executor.models.bailing_moe_v3:BailingMoeV3KimiDeltaAttention",
     state_type="GDN_ATTN",  # BailingMoeV3KimiDeltaAttention.mamba_type, bailing_moe_v3.py:638-640
-    heads="KDA",
+    launch=HYBRID_LAUNCH.format(heads="KDA"),
     # the KDA layer's conv updates and recurrent kernel (bailing_moe_v3.py:948-1045, :1125)
     readers=(CAUSAL_CONV1D, bailing_v3.FUSED_RECURRENT_KDA, LMCACHE), state_init=bailing_v3.kda_state)
 _stated(bailing_v3.FAMILY, _bailing_v3)
 _stated(bailing_v3.FLASH_FAMILY, _bailing_v3)
+# Bailing V3 VL (Ling-3.0-flash-VL): the text class's layers under its language model, read through vLLM's own config
+# class; its MTP draft is BailingMoeV3MTPModel of the text config (config/speculative.py:938-970)
+_stated(bailing_v3_vl.FAMILY, partial(
+    _bailing_v3, module=bailing_v3_vl, mtp_key=bailing_v3_vl.MTP_LAYERS, state_init=bailing_v3_vl.kda_state,
+    launch="read through vLLM's own BailingMoeV3VLConfig, which keeps the file's head_dim (configs/"
+           "bailing_moe_v3_vl.py:170); a context past the file's 131,072 (rope scaling) is not planned"))
 
 
 # Bailing V2.5 (Ling 2.5 and 2.6): no published config.json, planned over its family's members (bailing_v25.py):
 # linear-attention states and MLA pages, at Bailing V3's backends and stages. BailingMoeV25ForCausalLM is SupportsPP
 # (bailing_moe_linear.py:693); its MTP draft is BailingMoeV25MTPModel (config/speculative.py:951-963), and a member
-# without MTP layers speculates by ngram (its draft_layers then name none).
+# without MTP layers speculates by ngram.
 _stated(bailing_v25.FAMILY, partial(
     _bailing, module=bailing_v25,
     state_layer="vllm.model_executor.layers.mamba.linear.bailing_linear_attn:BailingMoELinearAttention",
     state_type="LINEAR",  # LinearAttention.mamba_type, layers/mamba/linear/base.py:51-53
-    heads="linear-attention", readers=(bailing_v25.LIGHTNING_DECODE, bailing_v25.BAILING_DECODE_SPEC, LMCACHE),
+    launch=HYBRID_LAUNCH.format(heads="linear-attention"),
+    readers=(bailing_v25.LIGHTNING_DECODE, bailing_v25.BAILING_DECODE_SPEC, LMCACHE),
     state_init=bailing_v25.linear_state, tp_divides=bailing_v25.norm_groups))
 
 
