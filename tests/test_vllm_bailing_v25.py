@@ -1,8 +1,9 @@
-"""Bailing V2.5 (Ling 2.5 / 2.6) planned over its stated family (engines/vllm/bailing_v25.py): four members, the cited
-keys at either 1T checkpoint's context, with and without an MTP layer, plan at the installed vLLM with each linear
-layer's own state, say they stand for a family, and no value transformers fills in for a key a member lacks moves a
-plan. vLLM reads the file through transformers' BailingHybridConfig, which makes head_dim the rope width: the linear
-states are planned with 64-wide heads (the findings page's replay)."""
+"""Bailing V2.5 (Ling 2.5 / 2.6) planned over two stated families (engines/vllm/bailing_v25.py): the 1T family's four
+members, the cited keys at either 1T checkpoint's context, with and without an MTP layer, and Ling-2.6-flash's one,
+plan at the installed vLLM with each linear layer's own state, say they stand for a family, and no value
+transformers fills in for a key a member lacks moves a plan. vLLM reads the file through transformers'
+BailingHybridConfig, which makes head_dim the rope width: the linear states are planned with 64-wide heads (the
+findings page's replay)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from kvproof.impl import faults
 
 NAMES = [f"ling-2.5-1t-family-{index}" for index in range(4)]
 BARE, DRAFTED = (catalog.MODELS[name] for name in NAMES[:2])
+FLASH = catalog.MODELS["ling-2.6-flash-family-0"]
 AT_TP1: dict[str, Any] = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["off"], "pp": [1],
                           "backend": ["FLASHMLA@sm_90"]}
 # the defaults of the class a transformers pull request proposes, whose docstring names Ring-2.5-1T, its lightning
@@ -135,13 +137,59 @@ def test_the_layers_their_names_and_the_domain() -> None:
     assert DRAFTED.tps({k: v for k, v in config.items() if k != "group_norm_size"}) == (1,)
 
 
+# the keys of Ling-2.6-flash's config.json its ports' notes, a quantization's README and SGLang's cookbook give
+FLASH_CITED = {"architectures": ["BailingMoeV2_5ForCausalLM"], "model_type": "bailing_hybrid", "num_hidden_layers": 32,
+               "layer_group_size": 8, "hidden_size": 4096, "num_attention_heads": 32, "head_dim": 128,
+               "group_norm_size": 4, "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_nope_head_dim": 128,
+               "qk_rope_head_dim": 64, "v_head_dim": 128, "max_position_embeddings": 131072, "rope_scaling": None,
+               "dtype": "bfloat16", "num_nextn_predict_layers": 1}
+
+
+def test_the_flash_family_is_one_member_the_cited_keys_and_stands_for_its_family() -> None:
+    """Ling-2.6-flash's family: every key vLLM reads cited, one member with its MTP draft; it boots at 0 and 3 tokens
+    and holds every plan property at tp 1, and says which checkpoint it is no verdict on."""
+    assert [m.name for m in bailing_v25.FLASH_MEMBERS] == [FLASH.recipe] and bailing_v25.FLASH_FAMILY.size() == 1
+    assert json.loads(FLASH.config_text()) == FLASH_CITED and FLASH.draft == "mtp"
+    run = engine.run([FLASH.recipe], {**AT_TP1, "spec": [0, 3]})
+    text = render(run, baseline.compare([], set(), "vllm", run.version, set()), False, set())
+    assert "not a verdict on inclusionAI/Ling-2.6-flash; --config FILE gives one" in text
+    (result,) = run.recipes
+    assert all(p.verdict == "ok" and not p.findings for p in result.points) and len(result.points) == 2
+    out = result.as_dict()
+    assert (out["coverage"], out["members"], out["enumerated"]) == ("family", 1, 1)
+
+
+def test_ling_26_flash_plans_32_heads_64_wide_where_its_checkpoint_has_128_and_tp_stops_at_4() -> None:
+    """At tp 1, bf16, each state is 32 x 64 x 64 values, 262,144 B (the checkpoint's 128-wide heads: 32 x 128 x 128,
+    1,048,576 B): 128 x ceil(262,144 / 147,456) = 256 tokens, a 294,912 B page; four slots a parent (four MLA layers,
+    seven linear groups of four), 1,179,648 B. The MTP draft's MLA layer makes the MLA group five (g6), and vLLM deals
+    the 28 linear layers into six groups of up to five: five slots. Its 4 norm groups stop tp at 4, where each state
+    is a quarter (65,536 B) in the 128-token floor's page."""
+    planned = planner.plan(point(FLASH))
+    assert {(tuple(f["shape"]), f["dtype"]) for f in planned.documents[1]["fields"]} == {
+        ((32, 64, 64), "bfloat16"), ((256, 576), "bfloat16")}
+    assert (planned.block_size, planned.mamba_padded, planned.documents[1]["parent_bytes"]) == (256, 294_912,
+                                                                                               1_179_648)
+    drafted = planner.plan(point(FLASH, spec=3))
+    assert drafted.documents[1]["parent_bytes"] == 5 * 294_912
+    assert [f["id"] for f in drafted.documents[1]["fields"] if "layers.32." in f["id"]] == [
+        "g6.model.layers.32.self_attn.attn.kv"]
+    assert FLASH.tps(bailing_v25.FLASH_MEMBERS[0].config()) == (1, 2, 4)
+    assert {(p["tp"], p["pp"]) for p in engine.points(FLASH)} == {(1, 1), (2, 1), (4, 1), (1, 2)}
+    assert len(engine.points(FLASH)) == 12 * (3 * 4 + 1) == 156
+    quarter = planner.plan(point(FLASH, tp=4))
+    assert (quarter.block_size, {tuple(f["shape"]) for f in quarter.documents[1]["fields"]}) == (
+        128, {(8, 64, 64), (128, 576)})
+
+
 # transformers names the members' dtype its own, and answers the keys its attribute_map points at under their
 # targets' names, aliases of keys a member holds (max_position_embeddings is model_max_length): bookkeeping too.
 BOOKKEEPING = config_defaults.BOOKKEEPING | {"dtype", "model_max_length"}
 STRINGS = {"hidden_act": "relu"}  # another value for each string key
 
 
-def test_no_default_of_transformers_config_class_moves_a_plan() -> None:
+@pytest.mark.parametrize("name", [NAMES[1], FLASH.recipe])
+def test_no_default_of_transformers_config_class_moves_a_plan(name: str) -> None:
     """vLLM reads config.json through BailingHybridConfig (the Ling 3.0 class in transformers 5.20.2), which answers
     every key a member lacks with a class default, so no read can raise: instead every such key is set to another
     value at once (those None by default or a structure left as they are), and a drafted, tensor-parallel,
@@ -151,16 +199,18 @@ def test_no_default_of_transformers_config_class_moves_a_plan() -> None:
     (group_norm_size), is outside this test: the domain test shows what that default does."""
     from transformers import BailingHybridConfig
 
-    member = bailing_v25.MEMBERS[1]
+    model = catalog.MODELS[name]
+    assert model.member is not None
+    member = model.member
     defaults = BailingHybridConfig().to_dict()
     lacking, changed = config_defaults.changed(defaults, member.config(), BOOKKEEPING, STRINGS)
     kept = sorted(key for key in lacking if changed[key] == defaults[key])
     assert kept == ["bos_token_id", "layer_types", "mlp_layer_types", "rope_parameters"]
     assert {"vocab_size", "num_experts", "first_k_dense_replace", "short_conv_kernel_size"} <= set(lacking) - set(kept)
     values = {**member.values, **{k: v for k, v in changed.items() if k not in kept}}
-    other = replace(DRAFTED, member=Member(bailing_v25.FAMILY, member.index, values))
+    other = replace(model, member=Member(member.family, member.index, values))
     assert set(json.loads(other.config_text())) == set(member.config()) | set(lacking) - set(kept)
-    base = planner.plan(point(tp=2, spec=3, prefix=True))
+    base = planner.plan(point(model, tp=2, spec=3, prefix=True))
     again = planner.plan(point(other, tp=2, spec=3, prefix=True))
     assert (again.block_size, again.documents) == (base.block_size, base.documents)
 

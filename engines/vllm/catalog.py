@@ -920,17 +920,19 @@ _stated(bailing_v3_vl.FAMILY, partial(
            "bailing_moe_v3_vl.py:170); a context past the file's 131,072 (rope scaling) is not planned"))
 
 
-# Bailing V2.5 (Ling 2.5 and 2.6): no published config.json, planned over its family's members (bailing_v25.py):
+# Bailing V2.5 (Ling 2.5 and 2.6): no published config.json, planned over two families' members (bailing_v25.py):
 # linear-attention states and MLA pages, at Bailing V3's backends and stages. BailingMoeV25ForCausalLM is SupportsPP
 # (bailing_moe_linear.py:693); its MTP draft is BailingMoeV25MTPModel (config/speculative.py:951-963), and a member
 # without MTP layers speculates by ngram.
-_stated(bailing_v25.FAMILY, partial(
+_bailing_v25 = partial(
     _bailing, module=bailing_v25,
     state_layer="vllm.model_executor.layers.mamba.linear.bailing_linear_attn:BailingMoELinearAttention",
     state_type="LINEAR",  # LinearAttention.mamba_type, layers/mamba/linear/base.py:51-53
     launch=HYBRID_LAUNCH.format(heads="linear-attention"),
     readers=(bailing_v25.LIGHTNING_DECODE, bailing_v25.BAILING_DECODE_SPEC, LMCACHE),
-    state_init=bailing_v25.linear_state, tp_divides=bailing_v25.norm_groups))
+    state_init=bailing_v25.linear_state, tp_divides=bailing_v25.norm_groups)
+_stated(bailing_v25.FAMILY, _bailing_v25)
+_stated(bailing_v25.FLASH_FAMILY, _bailing_v25)
 
 
 def at_config(model: Model, user_config: UserConfig) -> Model:
