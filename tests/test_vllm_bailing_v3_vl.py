@@ -1,8 +1,9 @@
 """Bailing V3 VL (Ling-3.0-flash-VL) planned over its stated family (engines/vllm/bailing_v3_vl.py): two members, the
-cited keys of vLLM's own test fixture and Ling-3.0-flash's family with the MTP layer count an axis; each plans at the
-installed vLLM with each KDA layer's own state, says it stands for a family, and no value vLLM's config classes fill in
-for a key a member lacks moves a plan. vLLM reads the file through its own config class, which keeps head_dim: the
-KDA states are planned with 128-wide heads, where the text class plans the same backbone's with 64-wide ones."""
+cited keys of inclusionAI's vLLM fork's test fixture and Ling-3.0-flash's family with the MTP layer count an axis; each
+plans at the installed vLLM with each KDA layer's own state, says it stands for a family, and no value vLLM's config
+classes fill in for a key a member lacks moves a plan. vLLM reads the file through its own config class, which keeps
+head_dim: the KDA states are planned with 128-wide heads, where the text class plans the same backbone's with 64-wide
+ones."""
 
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ NAMES = [f"ling-3.0-flash-vl-family-{index}" for index in range(2)]
 NGRAM, MTP = (catalog.MODELS[name] for name in NAMES)
 AT_TP1: dict[str, Any] = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["off"], "pp": [1],
                           "backend": ["FLASHMLA@sm_90"]}
-# vLLM's test fixture's values (vllm-project/vllm@688237d3 tests/transformers_utils/test_bailing_moe_v3_vl_config.py)
-# the members hold, and the two Ling-3.0-flash's family gives
+# the values of the fixture a test in inclusionAI's vLLM fork writes (inclusionAI/vllm-ling-v3@4e709a63
+# tests/transformers_utils/test_bailing_moe_v3_vl_config.py) the members hold, and the two Ling-3.0-flash's family gives
 TEXT = {"num_hidden_layers": 42, "layer_group_size": 6, "hidden_size": 2560, "num_attention_heads": 32,
         "num_key_value_heads": 32, "head_dim": 128, "kv_lora_rank": 512, "no_kda_lora": True,
         "max_position_embeddings": 131072, "qk_rope_head_dim": 64, "short_conv_kernel_size": 4}
@@ -89,10 +90,9 @@ def test_vllm_plans_each_kda_state_with_128_wide_heads_where_the_text_class_plan
 
 def test_the_mtp_member_plans_its_draft_layer_and_three_tokens_widen_the_block() -> None:
     """The MTP member's draft is the text class's BailingMoeV3MTPModel of the text config: one MLA layer after the 42,
-    `model.layers.42.self_attn.attn` (the draft model's own names), in the last MLA layer's group; the ngram member
-    plans none. Each token adds a 24,576 B conv
-    row: at 1 the 2,195,456 B state still fits the 1,920-token page; at 2 its 2,220,032 B do not and the block widens
-    to 2,048 tokens (2,359,296 B)."""
+    `model.layers.42.self_attn.attn` (the draft model's own names), in the MLA layers' group; the ngram member plans
+    none. Each token adds a 24,576 B conv row: at 1 the 2,195,456 B state still fits the 1,920-token page; at 2 its
+    2,220,032 B do not and the block widens to 2,048 tokens (2,359,296 B)."""
     def mla(model: catalog.Model) -> set[str]:
         return {f["id"] for f in planner.plan(point(model, spec=3)).documents[1]["fields"] if f["id"].endswith(".kv")}
 
@@ -119,7 +119,10 @@ def test_the_layers_their_names_and_the_domain() -> None:
 
 
 BOOKKEEPING = config_defaults.BOOKKEEPING | {"dtype", "torch_dtype"}
-STRINGS = {"hidden_act": "relu"}  # another value for each string key
+# another value for each string key: the text config's MoE router and the vision tower's activation, neither of which
+# planning reads
+STRINGS = {"hidden_act": "relu", "router_dtype": "bf16", "score_function": "softmax", "scoring_func": "softmax",
+           "topk_method": "greedy"}
 
 
 @pytest.mark.parametrize("where", ["top", "text_config", "vision_config"])
@@ -134,6 +137,8 @@ def test_no_default_of_vllms_config_classes_moves_a_plan(where: str) -> None:
                                   BOOKKEEPING, STRINGS)
     assert {"top": "image_token_id", "text_config": "text_config.num_experts",
             "vision_config": "vision_config.depth"}[where] in moved
+    if where == "text_config":
+        assert {f"text_config.{key}" for key in STRINGS if key != "hidden_act"} <= set(moved)
     other = replace(MTP, member=Member(bailing_v3_vl.FAMILY, member.index, {**member.values, **moved}))
     base = planner.plan(point(MTP, tp=2, spec=3, prefix=True))
     again = planner.plan(point(other, tp=2, spec=3, prefix=True))

@@ -1,10 +1,12 @@
 """Bailing V3 VL (BailingMoeV3VLForConditionalGeneration: Ling-3.0-flash-VL) over a stated family, for want of a
 published config.json.
 
-No whole config.json of inclusionAI/Ling-3.0-flash-VL was found. vLLM's own test of the config class it reads the
-model through writes one as a fixture (vllm-project/vllm@688237d3ab691b7f63e43e23c7a20d8901317444
-tests/transformers_utils/test_bailing_moe_v3_vl_config.py, `_bailing_v3_vl_config`): it names no checkpoint, and its
-assertions pin the layer pattern (35 KDA layers, MLA at 5, 11, ..., 41), kv_lora_rank and no_kda_lora. Its text
+No whole config.json of inclusionAI/Ling-3.0-flash-VL was found. inclusionAI's own fork of vLLM for Ling 3.0 tests the
+config class vLLM reads the model through with one as a fixture (inclusionAI/vllm-ling-v3
+@4e709a63e4dde7c57e206680c9397297a147cca8 tests/transformers_utils/test_bailing_moe_v3_vl_config.py,
+`_bailing_v3_vl_config`): it names no checkpoint, and its assertions pin the layer pattern (35 KDA layers, MLA at 5,
+11, ..., 41), kv_lora_rank and no_kda_lora (vLLM's own copy of the test, vllm-project/vllm@688237d3, keeps only the
+layer count, group size and rope_theta of it). Its text
 values are Ling-3.0-flash's, whose own family (bailing_v3.FLASH_FAMILY) cites them from other sources: 42 layers in
 groups of 6, 32 heads and KV heads, head_dim 128, hidden size 2,560, kv_lora_rank 512, full-rank KDA gates; and
 SGLang's cookbook for the VL model says "Its language backbone is the Ling-3.0-flash hybrid-attention
@@ -22,7 +24,9 @@ What vLLM 0.33.0 reads of this class to plan (vllm/model_executor/models/bailing
   file's head_dim (transformers_utils/configs/bailing_moe_v3_vl.py:170) where transformers' BailingHybridConfig, which
   the text-only class is read through, sets it to qk_rope_head_dim;
 - the language model is BailingMoeV3ForCausalLM built under the text config (`with_hf_config`, :371-374) at the
-  prefix `language_model` (maybe_prefix of the loader's empty prefix, model_loader/utils.py:77, :101), so its layers
+  prefix `language_model` (maybe_prefix of the loader's empty prefix: the model runner calls load_model with none,
+  v1/worker/gpu_model_runner.py:4996-4999, whose default "" it hands to create_model,
+  model_loader/base_loader.py:64, :76-80), so its layers
   are the text class's (bailing_v3.layers) under `language_model.`, and the state shape and dtype the hybrid
   alignment pads by are the text class's of the text config (:321-337);
 - text_config.num_hidden_layers, layer_group_size, kv_lora_rank, qk_rope_head_dim, num_attention_heads, head_dim,
@@ -34,10 +38,10 @@ config (config/speculative.py:938-970), num_nextn_predict_layers MLA layers afte
 draft_layers); the fixture names no count, so it is an axis: 0, the default of vLLM's class the fixture leaves it to,
 where the member speculates by ngram, and 1, Ling-3.0-flash's. Up to 3 tokens either way.
 
-Strictness, as for the other families: a member's config.json is exactly the cited keys, and
+Strictness, as for the other families: a member's config.json is exactly the cited and varied keys, and
 tests/test_vllm_bailing_v3_vl.py changes every key vLLM's BailingMoeV3VLConfig and its text and vision configs answer
-for a member that lacks it at once and shows a tensor-parallel, prefix-caching, speculating point plans exactly as
-before.
+for a member that lacks it at once (those None by default or a list or mapping left as they are) and shows a
+tensor-parallel, prefix-caching, speculating point plans exactly as before.
 """
 
 from __future__ import annotations
@@ -47,8 +51,8 @@ from typing import Any
 from kvproof.engines.families import Axis, Cited, Family, Member
 from kvproof.engines.vllm import bailing_v3
 
-VLLM_TEST = ("the Bailing V3 VL config vLLM's own test writes (vllm-project/vllm"
-             "@688237d3ab691b7f63e43e23c7a20d8901317444 tests/transformers_utils/test_bailing_moe_v3_vl_config.py, "
+FORK_TEST = ("the Bailing V3 VL config a test in inclusionAI's vLLM fork for Ling 3.0 writes (inclusionAI/vllm-ling-v3"
+             "@4e709a63e4dde7c57e206680c9397297a147cca8 tests/transformers_utils/test_bailing_moe_v3_vl_config.py, "
              "`_bailing_v3_vl_config`; a fixture, not the hub's bytes, naming no checkpoint)")
 SGLANG_VL = ("SGLang's cookbook for the model (https://docs.sglang.io/cookbook/autoregressive/InclusionAI/"
              "Ling-3.0-flash-VL: \"Its language backbone is the Ling-3.0-flash hybrid-attention Mixture-of-Experts "
@@ -70,33 +74,33 @@ FAMILY = Family(
     not_a_verdict_on="inclusionAI/Ling-3.0-flash-VL",
     cited=(
         Cited("architectures", ["BailingMoeV3VLForConditionalGeneration"],
-              f"vLLM's registry name for the class (vllm/model_executor/models/registry.py:361); {VLLM_TEST}"),
-        Cited("model_type", "bailing_moe_v3_vl", f"{VLLM_TEST}; the model type vLLM registers its own config class "
+              f"vLLM's registry name for the class (vllm/model_executor/models/registry.py:361); {FORK_TEST}"),
+        Cited("model_type", "bailing_moe_v3_vl", f"{FORK_TEST}; the model type vLLM registers its own config class "
               "for (vllm/transformers_utils/config.py:125)"),
-        Cited("torch_dtype", "bfloat16", VLLM_TEST),
-        Cited(T + "num_hidden_layers", 42, f"{VLLM_TEST}, {FLASH}"),
-        Cited(T + "layer_group_size", 6, f"{VLLM_TEST} (its assertions: MLA at layers 5, 11, 17, 23, 29, 35, 41, 35 "
+        Cited("torch_dtype", "bfloat16", FORK_TEST),
+        Cited(T + "num_hidden_layers", 42, f"{FORK_TEST}, {FLASH}"),
+        Cited(T + "layer_group_size", 6, f"{FORK_TEST} (its assertions: MLA at layers 5, 11, 17, 23, 29, 35, 41, 35 "
               f"KDA layers), {FLASH}"),
-        Cited(T + "hidden_size", 2560, f"{VLLM_TEST}, {FLASH}"),
-        Cited(T + "num_attention_heads", 32, f"{VLLM_TEST}, {FLASH}"),
-        Cited(T + "num_key_value_heads", 32, f"{VLLM_TEST}, {FLASH}"),
-        Cited(T + "head_dim", 128, f"{VLLM_TEST}, {FLASH}"),
-        Cited(T + "kv_lora_rank", 512, f"{VLLM_TEST} (asserted), {FLASH}"),
-        Cited(T + "no_kda_lora", True, f"{VLLM_TEST} (asserted); vLLM's KDA layer refuses any other value "
+        Cited(T + "hidden_size", 2560, f"{FORK_TEST}, {FLASH}"),
+        Cited(T + "num_attention_heads", 32, f"{FORK_TEST}, {FLASH}"),
+        Cited(T + "num_key_value_heads", 32, f"{FORK_TEST}, {FLASH}"),
+        Cited(T + "head_dim", 128, f"{FORK_TEST}, {FLASH}"),
+        Cited(T + "kv_lora_rank", 512, f"{FORK_TEST} (asserted), {FLASH}"),
+        Cited(T + "no_kda_lora", True, f"{FORK_TEST} (asserted); vLLM's KDA layer refuses any other value "
               "(bailing_moe_v3.py:686-687)"),
-        Cited(T + "max_position_embeddings", 131072, f"{VLLM_TEST}; SGLang's cookbook for the model gives it \"128K "
+        Cited(T + "max_position_embeddings", 131072, f"{FORK_TEST}; SGLang's cookbook for the model gives it \"128K "
               "context\" (https://docs.sglang.io/cookbook/autoregressive/InclusionAI/Ling-3.0-flash-VL.md)"),
         Cited(T + "qk_rope_head_dim", 64, f"{FLASH}: {_flash('qk_rope_head_dim')}; the default of vLLM's "
               "BailingMoeV3TextConfig (transformers_utils/configs/bailing_moe_v3_vl.py:107), which the fixture "
               "leaves it to"),
         Cited(T + "short_conv_kernel_size", 4, f"{FLASH}: {_flash('short_conv_kernel_size')}; the default of vLLM's "
-              "BailingMoeV3TextConfig (transformers_utils/configs/bailing_moe_v3_vl.py:121), which the fixture "
+              "BailingMoeV3TextConfig (transformers_utils/configs/bailing_moe_v3_vl.py:120), which the fixture "
               "leaves it to"),
     ),
     axes=(
         Axis(MTP_LAYERS, (0, 1),
              f"0, the default of vLLM's BailingMoeV3TextConfig (transformers_utils/configs/bailing_moe_v3_vl.py:98), "
-             f"which {VLLM_TEST} leaves it to; 1, {FLASH}: {_flash('num_nextn_predict_layers')}"),
+             f"which {FORK_TEST} leaves it to; 1, {FLASH}: {_flash('num_nextn_predict_layers')}"),
     ),
     cap=2,
 )

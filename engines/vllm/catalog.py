@@ -913,7 +913,8 @@ _bailing_v3 = partial(
 _stated(bailing_v3.FAMILY, _bailing_v3)
 _stated(bailing_v3.FLASH_FAMILY, _bailing_v3)
 # Bailing V3 VL (Ling-3.0-flash-VL): the text class's layers under its language model, read through vLLM's own config
-# class; its MTP draft is BailingMoeV3MTPModel of the text config (config/speculative.py:938-970)
+# class. BailingMoeV3VLForConditionalGeneration is SupportsPP (bailing_moe_v3_vl.py:292); its MTP draft is
+# BailingMoeV3MTPModel of the text config (config/speculative.py:938-970)
 _stated(bailing_v3_vl.FAMILY, partial(
     _bailing_v3, module=bailing_v3_vl, mtp_key=bailing_v3_vl.MTP_LAYERS, state_init=bailing_v3_vl.kda_state,
     launch="read through vLLM's own BailingMoeV3VLConfig, which keeps the file's head_dim (configs/"

@@ -13,15 +13,15 @@ catalog plans as `lfm2-350m` (engines/vllm/models/SOURCES.md): a second source f
 
 What vLLM reads of this class to plan (vllm/model_executor/models/lfm2_vl.py, 0.33.0): the language model is
 Lfm2ForCausalLM built from text_config (`init_vllm_registered_model`, :712-718) under the prefix `language`
-(`maybe_prefix` of the loader's empty prefix, model_loader/utils.py:77, :101), so its layers are LFM2's:
-text_config.layer_types picks each decoder layer's kind (lfm2.py:435), an attention layer's page from
-num_attention_heads and num_key_value_heads with the head hidden_size / num_attention_heads, each ShortConv
-layer's state from conv_dim and conv_L_cache and its own speculative tokens (short_conv.py:351-357), in the model
-dtype at `auto` (torch_dtype). The class's own get_mamba_state_shape_from_config, which the hybrid alignment pads
-by, passes conv_L_cache and no num_spec, as Lfm2ForCausalLM's does, and hidden_size (:654-675) where
-Lfm2ForCausalLM's and the ShortConv layers pass conv_dim (lfm2.py:575, :356): the two agree here, both 1,024
-(the test plans it as LFM2-350M's). num_hidden_layers
-splits the pipeline stages; max_position_embeddings is the max_model_len.
+(`maybe_prefix` of the loader's empty prefix: the model runner calls load_model with none,
+gpu_model_runner.py:4996-4999, whose default "" it hands to create_model, model_loader/base_loader.py:64, :76-80), so
+its layers are LFM2's: text_config.layer_types picks each decoder layer's kind (lfm2.py:435), an attention layer's page
+from num_attention_heads and num_key_value_heads with the head hidden_size / num_attention_heads, each ShortConv layer's
+state from conv_dim and conv_L_cache and its own speculative tokens (short_conv.py:351-357), in the model dtype at
+`auto` (torch_dtype). The class's own get_mamba_state_shape_from_config, which the hybrid alignment pads by, passes
+conv_L_cache and no num_spec, as Lfm2ForCausalLM's does, and hidden_size (:654-675) where Lfm2ForCausalLM's and the
+ShortConv layers pass conv_dim (lfm2.py:575, :356): the two agree here, both 1,024 (the test plans it as LFM2-350M's).
+num_hidden_layers splits the pipeline stages; max_position_embeddings is the max_model_len.
 
 Speculation: the class has neither SupportsMTP nor SupportsEagle among its bases (:616-623): ngram only, up to 3
 tokens as for LFM2's other classes.
