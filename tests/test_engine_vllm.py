@@ -165,7 +165,7 @@ def test_the_tp_domain_is_every_divisor_vllm_accepts() -> None:
                    "ling-3.0-tiny-family-0": (1, 2, 4, 8, 16),
                    **dict.fromkeys(("ling-3.0-flash-family-0", "ling-3.0-flash-family-1", "ling-3.0-flash-vl-family-0",
                                     "ling-3.0-flash-vl-family-1"), (1, 2, 4, 8, 16, 32)),
-                   # Bailing V2.5's family: 64 heads, but the linear layer's 8 norm groups (bailing_linear_attn.py:
+                   # Bailing V2.5's 1T family: 64 heads, but the linear layer's 8 norm groups (bailing_linear_attn.py:
                    # 446-453) stop tp at 8
                    **dict.fromkeys((f"ling-2.5-1t-family-{i}" for i in range(4)), (1, 2, 4, 8)),
                    # Ling-2.6-flash's: 32 heads, 4 norm groups

@@ -1,4 +1,5 @@
-"""Bailing V2.5 (BailingMoeV2_5ForCausalLM: Ling 2.5 and 2.6) over a stated family, for want of a published config.json.
+"""Bailing V2.5 (BailingMoeV2_5ForCausalLM: Ling 2.5 and 2.6) over two stated families, for want of a published
+config.json.
 
 No whole config.json of an inclusionAI Ling/Ring 2.5 or 2.6 checkpoint was found. The configuration class a pull
 request to transformers proposes for model_type bailing_hybrid ("add bailing v2.6 model", huggingface/transformers
@@ -17,8 +18,9 @@ docs/autoregressive/InclusionAI/Ling-2.5-1T.md). Nothing found states the 1T che
 contexts differ (Ring-2.5-1T's 128K, Ling-2.5-1T's 256K): what `verify engine vllm` plans for this class is
 therefore a family (engines/families.py) of four members, those values with the context and the MTP layer count
 axes. Ling-2.6-flash, the class's published flash model, has a family of its own (FLASH_FAMILY): one member, every
-key it reads cited from public ports' notes naming the checkpoint, a quantization's README and SGLang's cookbook
-(32 layers in groups of 8, 32 heads, hidden size 4,096, 4 norm groups, one MTP layer, 131,072 positions, BF16).
+key it reads cited from notes that name the checkpoint (a llama.cpp port's, a Swift runtime's), a quantization's README,
+vLLM's recipe and SGLang's cookbook (32 layers in groups of 8, 32 heads, hidden size 4,096, 4 norm groups, one MTP
+layer, 131,072 positions, BF16).
 
 What vLLM 0.33.0 reads of this class to plan (vllm/model_executor/models/bailing_moe_linear.py):
 
@@ -36,7 +38,8 @@ What vLLM 0.33.0 reads of this class to plan (vllm/model_executor/models/bailing
   keeps, :38-47), in the model dtype (get_state_dtype, :55-61); head_dim as the config class leaves it, which is
   qk_rope_head_dim, whatever the file's head_dim (below);
 - group_norm_size: the linear layer's constructor refuses a tp that does not divide it, 1 where the file has none
-  (layers/mamba/linear/bailing_linear_attn.py:446-453), so tp stops at 8 (norm_groups);
+  (layers/mamba/linear/bailing_linear_attn.py:446-453), so tp stops at 8 for the 1T family and at 4 for
+  Ling-2.6-flash (norm_groups);
 - num_nextn_predict_layers: the MTP draft's layers (config/speculative.py:951-963 gives the draft model type
   bailing_hybrid_mtp and n_predict; bailing_moe_mtp.py:134-150 builds that many MLA layers after the hidden
   ones);
@@ -135,8 +138,9 @@ FAMILY = Family(
 
 MEMBERS: tuple[Member, ...] = tuple(FAMILY.members())
 
-# Ling-2.6-flash, the class's published flash model: no config.json of it found either. Its keys are in two public
-# ports' notes and a quantization's README, each naming the checkpoint, and SGLang's cookbook for it.
+# Ling-2.6-flash, the class's published flash model: no config.json of it found either. Its keys are in a llama.cpp
+# port's notes and a Swift runtime's, a quantization's README, each naming the checkpoint, and vLLM's and SGLang's
+# serving notes for it.
 JANGTQ = ("the README of a quantization of it (https://hugingapi.com/OsaurusAI/Ling-2.6-flash-JANGTQ/raw/main/"
           "README.md, a mirror of the hub's OsaurusAI/Ling-2.6-flash-JANGTQ, whose base_model is "
           "inclusionAI/Ling-2.6-flash)")
@@ -146,8 +150,10 @@ PORT_PLAN = ("the same port's plan, whose reference is inclusionAI/Ling-2.6-flas
              "llama.cpp-ling-2.6@2ba022aafc25bd5a0ae8dabf918ef766a2f18412 tasks/todo.md)")
 PORT_PLAN_LATER = ("a later revision of that plan (ssweens/llama.cpp-ling-2.6 tasks/todo.md after 2ba022aa, "
                    "sections 2.2 and 8.1; its commit is not known here)")
-VMLX = ("a Swift port's notes for Ling-2.6-flash (osaurus-ai/vmlx-swift-lm@fe47ca86c2158a7f90d21f6a0229d4f6c9d24e5c "
-        "docs/PRODUCTION-VALIDATION-2026-05-04.md)")
+VMLX = ("a Swift runtime's validation notes, listing Ling-2.6-flash's architecture for a port not yet written "
+        "(osaurus-ai/vmlx-swift-lm@fe47ca86c2158a7f90d21f6a0229d4f6c9d24e5c docs/PRODUCTION-VALIDATION-2026-05-04.md)")
+RECIPE_26 = ("vLLM's serving recipe for Ling-2.6-flash (vllm-project/recipes@04be05628a982b8a90628d1b955c2b6e99e5bbca "
+             "models/inclusionAI/Ling-2.6-flash.yaml)")
 COOKBOOK_26 = ("SGLang's cookbook for Ling 2.6 (sgl-project/sglang@0de13af0ffac8498d5a07bc289655e7c53ae3f10 "
                "docs_new/cookbook/autoregressive/InclusionAI/Ling-2.6.mdx)")
 
@@ -163,30 +169,35 @@ FLASH_FAMILY = Family(
               "\"expected 33 layers (32 main + 1 MTP)\""),
         Cited("layer_group_size", 8, f"{JANGTQ}: \"every 8th layer is full softmax MLA\" (layers 7, 15, 23, 31); "
               f"{VALIDATOR}: the MLA layers are [7, 15, 23, 31]"),
-        Cited("hidden_size", 4096, f"{PORT_PLAN}: the linear attention's output \"has shape [4096, T*B]\" before the "
-              "output projection back to the hidden size"),
+        Cited("hidden_size", 4096, f"{PORT_PLAN}: the MTP layer concatenates the embedding and the last hidden state, "
+              "\"last dim = 8192\", and eh_proj maps them back \"-> 4096\""),
         Cited("num_attention_heads", 32, f"{VALIDATOR}: each MLA layer's k_b weight is [128, 512, 32] (32 heads); "
               f"{PORT_PLAN}: the linear attention's q, k and v are \"[D=128, H=32, T, B]\"; {VMLX}: "
               "\"num_kv_heads_for_linear_attn=32\""),
         Cited("head_dim", 128, f"{PORT_PLAN}: \"[D=128, H=32, T, B]\" and the state \"[D_k=128, D_v=128, H=32, "
               "n_seqs]\""),
-        Cited("group_norm_size", 4, f"{VALIDATOR}: \"expected group_norm_groups=4\", which {PORT_PLAN_LATER} writes "
-              "from `hparams[\"group_norm_size\"]`, \"number of groups (=4)\"; vLLM's linear layer refuses a tp above "
-              "it (bailing_linear_attn.py:446-453), and SGLang's cookbook's reference layout is --tp-size 4"),
+        Cited("group_norm_size", 4, f"{PORT_PLAN}: \"`group_norm_size` (uint32) — for GroupRMSNorm group factor "
+              f"(=4)\"; {VALIDATOR}: \"expected group_norm_groups=4\", which {PORT_PLAN_LATER} writes from "
+              "`hparams[\"group_norm_size\"]`, the \"number of groups (=4), not channels-per-group\" (the pinned plan "
+              "still divided the width by it); vLLM's linear layer refuses a tp above it (bailing_linear_attn.py:"
+              "446-453), and SGLang's cookbook's reference layout is --tp-size 4"),
         Cited("kv_lora_rank", 512, f"{VMLX}: \"MLA (`kv_lora_rank=512`, `q_lora_rank=1536`, `qk_head_dim=192`)\"; "
               f"{VALIDATOR}: k_b [128, 512, 32]"),
         Cited("q_lora_rank", 1536, f"{VMLX}; {JANGTQ}: \"`q_lora_rank=1536`\""),
         Cited("qk_nope_head_dim", 128, f"{VALIDATOR}: k_b [128, 512, 32]; {VMLX}: qk_head_dim 192, less the 64 rope "
               "dims"),
-        Cited("qk_rope_head_dim", 64, f"{PORT_PLAN}: the rope dimension count \"head_dim * partial_rotary_factor = "
-              "64\"; {VMLX}: qk_head_dim 192 of 128 + 64"),
+        Cited("qk_rope_head_dim", 64, f"{PORT_PLAN}: the MLA layer's compressed KV is \"split into `kv_cmpr [512]` and "
+              f"`k_pe [64]`\"; {VMLX}: qk_head_dim 192, of 128 + 64"),
         Cited("v_head_dim", 128, f"{VALIDATOR}: v_b [512, 128, 32]"),
         Cited("max_position_embeddings", 131072, f"{PORT_PLAN_LATER}: \"HF config has `rope_scaling: null` and "
-              f"`max_position_embeddings: 131072` (the trained context)\"; {COOKBOOK_26}: \"Native context is 128K\""),
+              f"`max_position_embeddings: 131072` (the trained context)\"; {RECIPE_26}: `context_length: 131072`; "
+              f"{JANGTQ}: \"131K context\"; {COOKBOOK_26}: \"Native context is 128K\" (256K by a YaRN override at "
+              "launch, whose 262,144 an AReaL design note gives as its context)"),
         Cited("rope_scaling", None, f"{PORT_PLAN_LATER}, as above; {COOKBOOK_26} extends the context to 256K by a YaRN "
               "override at launch, which kvproof does not plan"),
-        Cited("dtype", "bfloat16", f"{COOKBOOK_26}: \"BF16: inclusionAI/Ling-2.6-flash\"; the model dtype is the MLA "
-              "page's at --kv-cache-dtype auto and the linear states' at --mamba-cache-dtype auto"),
+        Cited("dtype", "bfloat16", f"{COOKBOOK_26}: \"BF16: inclusionAI/Ling-2.6-flash\"; {RECIPE_26}: `precision: "
+              "bf16`; the model dtype is the MLA page's at --kv-cache-dtype auto and the linear states' at "
+              "--mamba-cache-dtype auto"),
         Cited("num_nextn_predict_layers", 1, f"{VMLX}: \"MTP head (`num_nextn_predict_layers=1`)\"; {VALIDATOR}: "
               f"\"expected nextn_predict_layers=1\"; {COOKBOOK_26}: \"MTP (multi-token prediction) is supported\""),
     ),
