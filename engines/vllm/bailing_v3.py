@@ -13,8 +13,9 @@ engine vllm` plans for Ling-3.0-tiny is therefore a family (engines/families.py)
 cited below, with no MTP layer, as SGLang's cookbook for it quotes the checkpoint. Ling-3.0-flash, the class's
 larger model, has a family of its own (FLASH_FAMILY): the defaults of transformers 5.20.2's BailingHybridConfig,
 whose docstring names Ling-3.0-Flash, with public pull requests and vLLM's recipe for it behind its layer count,
-pattern, KDA gates, MLA widths, MTP block and dtype, and its context, which its published config has held at two
-values, an axis: two members.
+pattern, KDA gates, MLA widths, MTP block and dtype, the text config of inclusionAI's own test fixture for its VL
+model (whose language backbone it is) behind its heads, head_dim, hidden size and latent, and its context, which its
+published config has held at two values, an axis: two members.
 
 What vLLM 0.33.0 reads of this class to plan (vllm/model_executor/models/bailing_moe_v3.py):
 
@@ -70,6 +71,12 @@ ATOMIC_PR63 = ("the pull request adding Ling-3.0-flash to a llama.cpp fork (Atom
                "pull request 63)")
 FLASH_RECIPE = ("vLLM's serving recipe for Ling-3.0-flash (vllm-project/recipes"
                 "@15ab283abc4b92435d493066e2fdaab0e32d01fd models/inclusionAI/Ling-3.0-flash.yaml)")
+# The VL model's language backbone is Ling-3.0-flash (engines/vllm/bailing_v3_vl.py cites SGLang's cookbook for it), so
+# the text config inclusionAI's own vLLM fork tests its VL config class with gives Ling-3.0-flash's widths too
+FORK_TEST = ("the Bailing V3 VL config a test in inclusionAI's vLLM fork for Ling 3.0 writes (inclusionAI/vllm-ling-v3"
+             "@4e709a63e4dde7c57e206680c9397297a147cca8 tests/transformers_utils/test_bailing_moe_v3_vl_config.py, "
+             "`_bailing_v3_vl_config`; a fixture, not the hub's bytes, naming no checkpoint)")
+FORK_TEXT = f"the text_config of {FORK_TEST}, whose language backbone is Ling-3.0-flash"
 SGLANG_FLASH_CONTEXT = ("SGLang's pull request dropping its YaRN override for Ling-3.0-flash (sgl-project/sglang pull "
                         "request 33882: \"The published `inclusionAI/Ling-3.0-flash` config was bumped to a native "
                         "256K window (`max_position_embeddings: 262144`) with `rope_scaling: null`\", the override "
@@ -117,8 +124,8 @@ FAMILY = Family(
 MEMBERS: tuple[Member, ...] = tuple(FAMILY.members())
 
 # Ling-3.0-flash, the class's larger model: no config.json of it found either. Its layer count, pattern, KDA gates,
-# MLA widths, MTP block and context are in public pull requests and vLLM's recipe; its heads only in transformers'
-# class.
+# MLA widths, MTP block and context are in public pull requests and vLLM's recipe; its heads, head_dim, hidden size
+# and latent in inclusionAI's test fixture for its VL model too.
 FLASH_FAMILY = Family(
     name="ling-3.0-flash",
     not_a_verdict_on="inclusionAI/Ling-3.0-flash",
@@ -134,15 +141,15 @@ FLASH_FAMILY = Family(
         Cited("layer_group_size", 6,
               f"{BAILING_HYBRID_CONFIG}; {ATOMIC_PR63}: \"35 KDA (linear attention) layers, 7 gated MLA layers, "
               "interleaved 5:1 (`layer_group_size = 6`)\""),
-        Cited("hidden_size", 2560, BAILING_HYBRID_CONFIG),
-        Cited("num_attention_heads", 32, BAILING_HYBRID_CONFIG),
-        Cited("num_key_value_heads", 32, BAILING_HYBRID_CONFIG),
-        Cited("head_dim", 128, BAILING_HYBRID_CONFIG),
+        Cited("hidden_size", 2560, f"{BAILING_HYBRID_CONFIG}; {FORK_TEXT}"),
+        Cited("num_attention_heads", 32, f"{BAILING_HYBRID_CONFIG}; {FORK_TEXT}"),
+        Cited("num_key_value_heads", 32, f"{BAILING_HYBRID_CONFIG}; {FORK_TEXT}"),
+        Cited("head_dim", 128, f"{BAILING_HYBRID_CONFIG}; {FORK_TEXT}"),
         Cited("short_conv_kernel_size", 4, BAILING_HYBRID_CONFIG),
         Cited("no_kda_lora", True,
               f"{ATOMIC_PR63}: Ling 3.0's KDA gates are \"full-rank `f_proj`/`g_proj` (`no_kda_lora`)\"; vLLM's KDA "
               "layer refuses any other value (bailing_moe_v3.py:686-687)"),
-        Cited("kv_lora_rank", 512, BAILING_HYBRID_CONFIG),
+        Cited("kv_lora_rank", 512, f"{BAILING_HYBRID_CONFIG}; {FORK_TEXT} (asserted there)"),
         Cited("qk_nope_head_dim", 128, f"{BAILING_HYBRID_CONFIG}; {ATOMIC_PR63}: \"partial RoPE, 64 of 192 dims\""),
         Cited("qk_rope_head_dim", 64, f"{BAILING_HYBRID_CONFIG}; {ATOMIC_PR63}: \"partial RoPE, 64 of 192 dims\""),
         Cited("v_head_dim", 128, BAILING_HYBRID_CONFIG),

@@ -50,10 +50,8 @@ from typing import Any
 
 from kvproof.engines.families import Axis, Cited, Family, Member
 from kvproof.engines.vllm import bailing_v3
+from kvproof.engines.vllm.bailing_v3 import FORK_TEST
 
-FORK_TEST = ("the Bailing V3 VL config a test in inclusionAI's vLLM fork for Ling 3.0 writes (inclusionAI/vllm-ling-v3"
-             "@4e709a63e4dde7c57e206680c9397297a147cca8 tests/transformers_utils/test_bailing_moe_v3_vl_config.py, "
-             "`_bailing_v3_vl_config`; a fixture, not the hub's bytes, naming no checkpoint)")
 SGLANG_VL = ("SGLang's cookbook for the model (https://docs.sglang.io/cookbook/autoregressive/InclusionAI/"
              "Ling-3.0-flash-VL: \"Its language backbone is the Ling-3.0-flash hybrid-attention Mixture-of-Experts "
              "(MoE) model: 42 layers that interleave Kimi Delta Attention (KDA) linear-attention layers with gated "
