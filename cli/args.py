@@ -59,7 +59,7 @@ def add_draft_arguments(parser: argparse.ArgumentParser, domain: bool) -> None:
     if domain:
         parser.add_argument("--drafts", type=draft_range, default=(0,), metavar="N|A-B",
                             help="draft MLA layers, or a range of counts (default 0)")
-        parser.add_argument("--draft-dtype", nargs="+", choices=CACHE_DTYPES, default=[DRAFT_DTYPE],
+        parser.add_argument("--draft-dtype", nargs="+", action="extend", choices=CACHE_DTYPES,
                             help=f"draft cache dtypes (default {DRAFT_DTYPE}, as tokenspeed forces for DSpark)")
     else:
         parser.add_argument("--drafts", type=draft_count, default=0, metavar="N",
@@ -69,6 +69,12 @@ def add_draft_arguments(parser: argparse.ArgumentParser, domain: bool) -> None:
     parser.add_argument("--max-padding", type=max_padding, default=MAX_PADDING, metavar="X|inf",
                         help="the padding bound you accept (default the target bound 0.25); the engine's "
                         "own bound still applies where it has one (no draft layers)")
+
+
+def draft_dtypes(args: argparse.Namespace) -> tuple[str, ...]:
+    """A domain's --draft-dtype values, the default where none is given (the option extends, so a default list
+    would take the given values after it)."""
+    return tuple(args.draft_dtype or (DRAFT_DTYPE,))
 
 
 def bound_text(bound: Fraction | None) -> str:

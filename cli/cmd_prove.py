@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from kvproof.cli.args import accepted_bound_text, add_draft_arguments, add_model_arguments
+from kvproof.cli.args import accepted_bound_text, add_draft_arguments, add_model_arguments, draft_dtypes
 from kvproof.spec.catalog import CACHE_DTYPES, load_model
 from kvproof.spec.policy import POLICIES, policy_named
 from kvproof.spec.properties import DECLARED_BY, NAME_WIDTH, PROPERTIES
@@ -49,9 +49,9 @@ def render(proof: Proof, show_all: bool, bound: str) -> str:
     tps = sorted({p.tp for p in proof.points})
     dtypes = sorted({p.dtype for p in proof.points})
     drafts = sorted({p.drafts for p in proof.points})
-    draft_dtypes = sorted({p.draft_dtype for p in proof.points if p.drafts})
+    drafted = sorted({p.draft_dtype for p in proof.points if p.drafts})
     draft = f" x drafts {drafts[0]}..{drafts[-1]}" if len(drafts) > 1 else f" x drafts {drafts[0]}" if drafts[0] else ""
-    draft += f" ({', '.join(draft_dtypes)})" if draft_dtypes else ""
+    draft += f" ({', '.join(drafted)})" if drafted else ""
     lines = [f"{proof.model}  policy={proof.policy}  domain: tp {', '.join(map(str, tps))} x "
              f"{', '.join(dtypes)}{draft} ({len(proof.points)} points); padding bound {bound}; "
              "N parents and page ids symbolic", ""]
@@ -77,7 +77,7 @@ def render(proof: Proof, show_all: bool, bound: str) -> str:
 def run(args: argparse.Namespace) -> int:
     model = load_model(args.model, args.config)
     proof = prove(model, policy_named(args.policy), tuple(args.property or PROPERTIES), args.tp,
-                  tuple(args.dtype or CACHE_DTYPES), args.config, args.drafts, tuple(args.draft_dtype),
+                  tuple(args.dtype or CACHE_DTYPES), args.config, args.drafts, draft_dtypes(args),
                   args.max_padding)
     if args.json:
         shown = proof.counterexamples if args.all else proof.counterexamples[:1]

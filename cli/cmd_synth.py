@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from kvproof.cli.args import accepted_bound_text, add_draft_arguments, add_model_arguments
+from kvproof.cli.args import accepted_bound_text, add_draft_arguments, add_model_arguments, draft_dtypes
 from kvproof.spec.catalog import CACHE_DTYPES, load_model
 from kvproof.spec.prover import draft_points
 from kvproof.spec.synth import synthesize
@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     for tp in tps:
         model.check_tp(tp)
     results = [synthesize(model, tp, dtype, n, draft_dtype, args.max_padding)
-               for n, draft_dtype in draft_points(args.drafts, args.draft_dtype) for dtype in dtypes for tp in tps]
+               for n, draft_dtype in draft_points(args.drafts, draft_dtypes(args)) for dtype in dtypes for tp in tps]
     drafts = any(s.drafts for s in results)
     if args.json:
         bound = None if args.max_padding is None else float(args.max_padding)

@@ -104,7 +104,8 @@ def test_every_mutants_verify_command_parses(monkeypatch):
 
 def test_a_list_option_given_twice_keeps_both_lists(monkeypatch: pytest.MonkeyPatch) -> None:
     """`--recipe a --recipe b` plans both (argparse's default keeps the last list only, silently): every option
-    that takes a list, with no default list of its own, extends it."""
+    that takes a list extends it, and none has a default list (extending one would keep the default's values too);
+    `--draft-dtype bf16 --draft-dtype fp8` proves both."""
     import argparse
 
     from kvproof.cli import main as cli
@@ -121,8 +122,12 @@ def test_a_list_option_given_twice_keeps_both_lists(monkeypatch: pytest.MonkeyPa
     for name in cli.COMMANDS:
         parser = argparse.ArgumentParser()
         cli.command(name).add_arguments(parser)
-        lists = [a for a in parser._actions if a.nargs == "+" and not a.default]
-        assert all(isinstance(a, argparse._ExtendAction) for a in lists), (name, [a.dest for a in lists])
+        lists = [a for a in parser._actions if a.nargs == "+"]
+        assert all(isinstance(a, argparse._ExtendAction) and not a.default for a in lists), (
+            name, [a.dest for a in lists])
+    monkeypatch.setattr(cli.command("prove"), "run", parsed)
+    assert main(["prove", "--model", "kimi-k3", "--drafts", "5", "--draft-dtype", "bf16", "--draft-dtype", "fp8"]) == 0
+    assert ran[-1].draft_dtype == ["bf16", "fp8"]
 
 def test_every_hook_names_a_declared_fault_and_impl_knows_no_engines():
     """What the code switches on (a literal faults.active name, a launch rule's UNCHECKED fault, an
