@@ -26,7 +26,7 @@ pytest.importorskip("vllm", reason="vllm is not installed: `make .venv/.vllm` in
 from kvproof.engines import baseline
 from kvproof.engines.stubs import StubUsed
 from kvproof.engines.verdict import EngineError
-from kvproof.engines.vllm import catalog, engine, planner, platform
+from kvproof.engines.vllm import backends, catalog, engine, planner, platform
 from kvproof.impl import faults
 
 BASELINE = Path(__file__).resolve().parent.parent / "engines" / "vllm" / "baseline.json"
@@ -448,7 +448,7 @@ def test_every_state_reader_walks_the_plans_stride_and_a_flipped_entry_is_caught
     is padded from 1,097,728 B to 1,114,112 B, so a reader that walks by payload (LMCache#5166, the
     entry flipped) reads every page p >= 1 at the wrong bytes; at fp8 P = M and it is harmless."""
     for model in catalog.MODELS.values():
-        assert {r.walks for r in model.readers} == {"page"} and catalog.LMCACHE in model.readers
+        assert {r.walks for r in model.readers} == {"page"} and backends.LMCACHE in model.readers
         assert all(re.search(r"(\S+:\d+|#\d+)", r.source) for r in model.readers)
     only: Only = {"tp": [1], "mamba_dtype": ["auto"], "backend": ["FLASH_ATTN"], "spec": [0], "pp": [1],
             "prefix": ["off"]}
@@ -465,7 +465,7 @@ def test_each_kernel_gets_a_page_its_own_source_allows() -> None:
     64-token pages only (deepseek-ai/FlashMLA csrc/api/dense_decode.h:67), so the model runner
     must split the block into 30 kernel pages of 64; Triton's MLA decode takes any page."""
     flashmla = planner.plan(point(KIMI))
-    triton = planner.plan(planner.Point(KIMI, 1, "auto", "auto", False, catalog.TRITON_MLA))
+    triton = planner.plan(planner.Point(KIMI, 1, "auto", "auto", False, backends.TRITON_MLA))
     assert (flashmla.block_size, flashmla.kernel_tokens, triton.kernel_tokens) == (1920, 64, 1920)
     (kernel,) = {json.dumps(k) for f in flashmla.documents[1]["fields"] for k in f.get("kernels", [])}
     assert json.loads(kernel) == {"name": "flashmla_dense_decode", "tokens": 64, "block": 64, "max_tokens": 64}
@@ -498,7 +498,7 @@ def test_sm_100_flashinfer_mla_block_and_kernel_page_worked_by_hand() -> None:
     32 and 64 (flashinfer_mla.py:204), so the model runner hands FlashInfer 64-token pages (30 and 46
     of them), within the 32 or 64 its MLA decode takes."""
     for model, tp, block, page in ((KIMI, 1, 1920, 2_211_840), (K3, 2, 2944, 3_391_488)):
-        planned = planner.plan(planner.Point(model, tp, "auto", "auto", False, catalog.FLASHINFER_MLA))
+        planned = planner.plan(planner.Point(model, tp, "auto", "auto", False, backends.FLASHINFER_MLA))
         assert (planned.block_size, planned.mamba_padded, planned.kernel_tokens) == (block, page, 64)
         kv = next(f for f in planned.documents[1]["fields"] if f["id"].endswith(".kv"))
         assert (kv["shape"], kv["stride"]) == ([block, 576], page)
@@ -512,7 +512,7 @@ def test_sm_90_and_sm_100_plan_in_one_process_each_with_its_own_answers() -> Non
     first = planner.plan(point(K3, tp=2))  # first, so kda.py is first imported under planning, as in a run
     from vllm.models.kimi_k3.nvidia import kda
 
-    blackwell = planner.plan(planner.Point(K3, 2, "auto", "auto", True, catalog.FLASHINFER_MLA))
+    blackwell = planner.plan(planner.Point(K3, 2, "auto", "auto", True, backends.FLASHINFER_MLA))
     again = planner.plan(point(K3, tp=2))
     assert kda.current_platform is platform.cuda_assumed(platform.modules())
     assert first.documents == again.documents and blackwell.block_size == first.block_size == 2944
@@ -524,10 +524,10 @@ def test_flash_attn_mla_is_planned_only_at_the_kv_dtypes_its_class_declares() ->
     """FlashAttnMLABackend declares auto, float16 and bfloat16 (flashattn_mla.py:42): at fp8 vLLM's
     validate_configuration rejects it and the platform selects FLASHMLA, so no fp8 point assumes it.
     Its FA3 kernel takes any page, so it is handed the whole block."""
-    backends = {(p["backend"], p["dtype"]) for p in engine.points(KIMI)}
-    assert ("FLASH_ATTN_MLA@sm_90", "auto") in backends and ("FLASH_ATTN_MLA@sm_90", "fp8") not in backends
-    assert ("FLASHINFER_MLA@sm_100", "fp8") in backends
-    assert planner.plan(planner.Point(KIMI, 1, "auto", "auto", False, catalog.FLASH_ATTN_MLA)).kernel_tokens == 1920
+    assumed = {(p["backend"], p["dtype"]) for p in engine.points(KIMI)}
+    assert ("FLASH_ATTN_MLA@sm_90", "auto") in assumed and ("FLASH_ATTN_MLA@sm_90", "fp8") not in assumed
+    assert ("FLASHINFER_MLA@sm_100", "fp8") in assumed
+    assert planner.plan(planner.Point(KIMI, 1, "auto", "auto", False, backends.FLASH_ATTN_MLA)).kernel_tokens == 1920
 
 
 def test_a_stand_in_raises_by_name_when_used_and_flashinfer_stays_absent() -> None:
@@ -535,8 +535,8 @@ def test_a_stand_in_raises_by_name_when_used_and_flashinfer_stays_absent() -> No
     StubUsed naming the stand-in, and they are gone from sys.modules once the import is done."""
     from vllm.utils.flashinfer import has_flashinfer
 
-    flashattn_mla = sys.modules[catalog.FLASH_ATTN_MLA.load().__module__]
-    flashinfer_mla = sys.modules[catalog.FLASHINFER_MLA.load().__module__]
+    flashattn_mla = sys.modules[backends.FLASH_ATTN_MLA.load().__module__]
+    flashinfer_mla = sys.modules[backends.FLASHINFER_MLA.load().__module__]
     with pytest.raises(StubUsed, match=r"fa_utils\.flash_attn_varlen_func"):
         flashattn_mla.flash_attn_varlen_func()
     with pytest.raises(StubUsed, match=r"flashinfer\.decode\.trtllm_batch_decode_with_kv_cache_mla\.shape"):
@@ -554,11 +554,11 @@ def test_an_attention_page_needs_an_exact_stride_only_where_vllm_splits_it() -> 
         doc = planner.plan(planner.Point(model, 1, "auto", "auto", False, backend)).documents[1]
         return {(f["id"].rsplit(".", 1)[-1][:5], f["exact_stride"]) for f in doc["fields"]}
 
-    assert exact(KIMI, catalog.FLASHMLA) == {("kv", True), ("state", False)}
-    assert exact(KIMI, catalog.TRITON_MLA) == {("kv", False), ("state", False)}
-    assert exact(KIMI, catalog.FLASH_ATTN_MLA) == {("kv", False), ("state", False)}  # FA3 takes the whole block
-    assert exact(KIMI, catalog.FLASHINFER_MLA) == {("kv", True), ("state", False)}  # 64-token pages on sm_100
-    assert exact(QWEN, catalog.FLASH_ATTN) == {("kv", False), ("state", False)}
+    assert exact(KIMI, backends.FLASHMLA) == {("kv", True), ("state", False)}
+    assert exact(KIMI, backends.TRITON_MLA) == {("kv", False), ("state", False)}
+    assert exact(KIMI, backends.FLASH_ATTN_MLA) == {("kv", False), ("state", False)}  # FA3 takes the whole block
+    assert exact(KIMI, backends.FLASHINFER_MLA) == {("kv", True), ("state", False)}  # 64-token pages on sm_100
+    assert exact(QWEN, backends.FLASH_ATTN) == {("kv", False), ("state", False)}
 
 
 def test_a_padded_page_split_into_kernel_pages_is_flagged() -> None:
@@ -646,7 +646,7 @@ def test_vllms_own_validation_selects_flashinfer_mla_first_on_sm_100(model, tmp_
 
     (tmp_path / "config.json").write_text(model.config_text(), encoding="utf-8")
     v = platform.modules()
-    flashinfer_mla, flash_attn_mla = catalog.FLASHINFER_MLA.load(), catalog.FLASH_ATTN_MLA.load()
+    flashinfer_mla, flash_attn_mla = backends.FLASHINFER_MLA.load(), backends.FLASH_ATTN_MLA.load()
     with platform.point_answers(platform.cuda_assumed(v), (10, 0), [flashinfer_mla]):
         model_config = ModelConfig(model=str(tmp_path), skip_tokenizer_init=True, dtype="auto")
         dtype = model_config.dtype
@@ -663,7 +663,7 @@ def test_vllms_own_validation_selects_flashinfer_mla_first_on_sm_100(model, tmp_
             assert "kv_cache_dtype not supported" in reasons(flash_attn_mla, "fp8", (9, 0))
 
 
-def fi(model: catalog.Model, backend: catalog.Backend = catalog.FLASHINFER_SM100, trtllm: bool | None = True,
+def fi(model: catalog.Model, backend: catalog.Backend = backends.FLASHINFER_SM100, trtllm: bool | None = True,
        cuda_runtime: int | None = 13, prefix: bool = False, tp: int = 1, dtype: str = "auto") -> planner.Point:
     return planner.Point(model, tp, dtype, "auto", prefix, backend, trtllm=trtllm,
                          cuda_runtime=cuda_runtime if model.cuda_runtime_at else None)
@@ -699,12 +699,12 @@ def test_sm_100_flashinfer_block_and_kernel_page_worked_by_hand() -> None:
 # may), so the GDN layer's module binds this machine's platform, then plans Qwen3-Next's sm_100 point above.
 FIRST_IMPORTED_OUTSIDE_A_POINT = """
 import importlib, json
-from kvproof.engines.vllm import catalog, planner, stand_ins
+from kvproof.engines.vllm import backends, catalog, planner, stand_ins
 planner.modules()
 with stand_ins.planning():
     importlib.import_module("vllm.model_executor.models.qwen3_5")
 m = catalog.MODELS["qwen3-next-80b-a3b"]
-p = planner.plan(planner.Point(m, 1, "auto", "auto", True, catalog.FLASHINFER_SM100, trtllm=True, cuda_runtime=13))
+p = planner.plan(planner.Point(m, 1, "auto", "auto", True, backends.FLASHINFER_SM100, trtllm=True, cuda_runtime=13))
 print(json.dumps([p.block_size, p.asked]))
 """
 
@@ -728,7 +728,7 @@ def test_the_trtllm_assumption_is_what_vllm_asks_and_the_config_is_current(tmp_p
     from vllm.v1.worker.utils import select_common_block_size
 
     own, bound = vllm_flashinfer.has_nvidia_artifactory, vllm_flashinfer.current_platform  # bound at its import
-    backend = catalog.FLASHINFER_SM100.load()
+    backend = backends.FLASHINFER_SM100.load()
     (tmp_path / "config.json").write_text(QWEN.config_text(), encoding="utf-8")
 
     def sizes(capability: tuple[int, int], trtllm: bool, current: bool = True) -> tuple[list, int]:
@@ -751,7 +751,7 @@ def test_a_point_that_assumes_no_deployment_fact_refuses_to_guess() -> None:
     with pytest.raises(StubUsed, match="give the point a trtllm axis"):
         planner.plan(fi(NEMOTRON, trtllm=None))
     with pytest.raises(StubUsed, match="give the point a cuda_runtime axis"):
-        planner.plan(planner.Point(QWEN, 1, "auto", "auto", True, catalog.FLASHINFER_SM100, trtllm=False))
+        planner.plan(planner.Point(QWEN, 1, "auto", "auto", True, backends.FLASHINFER_SM100, trtllm=False))
 
 
 def test_flashinfer_points_carry_both_values_of_each_assumption() -> None:
@@ -783,7 +783,7 @@ def test_vllms_own_validation_accepts_flashinfer_for_both_gqa_models(model, tmp_
     from vllm.v1.attention.selector import AttentionSelectorConfig
 
     (tmp_path / "config.json").write_text(model.config_text(), encoding="utf-8")
-    backend = catalog.FLASHINFER_SM100.load()
+    backend = backends.FLASHINFER_SM100.load()
     for capability in ((9, 0), (10, 0)):
         for trtllm in (True, False):
             with platform.point_answers(platform.cuda_assumed(platform.modules()), capability, [backend], trtllm, 13):

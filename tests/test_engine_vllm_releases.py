@@ -24,7 +24,7 @@ pytest.importorskip("vllm", reason="vllm is not installed: `make .venv/.vllm` in
 
 from kvproof.ci import compat
 from kvproof.engines.verdict import EngineError
-from kvproof.engines.vllm import catalog, engine, mutants, planner, platform, stand_ins
+from kvproof.engines.vllm import backends, catalog, engine, mutants, planner, platform, stand_ins
 from kvproof.impl import faults
 
 QWEN = catalog.MODELS["qwen3-next-80b-a3b"]
@@ -109,13 +109,13 @@ def test_an_engine_core_of_0_32s_shape_plans_the_same_through_kv_cache_utils(tmp
         return kv_cache_planning.get_kv_cache_configs(vllm_config, kv_cache_specs, available_memory, groups)
 
     monkeypatch.setattr(kv_cache_utils, "get_kv_cache_configs", get_kv_cache_configs, raising=False)
-    before = planner.plan(planner.Point(QWEN, 1, "auto", "auto", False, catalog.FLASH_ATTN))
+    before = planner.plan(planner.Point(QWEN, 1, "auto", "auto", False, backends.FLASH_ATTN))
     v = platform.modules()
     core = platform.engine_core(edited_core(tmp_path, *AS_IN_0_32).parent.parent.parent)
     assert core.modules["get_kv_cache_configs"] == "vllm.v1.core.kv_cache_utils" and not calls
     older = replace(v, planning=kv_cache_utils, core=core)
     monkeypatch.setitem(platform._LOADED, next(k for k, loaded in platform._LOADED.items() if loaded is v), older)
-    after = planner.plan(planner.Point(QWEN, 1, "auto", "auto", False, catalog.FLASH_ATTN))
+    after = planner.plan(planner.Point(QWEN, 1, "auto", "auto", False, backends.FLASH_ATTN))
     assert calls == [1] and after.documents == before.documents and after.block_size == 544
     with faults.inject("vllm_split_page_padded"), pytest.raises(
             RuntimeError, match=r"vllm_split_page_padded no longer applies: vllm\.v1\.core\.kv_cache_utils has no "
@@ -141,7 +141,7 @@ def test_a_platform_that_finds_one_backend_gets_the_points_first(monkeypatch) ->
                                        "_find_non_ssm_backend": classmethod(lambda cls, vllm_config: None)})
     cuda = platform.cuda_assumed(replace(v, interface=interface_with(v, older)))
     assert "_find_non_ssm_backend" in vars(type(cuda)) and type(cuda)._find_non_ssm_backends is None
-    backend = catalog.FLASH_ATTN.load()
+    backend = backends.FLASH_ATTN.load()
     with platform.point_answers(cuda, (9, 0), [backend]):
         assert cuda._find_non_ssm_backend(None) is backend
     with platform.point_answers(cuda, (9, 0), []):

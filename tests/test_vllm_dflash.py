@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kvproof.engines.stubs import StubUsed
-from kvproof.engines.vllm import catalog, engine, planner, platform
+from kvproof.engines.vllm import backends, catalog, engine, planner, platform
 
 DFLASH = "qwen3.5-35b-a3b-dflash"
 
@@ -23,7 +23,7 @@ def _assumed() -> None:
 
 
 def _fields(model: catalog.Model, tp: int = 2, dtype: str = "auto") -> dict[str, dict]:
-    point = planner.Point(model, tp, dtype, "auto", False, catalog.FLASH_ATTN, 1)
+    point = planner.Point(model, tp, dtype, "auto", False, backends.FLASH_ATTN, 1)
     return {f["id"].split(".", 1)[1]: f for f in planner.plan(point).documents[1]["fields"]}
 
 
@@ -32,7 +32,7 @@ def test_the_drafts_eight_layers_follow_the_targets_forty_at_their_own_geometry(
     groups the draft's 8 layers apart: 7 groups of up to 8 layers, where the draft planned at the target's
     geometry joins the target's attention layers in 3 groups of up to 18. At tp 4 each keeps one KV head a rank,
     so a draft layer holds half the target's bytes a token: its block twice the target's, the page the same."""
-    point = planner.Point(catalog.MODELS[DFLASH], 2, "auto", "auto", False, catalog.FLASH_ATTN, 1)
+    point = planner.Point(catalog.MODELS[DFLASH], 2, "auto", "auto", False, backends.FLASH_ATTN, 1)
     groups = planner.plan(point).configs[1].kv_cache_groups
     heads = {(g.kv_cache_spec.num_kv_heads, g.kv_cache_spec.head_size): g.layer_names for g in groups
              if hasattr(g.kv_cache_spec, "head_size")}

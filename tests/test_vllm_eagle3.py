@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kvproof.engines.stubs import StubUsed
-from kvproof.engines.vllm import catalog, engine, planner, platform
+from kvproof.engines.vllm import backends, catalog, engine, planner, platform
 
 EAGLE3 = ("qwen3-next-80b-a3b-eagle3", "qwen3.5-35b-a3b-eagle3")
 
@@ -22,7 +22,7 @@ def _assumed() -> None:
 
 
 def _fields(model: catalog.Model, tp: int = 2) -> dict[str, dict]:
-    point = planner.Point(model, tp, "auto", "auto", False, catalog.FLASH_ATTN, 1)
+    point = planner.Point(model, tp, "auto", "auto", False, backends.FLASH_ATTN, 1)
     return {f["id"].split(".", 1)[1]: f for f in planner.plan(point).documents[1]["fields"]}
 
 
@@ -54,7 +54,7 @@ def test_a_draft_layer_is_planned_at_the_draft_checkpoints_own_geometry(monkeypa
 def test_the_drafts_group_is_an_eagle_group(recipe: str, draft: str) -> None:
     """vLLM's runner marks the layers its proposer added as the draft's, so the group holding them (and only
     it) drops its trailing prefix-cache block; MTP drafts alike."""
-    point = planner.Point(catalog.MODELS[recipe], 2, "auto", "auto", False, catalog.FLASH_ATTN, 1)
+    point = planner.Point(catalog.MODELS[recipe], 2, "auto", "auto", False, backends.FLASH_ATTN, 1)
     groups = planner.plan(point).configs[1].kv_cache_groups
     assert {g.layer_names[-1]: g.is_eagle_group for g in groups if g.is_eagle_group} == {draft: True}
 

@@ -1,6 +1,6 @@
 """What the vLLM catalog and its family modules cite a point's pages by: the attention backend a point
 assumes, the kernels that read its attention pages there, and the code that reads its state pages, each
-recorded from its source (catalog.py holds vLLM's own, a family module its model's)."""
+recorded from its source (backends.py holds vLLM's own, a family module its model's)."""
 
 from __future__ import annotations
 
