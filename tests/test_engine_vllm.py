@@ -169,7 +169,9 @@ def test_the_tp_domain_is_every_divisor_vllm_accepts() -> None:
                    # 446-453) stop tp at 8
                    **dict.fromkeys((f"ling-2.5-1t-family-{i}" for i in range(4)), (1, 2, 4, 8)),
                    # Ling-2.6-flash's: 32 heads, 4 norm groups
-                   "ling-2.6-flash-family-0": (1, 2, 4)}
+                   "ling-2.6-flash-family-0": (1, 2, 4),
+                   # Nemotron-3-Nano-Omni's: Nemotron-3-Nano-30B-A3B's text config, 8 Mamba2 groups
+                   "nemotron-3-nano-omni-family-0": (1, 2, 4, 8)}
     # (backend, kv dtype): FLASHMLA, TRITON_MLA, FLASHINFER_MLA at both, FLASH_ATTN_MLA at auto; x prefix, state
     # dtype; times tp at pp 1 (12, each at 0 to 3 ngram tokens) and 2 (12) and pp 4 and 8 at tp 1
     assert len(engine.points(K3)) == 7 * 2 * 2 * (12 * 4 + 12 + 1 + 1)

@@ -29,6 +29,7 @@ from kvproof.engines.vllm import (
     lfm2_moe,
     lfm2_vl,
     minicpm_v46,
+    nemotron_omni,
     olmo_hybrid,
     qwen4_exp,
     zamba2,
@@ -322,6 +323,12 @@ def _nemotron_h_layers(hf: Any) -> list[tuple[str, str]]:
     (the model class reads it, nemotron_h.py:597)."""
     kinds = {"M": "state", "*": "attention"}
     return [(f"backbone.layers.{i}.mixer", kinds[c]) for i, c in enumerate(hf.hybrid_override_pattern) if c in kinds]
+
+
+def _nemotron_omni_layers(hf: Any) -> list[tuple[str, str]]:
+    """Nemotron-H's layers of the text config under the Omni class's `language_model` prefix
+    (nano_nemotron_vl.py:985-990)."""
+    return [(f"language_model.{name}", kind) for name, kind in _nemotron_h_layers(hf)]
 
 
 def _nemotron_h_mtp_layers(draft: Any) -> list[tuple[str, str]]:
@@ -781,6 +788,22 @@ _stated(qwen4_exp.FAMILY, lambda m: Model(
     readers=(CAUSAL_CONV1D, GATED_DELTA_RULE, LMCACHE), state_init=_qwen_gdn_state, cuda_runtime_at=("sm_100",),
     member=m, pipeline=lambda config: not qwen4_exp.has_ple(config), built=qwen4_exp.built,
     family_limits=family_clause("qwen4_exp", qwen4_exp.ASSUMED)))
+
+
+# Nemotron-3-Nano-Omni: no published config.json, planned over its family's one member (nemotron_omni.py): Mamba2
+# states and GQA pages, at FLASH_ATTN on sm_90 as a family's members are. NemotronH_Nano_VL_V2, the class of the Omni
+# names, is not SupportsPP (nano_nemotron_vl.py:928-936); its text config has no MTP layers, and its EAGLE3 drafts
+# are checkpoints of their own (none found): ngram.
+_stated(nemotron_omni.FAMILY, lambda m: Model(
+    m.name, f"family {m.family.name}, member {m.index}", (FAMILY_FLASH_ATTN,), MAMBA2,
+    "MAMBA2",  # mamba_mixer2.py:1159
+    _nemotron_omni_layers, (False, True),
+    "at FLASH_ATTN on sm_90 only, no pipeline stages (the class is not SupportsPP), speculation by ngram up to 3 "
+    "tokens (EAGLE3 drafts with a checkpoint of its own, none found, not modelled); --mamba-ssm-cache-dtype auto, as "
+    "vLLM's config hooks leave it for the class's architecture",
+    draft="ngram", speculative=(0, 1, 2, 3),
+    readers=(CAUSAL_CONV1D, SELECTIVE_STATE_UPDATE, LMCACHE), member=m, pipeline=lambda _config: False,
+    family_limits=family_clause("nemotron_omni")))
 
 
 # Bailing V3 (Ling 3.0): no published config.json, planned over its family's members (bailing_v3.py): KDA states and
