@@ -1,9 +1,9 @@
-"""Nemotron-3-Nano-Omni (NemotronH_Nano_Omni_Reasoning_V3) planned over its stated family (engines/vllm/nemotron_omni.py):
-one member, transformers' Omni model type over the published text config of the NemotronH MoE model of its name and
-size; it plans at the installed vLLM, says it stands for a family, and no value transformers' config class fills in
-for a key the member lacks moves a plan. No config hook is registered for the Omni architectures, so vLLM keeps their
-Mamba2 SSM state in the model dtype where it keeps the same text config's in float32 under NemotronHForCausalLM (the
-findings page's replay)."""
+"""Nemotron-3-Nano-Omni (NemotronH_Nano_Omni_Reasoning_V3) planned over its stated family
+(engines/vllm/nemotron_omni.py): one member, transformers' Omni model type over the published text config of the
+NemotronH MoE model of its name and size; it plans at the installed vLLM, says it stands for a family, and no value
+transformers' config class fills in for a key the member lacks moves a plan. No config hook is registered for the
+Omni architectures, so vLLM keeps their Mamba2 SSM state in the model dtype where it keeps the same text config's in
+float32 under NemotronHForCausalLM (the findings page's replay)."""
 
 from __future__ import annotations
 
@@ -99,9 +99,9 @@ COUPLED = frozenset({"video_temporal_patch_size"})
 
 @pytest.mark.parametrize("where", ["top", "text_config"])
 def test_no_default_of_transformers_config_class_moves_a_plan(where: str) -> None:
-    """vLLM reads the file through transformers' NemotronH_Omni_Reasoning_V3_Config and its NemotronHConfig, which answer
-    every key the member lacks with a class default: every such key is set to another value at once (those None by
-    default or a list or mapping left as they are), and a tensor-parallel, prefix-caching, speculating point plans
+    """vLLM reads the file through transformers' NemotronH_Omni_Reasoning_V3_Config and its NemotronHConfig, which
+    answer every key the member lacks with a class default: every such key is set to another value at once (those None
+    by default or a list or mapping left as they are), and a tensor-parallel, prefix-caching, speculating point plans
     exactly as before."""
     from transformers import NemotronH_Omni_Reasoning_V3_Config
 
