@@ -49,7 +49,7 @@ def test_the_family_is_one_member_the_omni_type_over_the_siblings_text_config() 
 
 
 def test_it_plans_at_the_installed_vllm_and_stands_for_its_family_not_a_checkpoint() -> None:
-    """At 0.33.0 it boots at 0 and 3 ngram tokens and holds every plan property at tp 1; the result says family, one
+    """At 0.33.0 it plans at 0 and 3 ngram tokens and holds every plan property at tp 1; the result says family, one
     member, and which checkpoint it is no verdict on."""
     run = engine.run([NAME], {**AT_TP1, "spec": [0, 3]})
     text = render(run, baseline.compare([], set(), "vllm", run.version, set()), False, set())
@@ -79,20 +79,20 @@ def test_vllm_keeps_the_omni_ssm_state_in_the_model_dtype_where_nemotron_h_keeps
 
 
 def test_the_layers_their_names_and_the_domain() -> None:
-    """Nemotron-H's Mamba2 and attention mixers under `language_model.`; tp every divisor of the 2 KV heads' replicas
-    up to the 8 Mamba2 groups, no pipeline stages (the class is not SupportsPP): 4 tp x 2 kv dtypes x 2 state dtypes x
-    prefix off / on x 4 token counts."""
+    """Nemotron-H's Mamba2 mixers and attention layers (each an attention mixer's Attention) under `language_model.`;
+    tp every divisor of the 2 KV heads' replicas up to the 8 Mamba2 groups, no pipeline stages (the class is not
+    SupportsPP): 4 tp x 2 kv dtypes x 2 state dtypes x prefix off / on x 4 token counts."""
     names = catalog._nemotron_omni_layers(SimpleNamespace(hybrid_override_pattern="M-M*E"))
     assert names == [("language_model.backbone.layers.0.mixer", "state"),
                      ("language_model.backbone.layers.2.mixer", "state"),
-                     ("language_model.backbone.layers.3.mixer", "attention")]
+                     ("language_model.backbone.layers.3.mixer.attn", "attention")]
     points = engine.points(OMNI)
     assert {(p["tp"], p["pp"]) for p in points} == {(tp, 1) for tp in (1, 2, 4, 8)}
     assert len(points) == 4 * 2 * 2 * 2 * 4 == 128
 
 
 BOOKKEEPING = config_defaults.BOOKKEEPING | {"dtype", "torch_dtype"}
-STRINGS = {"hidden_act": "relu", "mamba_hidden_act": "relu", "mlp_hidden_act": "silu"}  # another value a string key
+STRINGS = {"mamba_hidden_act": "relu", "mlp_hidden_act": "silu"}  # another value for each string key
 # a key the class requires equal to its vision config's, which the class's own validator refuses otherwise
 COUPLED = frozenset({"video_temporal_patch_size"})
 

@@ -320,9 +320,10 @@ def _kimi_k3_kda_state(vllm_config: Any) -> dict[str, Any]:
 
 def _nemotron_h_layers(hf: Any) -> list[tuple[str, str]]:
     """hybrid_override_pattern: M a Mamba2 mixer, * attention, - and E an MLP or MoE with no cache
-    (the model class reads it, nemotron_h.py:597)."""
-    kinds = {"M": "state", "*": "attention"}
-    return [(f"backbone.layers.{i}.mixer", kinds[c]) for i, c in enumerate(hf.hybrid_override_pattern) if c in kinds]
+    (the model class reads it, nemotron_h.py:597); an attention mixer's Attention sits under it at `.attn`
+    (nemotron_h.py:487, :526)."""
+    return [(f"backbone.layers.{i}.mixer", "state") if c == "M" else (f"backbone.layers.{i}.mixer.attn", "attention")
+            for i, c in enumerate(hf.hybrid_override_pattern) if c in "M*"]
 
 
 def _nemotron_omni_layers(hf: Any) -> list[tuple[str, str]]:
@@ -334,9 +335,10 @@ def _nemotron_omni_layers(hf: Any) -> list[tuple[str, str]]:
 def _nemotron_h_mtp_layers(draft: Any) -> list[tuple[str, str]]:
     """NemotronHMTP's layers: mtp_hybrid_override_pattern repeated num_nextn_predict_layers times
     (exactly one, nemotron_h_mtp.py:246-249), each `*` an attention decoder layer under
-    `mtp.layers.i` (:270, :287), each `E` a MoE layer with no cache."""
+    `mtp.layers.i` (:270, :287), its Attention at `.mixer.attn` (nemotron_h.py:487, :526), each `E` a MoE layer
+    with no cache."""
     pattern = draft.mtp_hybrid_override_pattern * draft.num_nextn_predict_layers
-    return [(f"mtp.layers.{i}.mixer", "attention") for i, c in enumerate(pattern) if c == "*"]
+    return [(f"mtp.layers.{i}.mixer.attn", "attention") for i, c in enumerate(pattern) if c == "*"]
 
 
 def _qwen3_5_layers(hf: Any) -> list[tuple[str, str]]:
@@ -790,10 +792,10 @@ _stated(qwen4_exp.FAMILY, lambda m: Model(
     family_limits=family_clause("qwen4_exp", qwen4_exp.ASSUMED)))
 
 
-# Nemotron-3-Nano-Omni: no published config.json, planned over its family's one member (nemotron_omni.py): Mamba2
-# states and GQA pages, at FLASH_ATTN on sm_90 as a family's members are. NemotronH_Nano_VL_V2, the class of the Omni
-# names, is not SupportsPP (nano_nemotron_vl.py:928-936); its text config has no MTP layers, and its EAGLE3 drafts
-# are checkpoints of their own (none found): ngram.
+# Nemotron-3-Nano-Omni: no config.json found, planned over its family's one member (nemotron_omni.py): Mamba2 states
+# and GQA pages, at FLASH_ATTN on sm_90 as a family's members are. NemotronH_Nano_VL_V2, the class of the Omni names,
+# is not SupportsPP (nano_nemotron_vl.py:928-936); vLLM detects MTP layers for the Super Omni and Omni names only
+# (config/speculative.py:888-893), and the class's EAGLE3 drafts are checkpoints of their own (none found): ngram.
 _stated(nemotron_omni.FAMILY, lambda m: Model(
     m.name, f"family {m.family.name}, member {m.index}", (FAMILY_FLASH_ATTN,), MAMBA2,
     "MAMBA2",  # mamba_mixer2.py:1159

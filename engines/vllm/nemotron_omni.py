@@ -1,4 +1,4 @@
-"""Nemotron-3-Nano-Omni (NemotronH_Nano_Omni_Reasoning_V3) over a stated family, for want of a published config.json.
+"""Nemotron-3-Nano-Omni (NemotronH_Nano_Omni_Reasoning_V3) over a stated family, for want of a config.json found.
 
 No config.json of nvidia/Nemotron-3-Nano-Omni-30B-A3B-Reasoning was found. NVIDIA's NeMo AutoModel docs describe it as
 "NemotronH (hybrid Mamba-2 + Attention) MoE language backbone with a RADIO v2.5-H vision encoder and a Parakeet
@@ -6,12 +6,12 @@ No config.json of nvidia/Nemotron-3-Nano-Omni-30B-A3B-Reasoning was found. NVIDI
 (https://docs.nvidia.com/nemo/automodel/model-coverage/omni/nvidia/nemotron-omni), and transformers 5.20.2 reads such a
 checkpoint through NemotronH_Omni_Reasoning_V3_Config (model_type nemotron_h_omni, its docstring naming
 nvidia/Nemotron-3-Nano-Omni-30B-A3B-Reasoning-BF16; models/nemotron_h_omni/configuration_nemotron_h_omni.py:28, :56),
-whose text_config is a NemotronHConfig. What `verify engine vllm` plans is therefore a family (engines/families.py) of
-one member: that model type and architecture, and as its text_config the published config.json of the NemotronH MoE
-model of the same name and size, nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16, which the catalog plans as
-`nemotron-3-nano-30b-a3b-bf16` (engines/vllm/models/SOURCES.md), key for key but its auto_map (remote code the
-transformers class does not need) and transformers_version. The text config is a sibling's, so the member is never a
-verdict on the Omni checkpoint.
+whose text_config is a NemotronHConfig. No source gives the Omni model's own text config. What `verify engine vllm`
+plans is therefore a family (engines/families.py) of one member: that model type and architecture, and as its
+text_config, assumed, the published config.json of the text-only NemotronH MoE model of the same line and size,
+nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16, which the catalog plans as `nemotron-3-nano-30b-a3b-bf16`
+(engines/vllm/models/SOURCES.md), key for key but its auto_map (remote code the transformers class does not need)
+and transformers_version: a sibling's values, so the member is never a verdict on the Omni checkpoint.
 
 What vLLM 0.33.0 reads of this class to plan (vllm/model_executor/models/nano_nemotron_vl.py, the one class of the
 four registry names, registry.py:550-553): the language model is NemotronHForCausalLM built from text_config
@@ -24,12 +24,16 @@ mamba_ssm_cache_dtype, float32 where it has none ("Only `float32` is known to ha
 model_executor/models/config.py:812-848, :1251, :1253), and no hook is registered for this name, so the state stays
 in the model dtype (docs/findings/vllm-0.33.0.md, Nemotron-3-Nano-Omni over its family).
 
-Speculation: the class has SupportsEagle3 (:932), whose drafts are checkpoints of their own (none found), and no MTP
-module for a text config without MTP layers: ngram, up to 3 tokens.
+Speculation: vLLM lifts the text config out for MTP detection for the Super Omni and Omni names only
+(config/speculative.py:888-893), not for this one, so it drafts with no MTP module whatever its text config holds (the
+sibling's has no MTP layers either); the class's EAGLE3 drafts (SupportsEagle3, :932) are checkpoints of their own,
+none found: ngram, up to 3 tokens.
 
 Strictness, as for the other families: a member's config.json is exactly the cited keys, and
-tests/test_vllm_nemotron_omni.py changes every key transformers' NemotronH_Omni_Reasoning_V3_Config answers for the
-member at its top level at once and shows a tensor-parallel, prefix-caching, speculating point plans exactly as before.
+tests/test_vllm_nemotron_omni.py changes every key transformers' NemotronH_Omni_Reasoning_V3_Config and its text
+config answer for the member at once (those None by default, lists and mappings left as they are, and
+video_temporal_patch_size, which the class requires equal to its vision config's) and shows a tensor-parallel,
+prefix-caching, speculating point plans exactly as before.
 """
 
 from __future__ import annotations
@@ -66,8 +70,9 @@ FAMILY = Family(
         Cited("architectures", ["NemotronH_Nano_Omni_Reasoning_V3"],
               f"vLLM's registry name for the class (vllm/model_executor/models/registry.py:551); {AUTOMODEL}"),
         Cited("model_type", "nemotron_h_omni", OMNI_CONFIG),
-        *(Cited(T + key, value, f"{SIBLING}'s published config.json (engines/{SIBLING_FILE}), the NemotronH MoE "
-                f"model of the Omni checkpoint's name and size; {AUTOMODEL}")
+        *(Cited(T + key, value, f"assumed: {SIBLING}'s published config.json (engines/{SIBLING_FILE}), the "
+                f"text-only NemotronH MoE model of the Omni checkpoint's line and size, a sibling's value (no source "
+                f"gives the Omni model's own text config); the backbone's kind and size from {AUTOMODEL}")
           for key, value in _sibling().items()),
     ),
     axes=(),
