@@ -18,9 +18,8 @@ import pytest
 pytest.importorskip("vllm", reason="vllm is not installed: `make .venv/.vllm` installs it (make test does)")
 
 import config_defaults
+from vllm_families import stand_for_their_family
 
-from kvproof.cli.cmd_engine import render
-from kvproof.engines import baseline
 from kvproof.engines.families import Member
 from kvproof.engines.vllm import bailing_v25, catalog, engine, planner
 from kvproof.impl import faults
@@ -61,18 +60,10 @@ def test_it_plans_at_the_installed_vllm_and_stands_for_its_family_not_a_checkpoi
     """At 0.33.0 every member boots at 0 and 3 speculative tokens and holds every plan property at tp 1; the result
     says family, four members, which checkpoint it is no verdict on, and that the --trust-remote-code launch vLLM's
     recipes give is not planned."""
-    run = engine.run(NAMES, {**AT_TP1, "spec": [0, 3]})
-    text = render(run, baseline.compare([], set(), "vllm", run.version, set()), False, set())
-    assert text.count("not a verdict on inclusionAI/Ling-2.5-1T; --config FILE gives one") == 4
+    text, outs = stand_for_their_family(NAMES, {**AT_TP1, "spec": [0, 3]}, "inclusionAI/Ling-2.5-1T", 4)
     assert "4 of 4 recipes verified (0 at a checkpoint, 4 over a family, members of 1 family)" in text
-    for result in run.recipes:
-        assert result.not_verified is None and [p.point["spec"] for p in result.points] == [0, 3]
-        assert all(p.verdict == "ok" and not p.findings for p in result.points)
-        out = result.as_dict()
-        assert (out["coverage"], out["members"], out["enumerated"]) == ("family", 4, 4)
-        assert out["family"]["not_a_verdict_on"] == "inclusionAI/Ling-2.5-1T"
-        assert "with --trust-remote-code, reads the checkpoint's own config class, not found, and is not planned" in (
-            out["limits"])
+    assert all("with --trust-remote-code, reads the checkpoint's own config class, not found, and is not planned"
+               in out["limits"] for out in outs)
 
 
 def test_vllm_plans_each_linear_state_with_64_wide_heads_where_the_checkpoint_has_128() -> None:
@@ -150,13 +141,7 @@ def test_the_flash_family_is_one_member_the_cited_keys_and_stands_for_its_family
     and holds every plan property at tp 1, and says which checkpoint it is no verdict on."""
     assert [m.name for m in bailing_v25.FLASH_MEMBERS] == [FLASH.recipe] and bailing_v25.FLASH_FAMILY.size() == 1
     assert json.loads(FLASH.config_text()) == FLASH_CITED and FLASH.draft == "mtp"
-    run = engine.run([FLASH.recipe], {**AT_TP1, "spec": [0, 3]})
-    text = render(run, baseline.compare([], set(), "vllm", run.version, set()), False, set())
-    assert "not a verdict on inclusionAI/Ling-2.6-flash; --config FILE gives one" in text
-    (result,) = run.recipes
-    assert all(p.verdict == "ok" and not p.findings for p in result.points) and len(result.points) == 2
-    out = result.as_dict()
-    assert (out["coverage"], out["members"], out["enumerated"]) == ("family", 1, 1)
+    stand_for_their_family([FLASH.recipe], {**AT_TP1, "spec": [0, 3]}, "inclusionAI/Ling-2.6-flash", 1)
 
 
 def test_ling_26_flash_plans_32_heads_64_wide_where_its_checkpoint_has_128_and_tp_stops_at_4() -> None:

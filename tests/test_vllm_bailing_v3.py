@@ -18,9 +18,8 @@ pytest.importorskip("vllm", reason="vllm is not installed: `make .venv/.vllm` in
 
 import config_defaults
 import state_faults
+from vllm_families import stand_for_their_family
 
-from kvproof.cli.cmd_engine import render
-from kvproof.engines import baseline
 from kvproof.engines.families import Member
 from kvproof.engines.user_config import UserConfig
 from kvproof.engines.vllm import bailing_v3, catalog, engine, planner
@@ -55,16 +54,8 @@ def test_it_plans_at_the_installed_vllm_and_stands_for_its_family_not_a_checkpoi
     """At 0.33.0 it boots at 0 and 3 ngram tokens and holds every plan property; the result says family, one
     member, which checkpoint it is no verdict on, and that vLLM's recipes' --trust-remote-code launch is not
     planned."""
-    run = engine.run([NAME], {**AT_TP1, "spec": [0, 3]})
-    text = render(run, baseline.compare([], set(), "vllm", run.version, set()), False, set())
-    assert text.count("not a verdict on inclusionAI/Ling-3.0-tiny; --config FILE gives one") == 1
+    text, (out,) = stand_for_their_family([NAME], {**AT_TP1, "spec": [0, 3]}, "inclusionAI/Ling-3.0-tiny", 1)
     assert "1 of 1 recipes verified (0 at a checkpoint, 1 over a family)" in text
-    (result,) = run.recipes
-    assert result.not_verified is None and [p.point["spec"] for p in result.points] == [0, 3]
-    assert all(p.verdict == "ok" and not p.findings for p in result.points)
-    out = result.as_dict()
-    assert (out["coverage"], out["members"], out["enumerated"]) == ("family", 1, 1)
-    assert out["family"]["not_a_verdict_on"] == "inclusionAI/Ling-3.0-tiny"
     assert "with --trust-remote-code, reads the checkpoint's own config class, not found, and is not planned" in (
         out["limits"])
 

@@ -18,9 +18,8 @@ pytest.importorskip("vllm", reason="vllm is not installed: `make .venv/.vllm` in
 
 import config_defaults
 import state_faults
+from vllm_families import stand_for_their_family
 
-from kvproof.cli.cmd_engine import render
-from kvproof.engines import baseline
 from kvproof.engines.families import Member
 from kvproof.engines.vllm import bailing_v3_vl, catalog, engine, planner
 
@@ -55,17 +54,10 @@ def test_the_family_is_two_members_the_cited_keys_and_the_mtp_layer_count() -> N
 def test_it_plans_at_the_installed_vllm_and_stands_for_its_family_not_a_checkpoint() -> None:
     """At 0.33.0 both members boot at 0 and 3 speculative tokens and hold every plan property at tp 1; the result says
     family, two members, which checkpoint it is no verdict on, and which launch it is planned at."""
-    run = engine.run(NAMES, {**AT_TP1, "spec": [0, 3]})
-    text = render(run, baseline.compare([], set(), "vllm", run.version, set()), False, set())
-    assert text.count("not a verdict on inclusionAI/Ling-3.0-flash-VL; --config FILE gives one") == 2
+    text, outs = stand_for_their_family(NAMES, {**AT_TP1, "spec": [0, 3]}, "inclusionAI/Ling-3.0-flash-VL", 2)
     assert "2 of 2 recipes verified (0 at a checkpoint, 2 over a family, members of 1 family)" in text
-    for result in run.recipes:
-        assert result.not_verified is None and [p.point["spec"] for p in result.points] == [0, 3]
-        assert all(p.verdict == "ok" and not p.findings for p in result.points)
-        out = result.as_dict()
-        assert (out["coverage"], out["members"], out["enumerated"]) == ("family", 2, 2)
-        assert out["family"]["not_a_verdict_on"] == "inclusionAI/Ling-3.0-flash-VL"
-        assert "read through vLLM's own BailingMoeV3VLConfig, which keeps the file's head_dim" in out["limits"]
+    assert all("read through vLLM's own BailingMoeV3VLConfig, which keeps the file's head_dim" in out["limits"]
+               for out in outs)
 
 
 def test_vllm_plans_each_kda_state_with_128_wide_heads_where_the_text_class_plans_64() -> None:

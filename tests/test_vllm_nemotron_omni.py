@@ -17,9 +17,8 @@ import pytest
 pytest.importorskip("vllm", reason="vllm is not installed: `make .venv/.vllm` installs it (make test does)")
 
 import config_defaults
+from vllm_families import stand_for_their_family
 
-from kvproof.cli.cmd_engine import render
-from kvproof.engines import baseline
 from kvproof.engines.families import Member
 from kvproof.engines.vllm import catalog, engine, nemotron_omni, planner
 
@@ -51,14 +50,7 @@ def test_the_family_is_one_member_the_omni_type_over_the_siblings_text_config() 
 def test_it_plans_at_the_installed_vllm_and_stands_for_its_family_not_a_checkpoint() -> None:
     """At 0.33.0 it plans at 0 and 3 ngram tokens and holds every plan property at tp 1; the result says family, one
     member, and which checkpoint it is no verdict on."""
-    run = engine.run([NAME], {**AT_TP1, "spec": [0, 3]})
-    text = render(run, baseline.compare([], set(), "vllm", run.version, set()), False, set())
-    assert "not a verdict on nvidia/Nemotron-3-Nano-Omni-30B-A3B-Reasoning-BF16; --config FILE gives one" in text
-    (result,) = run.recipes
-    assert result.not_verified is None and [p.point["spec"] for p in result.points] == [0, 3]
-    assert all(p.verdict == "ok" and not p.findings for p in result.points)
-    out = result.as_dict()
-    assert (out["coverage"], out["members"], out["enumerated"]) == ("family", 1, 1)
+    stand_for_their_family([NAME], {**AT_TP1, "spec": [0, 3]}, "nvidia/Nemotron-3-Nano-Omni-30B-A3B-Reasoning-BF16", 1)
 
 
 def test_vllm_keeps_the_omni_ssm_state_in_the_model_dtype_where_nemotron_h_keeps_float32() -> None:
