@@ -104,3 +104,16 @@ def test_no_default_of_transformers_config_class_moves_a_plan(where: str) -> Non
     base = planner.plan(point(tp=2, spec=3, prefix=True))
     again = planner.plan(point(other, tp=2, spec=3, prefix=True))
     assert (again.block_size, again.documents) == (base.block_size, base.documents)
+
+
+@pytest.mark.parametrize(("fault", "killed_by"), [("lmcache_walks_by_payload", "consumer_stride"),
+                                                  ("vllm_state_slab_by_payload", "no_overlap"),
+                                                  ("vllm_spec_padding_unwidened", "boots")])
+def test_the_members_checks_kill_the_seeded_bugs_that_reach_its_padded_state_pages(fault: str, killed_by: str) -> None:
+    """Its state pages are padded (0.21 at tp 1), so a consumer walking them by payload, a slab sized by payload and
+    a class leaving the speculative rows out of the padding each fail a check here: the member is no vacuous pass."""
+    from kvproof.impl import faults
+
+    with faults.inject(fault):
+        (result,) = engine.run([NAME], {**AT_TP1, "spec": [0, 3]}, workers=1).recipes
+    assert killed_by in {f.property for p in result.points for f in p.findings}
