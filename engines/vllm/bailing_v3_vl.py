@@ -62,11 +62,6 @@ FLASH = (f"as the Ling-3.0-flash family cites it (engines/vllm/bailing_v3.py, FL
 T = "text_config."
 
 
-def _flash(key: str) -> str:
-    """The Ling-3.0-flash family's citation of `key`."""
-    return next(c.source for c in bailing_v3.FLASH_FAMILY.cited if c.key == key)
-
-
 FAMILY = Family(
     name="ling-3.0-flash-vl",
     not_a_verdict_on="inclusionAI/Ling-3.0-flash-VL",
@@ -88,17 +83,20 @@ FAMILY = Family(
               "(bailing_moe_v3.py:686-687)"),
         Cited(T + "max_position_embeddings", 131072, f"{FORK_TEST}; SGLang's cookbook for the model gives it \"128K "
               "context\" (https://docs.sglang.io/cookbook/autoregressive/InclusionAI/Ling-3.0-flash-VL.md)"),
-        Cited(T + "qk_rope_head_dim", 64, f"{FLASH}: {_flash('qk_rope_head_dim')}; the default of vLLM's "
+        Cited(T + "qk_rope_head_dim", 64,
+              f"{FLASH}: {bailing_v3.FLASH_FAMILY.carried('qk_rope_head_dim').source}; the default of vLLM's "
               "BailingMoeV3TextConfig (transformers_utils/configs/bailing_moe_v3_vl.py:107), which the fixture "
               "leaves it to"),
-        Cited(T + "short_conv_kernel_size", 4, f"{FLASH}: {_flash('short_conv_kernel_size')}; the default of vLLM's "
+        Cited(T + "short_conv_kernel_size", 4,
+              f"{FLASH}: {bailing_v3.FLASH_FAMILY.carried('short_conv_kernel_size').source}; the default of vLLM's "
               "BailingMoeV3TextConfig (transformers_utils/configs/bailing_moe_v3_vl.py:120), which the fixture "
               "leaves it to"),
     ),
     axes=(
         Axis(MTP_LAYERS, (0, 1),
              f"0, the default of vLLM's BailingMoeV3TextConfig (transformers_utils/configs/bailing_moe_v3_vl.py:98), "
-             f"which {FORK_TEST} leaves it to; 1, {FLASH}: {_flash('num_nextn_predict_layers')}"),
+             f"which {FORK_TEST} leaves it to; 1, {FLASH}: "
+             f"{bailing_v3.FLASH_FAMILY.carried('num_nextn_predict_layers').source}"),
     ),
     cap=2,
 )
