@@ -16,9 +16,8 @@ import pytest
 
 pytest.importorskip("vllm", reason="vllm is not installed: `make .venv/.vllm` installs it (make test does)")
 
-import config_defaults
 import state_faults
-from vllm_families import stand_for_their_family
+from vllm_families import bailing_hybrid_moved, stand_for_their_family
 
 from kvproof.engines.families import Member
 from kvproof.engines.user_config import UserConfig
@@ -125,12 +124,6 @@ def test_the_layers_their_names_and_the_domain() -> None:
     assert len(points) == 12 * (5 * 4 + 1) == 252
 
 
-# transformers names the members' dtype its own, and answers the keys its attribute_map points at under their
-# targets' names, aliases of keys a member holds (max_position_embeddings is model_max_length): bookkeeping too.
-BOOKKEEPING = config_defaults.BOOKKEEPING | {"dtype", "model_max_length"}
-STRINGS = {"hidden_act": "relu"}  # another value for each string key
-
-
 @pytest.mark.parametrize("name", [NAME, FLASH[0]])
 def test_no_default_of_transformers_config_class_moves_a_plan(name: str) -> None:
     """vLLM reads config.json through BailingHybridConfig, which answers every key a member lacks with a class
@@ -139,20 +132,9 @@ def test_no_default_of_transformers_config_class_moves_a_plan(name: str) -> None
     before. The keys the class derives from the member's own in __post_init__ (linear_*, qk_head_dim, the layer
     lists) it derives again, so changing them tests nothing; layer_types, which vLLM reads too (is_hybrid), is
     left as the class derives it from layer_group_size."""
-    from transformers import BailingHybridConfig
-
     model = catalog.MODELS[name]
-    assert model.member is not None
-    member = model.member
-    defaults = BailingHybridConfig().to_dict()
-    lacking, changed = config_defaults.changed(defaults, member.config(), BOOKKEEPING, STRINGS)
-    kept = sorted(key for key in lacking if changed[key] == defaults[key])
-    assert kept == ["bos_token_id", "layer_types", "mlp_layer_types", "rope_parameters"]
-    assert {"vocab_size", "num_experts", "first_k_dense_replace", "kda_lower_bound", "linear_head_dim"} <= (
-        set(lacking) - set(kept))
-    values = {**member.values, **{k: v for k, v in changed.items() if k not in kept}}
-    other = replace(model, member=Member(member.family, member.index, values))
-    assert set(json.loads(other.config_text())) == set(member.config()) | set(lacking) - set(kept)
+    moved, other = bailing_hybrid_moved(model)
+    assert {"vocab_size", "num_experts", "first_k_dense_replace", "kda_lower_bound", "linear_head_dim"} <= moved
     base = planner.plan(point(model, tp=2, spec=3, prefix=True))
     again = planner.plan(point(other, tp=2, spec=3, prefix=True))
     assert (again.block_size, again.documents) == (base.block_size, base.documents)
