@@ -141,6 +141,8 @@ def test_the_tp_domain_is_every_divisor_vllm_accepts() -> None:
                    **dict.fromkeys(("qwen3-next-80b-a3b-eagle3", "qwen3.5-35b-a3b-eagle3"), (1, 2, 4, 8, 16)),
                    # with its DFLASH draft: 32 heads and 4 KV heads, replicated to 8 and 16 (qwen3_dflash.py)
                    "qwen3.5-35b-a3b-dflash": (1, 2, 4, 8, 16),
+                   # with its DSpark draft, whose 64 heads the draft's tp divides too (kimi_k3/nvidia/mla.py:201)
+                   "kimi-k3-dspark": (1, 2, 4, 8, 16, 32),
                    # Granite-4.0-H's family: 12 heads, 48 Mamba2 heads, 1 group; its KV heads 1, 2, 3, 4, 6, 12
                    # divide tp or are replicated to it
                    **{f"granite-4.0-h-tiny-family-{i}": tps for i, tps in (

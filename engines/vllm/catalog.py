@@ -26,6 +26,7 @@ from kvproof.engines.vllm import (
     falcon_h1,
     glm53_flash,
     granite,
+    kimi_k3_dspark,
     lfm2_moe,
     lfm2_vl,
     minicpm_v46,
@@ -591,6 +592,22 @@ MODELS.update({
     "qwen3.5-35b-a3b-dflash": _with_draft("qwen3.5-35b-a3b", "dflash", "vllm/models/qwen3.5-35b-a3b-dflash.json",
                                           "Qwen/Qwen3.5-35B-A3B", tuple(range(1, 16))),
 })
+
+
+# Kimi-K3 with its DSpark draft, a checkpoint of its own (Inferact/Kimi-K3-DSpark, whose config.json the tokenspeed
+# adapter holds byte-exact): its five MLA layers at the backend vLLM selects for their non-causal attention
+# (kimi_k3_dspark.py), in Model Runner V2 (V1 refuses the method). Its config names no block size, so vLLM takes the
+# tokens from --speculative-config (config/speculative.py:1592-1599, else :1614-1617 raises); 1 to 7, the most a Kimi-K3
+# DSpark draft of this shape proposes a step by lightseekorg/kimi-k3-dspark's card (five MLA layers, five target
+# taps; not known to be the same weights). Drafted points plan no pipeline stages (_grid).
+MODELS["kimi-k3-dspark"] = replace(
+    MODELS["kimi-k3"], recipe="kimi-k3-dspark", draft="dspark", draft_config="tokenspeed/models/kimi-k3-dspark.json",
+    draft_layers=kimi_k3_dspark.draft_layers(json.loads(MODELS["kimi-k3"].config_text())["text_config"][
+        "num_hidden_layers"]),
+    speculative=tuple(range(1, 8)), built=kimi_k3_dspark.built,
+    limits=MLA_LIMITS + "; its DSpark draft (Inferact/Kimi-K3-DSpark) at 1 to 7 speculative tokens, each of its five "
+    "MLA layers at the backend vLLM selects for non-causal attention (TRITON_MLA on sm_90, FLASHINFER_MLA on sm_100), "
+    "as Model Runner V2 builds it (V1 refuses DSpark); its undrafted and ngram points are kimi-k3's")
 
 
 # A family's members at FLASH_ATTN with pipeline stages at tp 1, pp 2 only: the members multiply the points, and

@@ -61,6 +61,8 @@ faults.declare({
     "V2.5's class)",
     "vllm_block_outermost_by_largest_page": "vLLM sizes a block-outermost block by the largest layer page of a "
     "group, not the group's layers together: the layers after the first run into the next block",
+    "vllm_draft_kernel_gets_raised_block": "vLLM hands the cache group of a DSpark draft's non-causal MLA layers "
+    "the whole raised hybrid block (vllm#25811's bug where only the draft's attention group meets it)",
     "adapter_draft_at_target_geometry": "kvproof's vLLM planner gives a draft checkpoint's attention layers the "
     "target's page geometry, not the draft checkpoint's own",
     "lmcache_walks_by_payload": "the catalog records LMCache as walking state pages by their payload, not the padded "
@@ -90,6 +92,16 @@ def _manager_block_to_kernel(_original: Callable[..., Any]) -> Callable[..., Any
     Qwen3-Next's block on GB200 while its backend declared any block size (vllm#25811)."""
     def broken(kv_manager_block_size: int, backends: Any, kv_cache_specs: Any = None) -> int:
         return kv_manager_block_size
+    return broken
+
+
+def _draft_group_gets_manager_block(original: Callable[..., Any]) -> Callable[..., Any]:
+    """select_common_block_size that hands the manager's block to a cache group holding a layer of non-causal
+    multi-token decode (a DSpark draft's, the one spec that sets it), and picks every other group's as vLLM does."""
+    def broken(kv_manager_block_size: int, backends: Any, kv_cache_specs: Any = None) -> int:
+        if any(getattr(spec, "non_causal_multi_token_decode", False) for spec in kv_cache_specs or ()):
+            return kv_manager_block_size
+        return int(original(kv_manager_block_size, backends, kv_cache_specs))
     return broken
 
 
@@ -202,6 +214,8 @@ PATCHES: dict[str, tuple[str, str, Callable[[Callable[..., Any]], Callable[..., 
     # and at FLASHINFER@sm_100 with TRTLLM on: trtllm-gen's power-of-two pages
     "vllm_flashinfer_gets_raised_block": ("vllm.v1.worker.utils", "select_common_block_size",
                                           _manager_block_to_kernel),
+    "vllm_draft_kernel_gets_raised_block": ("vllm.v1.worker.utils", "select_common_block_size",
+                                            _draft_group_gets_manager_block),
     "vllm_spec_padding_unwidened": ("vllm.platforms.interface", "Platform._align_hybrid_block_size",
                                     _padding_unwidened),
     "vllm_split_page_padded": (PLANNING, "_get_layer_block_stride", _page_doubled),
@@ -260,6 +274,11 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("vllm_flashinfer_mla_gets_raised_block", (TP1 + " backend=FLASHINFER_MLA",), expect="kernel_page"),
     Mutant("vllm_flashinfer_gets_raised_block", (TP1 + " backend=FLASHINFER@sm_100 trtllm=on",),
            expect="kernel_page"),
+    # only a DSpark draft's group: at FLASHINFER_MLA@sm_100 the draft's layers join the target's MLA group, whose
+    # FlashInfer MLA decode takes pages of 32 or 64 tokens
+    Mutant("vllm_draft_kernel_gets_raised_block",
+           ("verify engine vllm --recipe kimi-k3-dspark --tp 1 --baseline engines/vllm/baseline.json --assume spec=1 "
+            "backend=FLASHINFER_MLA",), expect="kernel_page"),
     Mutant("vllm_spec_padding_unwidened", (TP1,), expect="boots"),
     Mutant("vllm_split_page_padded", (TP1,), expect="exact_stride"),
     # only Jamba (the one Mamba-1 model) asks mamba1_state_dtype: its float32 states, unaligned

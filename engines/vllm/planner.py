@@ -11,11 +11,13 @@ the vLLM config current as in vLLM's worker. Call shapes follow each function's 
 hooks its classes have, never a version string. kvproof replaces exactly the answers that need a
 GPU, a deployment or built layers, each loudly (see `CudaAssumed` and `point_answers` in
 platform.py, and `_LayerShells`): which attention backend the CUDA platform selected (the point's
-`backend` assumption), that the platform supports the hybrid KV-cache manager
-(vllm/platforms/cuda.py:683), the device capability (the point's `gpu`), and, only at points that
-assume them, the CUDA runtime's major version and whether FlashInfer's TRTLLM kernels are
-obtainable (vllm/utils/flashinfer.py:647). Everything else it would need raises `StubUsed`, the
-guarded stand-ins that let three backends' modules import on a CPU included (stand_ins.py).
+`backend` assumption; a DSpark draft's, which vLLM selects while building the draft, is selected as
+the CUDA platform selects it), that the platform supports the hybrid KV-cache manager
+(vllm/platforms/cuda.py:683), that Triton is usable (as on a GPU), the device capability (the
+point's `gpu`), and, only at points that assume them, the CUDA runtime's major version and
+whether FlashInfer's TRTLLM kernels are obtainable (vllm/utils/flashinfer.py:647). Everything else
+it would need raises `StubUsed`, the guarded stand-ins that let three backends' modules import on a
+CPU included (stand_ins.py).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from typing import Any
 
 from kvproof.engines.stubs import StubUsed
 from kvproof.engines.vllm import kept
+from kvproof.engines.vllm.backends import record
 from kvproof.engines.vllm.catalog import Model
 from kvproof.engines.vllm.parts import Backend
 from kvproof.engines.vllm.platform import ENTRY, Answers, Vllm, cuda_assumed, modules, point_answers
@@ -54,6 +57,8 @@ class Planned:
     asked: dict[str, bool | int | None] = field(default_factory=dict)  # the assumptions asked (platform.Answers)
     configs: dict[int, Any] = field(default_factory=dict)  # vLLM's KVCacheConfig at each parent count
     layout: Any = None  # the KV-cache layout vLLM resolved
+    # a draft layer whose own backend is not the point's: that backend's record and the tokens vLLM hands its kernels
+    own_kernels: dict[str, tuple[Backend, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -181,9 +186,38 @@ def _plan(v: Vllm, point: Point, folder: str, patches: Patches | None, made: Mod
             ) if attention else None
             with kept.layer_block_strides(v.planning):
                 configs = engine_core_configs(v, platform, vllm_config, specs)
-        documents = _documents(point, configs, layout, kernel_tokens)
+            own = _own_kernels(v, point, cache_config.block_size, backend, built, specs, drafts, configs)
+        documents = _documents(point, configs, layout, kernel_tokens, own)
         return Planned(cache_config.block_size, documents, cache_config.mamba_page_size_padded, kernel_tokens,
-                       span, attends, dict(answers.asked), configs, layout)
+                       span, attends, dict(answers.asked), configs, layout, own)
+
+
+def _own_kernels(v: Vllm, point: Point, block: int, backend: Any, built: dict[str, Any], specs: dict[str, Any],
+                 drafts: list[tuple[str, str]], configs: dict[int, Any]) -> dict[str, tuple[Backend, int]]:
+    """The kernels of each layer in a cache group that holds a built layer of a draft checkpoint, which names its
+    own backend (a DSpark draft's non-causal MLA layers, whose backend vLLM selects apart from the target's,
+    kimi_k3_dspark.py): its backend's record at the point's GPU and the kernel block vLLM hands the group,
+    select_common_block_size over the group's backends and layer specs, as prepare_kernel_block_sizes picks it over
+    the group's attention groups, one per backend and spec (v1/worker/utils.py:630-680)."""
+    own = {name: b for name, kind in drafts
+           if kind == "draft" and name in built and (b := _own_backend(built[name])) is not None}
+    if not own:
+        return {}
+    select = v.worker_utils.select_common_block_size
+    takes_specs = "kv_cache_specs" in parameters(select)
+    out: dict[str, tuple[Backend, int]] = {}
+    for group in next(iter(configs.values())).kv_cache_groups:
+        if own.keys().isdisjoint(group.layer_names):
+            continue
+        pairs = list({(own.get(name, backend), specs[name]): None for name in group.layer_names})
+        tokens = select(block, [b for b, _ in pairs], *([[spec for _, spec in pairs]] if takes_specs else []))
+        for name in group.layer_names:
+            found = record(own[name], point.backend.capability) if name in own else point.backend
+            if found is None:
+                raise StubUsed(f"vLLM selected {own[name].get_name()} for the draft layer {name} at "
+                               f"{point.backend.gpu}; kvproof has no record of the kernels that read its pages there")
+            out[name] = found, tokens
+    return out
 
 
 # (folder, backend) -> each ModelConfig built there, with the assumptions building it asked; with (tp, pp, spec)
@@ -244,13 +278,18 @@ def _made(made: ModelConfigs, key: tuple[Any, ...], point: Point, answers: Answe
     return found
 
 
-def _documents(point: Point, configs: dict[int, Any], layout: Any, kernel_tokens: int | None) -> dict[int, dict]:
-    kernels = [{"name": k.name, "tokens": kernel_tokens, "block": k.block, "max_tokens": k.max_tokens,
-                **({"power_of_two": True} if k.power_of_two else {})}
-               for k in point.backend.kernels_at(point.trtllm)] if kernel_tokens else []
+def _documents(point: Point, configs: dict[int, Any], layout: Any, kernel_tokens: int | None,
+               own: dict[str, tuple[Backend, int]]) -> dict[int, dict]:
+    def listed(backend: Backend, tokens: int | None) -> list[dict]:
+        return [{"name": k.name, "tokens": tokens, "block": k.block, "max_tokens": k.max_tokens,
+                 **({"power_of_two": True} if k.power_of_two else {})}
+                for k in backend.kernels_at(point.trtllm)] if tokens else []
+
+    kernels = listed(point.backend, kernel_tokens)
+    layer_kernels = {name: listed(backend, tokens) for name, (backend, tokens) in own.items()}
     readers = [{"name": r.name, "walks": r.walks} for r in point.model.state_readers()]
     translated: Translated = {}
-    return {n: document(cfg, layout, n, kernels, readers, translated) for n, cfg in configs.items()}
+    return {n: document(cfg, layout, n, kernels, readers, translated, layer_kernels) for n, cfg in configs.items()}
 
 
 # (group, layer, plane@offset in its page, the spec object's id, block stride) -> the layer's fields and stride
@@ -286,7 +325,8 @@ def _reread(planned: Planned, point: Point) -> Planned:
     backend = point.backend.load()
     with point_answers(cuda_assumed(modules()), point.backend.capability, [backend] if planned.attention else [],
                        point.trtllm, point.cuda_runtime):
-        return replace(planned, documents=_documents(point, planned.configs, planned.layout, planned.kernel_tokens))
+        return replace(planned, documents=_documents(point, planned.configs, planned.layout, planned.kernel_tokens,
+                                                     planned.own_kernels))
 
 
 # The engine core's memory for one worker's KV cache, handed to get_kv_cache_configs: any amount whose
@@ -415,7 +455,8 @@ def _specs(v: Vllm, vllm_config: Any, model_cls: Any, backend: Any, layers: list
         return customize(owner, spec) if customize is not None else owner.customize_spec(spec)
 
     attention = customized(backend, attention)
-    if any(kind == "draft" for _, kind in layers):  # a draft checkpoint's own attention layers, at its geometry
+    # a draft checkpoint's own attention layers at its geometry, those of a draft whose layers are built excepted
+    if any(kind == "draft" and name not in (built or {}) for name, kind in layers):
         speculative = vllm_config.speculative_config
         draft = speculative.draft_model_config
         if any(window is not None for window in _draft_windows(speculative.method, draft.hf_config)):
@@ -466,7 +507,8 @@ def _dtype(torch_dtype: Any) -> str:
 
 
 def document(kv_config: Any, layout: Any, parents: int, kernels: list[dict] | None = None,
-             readers: list[dict] | None = None, translated: Translated | None = None) -> dict:
+             readers: list[dict] | None = None, translated: Translated | None = None,
+             layer_kernels: dict[str, list[dict]] | None = None) -> dict:
     """vLLM's KVCacheConfig as kvproof's plan document.
 
     Block 0 is vLLM's null block, so num_blocks = N + 1 parents. vLLM 0.33.0 allocates one buffer
@@ -482,15 +524,21 @@ def document(kv_config: Any, layout: Any, parents: int, kernels: list[dict] | No
     in each slot it has a layer in. State fields are views sliced out of the page, one state after
     another, so their stride is the page (P) and not their payload. An attention field declares an
     exact stride only where vLLM splits its block into kernel pages (see _fields). `kernels` read
-    the attention fields' pages (each handed pages of its `tokens`); `readers` read the state pages.
+    the attention fields' pages (each handed pages of its `tokens`), but a layer's of `layer_kernels`,
+    which read its own; `readers` read the state pages.
     `translated`: the layers translated for the other parent counts of the same planning, the
     configs' spec objects alive while it is (its keys hold their ids).
     """
     translated = {} if translated is None else translated
     if kv_config.num_blocks != parents + 1:
         raise StubUsed(f"vLLM sized {kv_config.num_blocks} blocks for {parents} parents plus the null block")
+    own = layer_kernels or {}
+
+    def reading(name: str) -> list[dict]:
+        return own.get(name, kernels or [])
+
     if layout.is_block_outermost:
-        return _block_outermost(kv_config, layout, parents, kernels or [], readers or [], translated)
+        return _block_outermost(kv_config, layout, parents, reading, readers or [], translated)
     planes: dict[int, tuple[str, int]] = {}
 
     def slot(t: Any, i: int) -> tuple[str, int, int]:
@@ -501,7 +549,7 @@ def document(kv_config: Any, layout: Any, parents: int, kernels: list[dict] | No
                            f"{t.block_stride}; kvproof does not translate that yet")
         return plane[0], t.block_stride, 0
 
-    groups, fields, alignment = _groups(kv_config, slot, kernels or [], readers or [], translated)
+    groups, fields, alignment = _groups(kv_config, slot, reading, readers or [], translated)
     sizes = {t.size for t in kv_config.kv_cache_tensors}
     ordered = sorted(planes.items())
     parent = sum(stride for _, (_, stride) in ordered)
@@ -513,8 +561,8 @@ def document(kv_config: Any, layout: Any, parents: int, kernels: list[dict] | No
     }
 
 
-def _block_outermost(kv_config: Any, layout: Any, parents: int, kernels: list[dict], readers: list[dict],
-                     translated: Translated) -> dict:
+def _block_outermost(kv_config: Any, layout: Any, parents: int, kernels: Callable[[str], list[dict]],
+                     readers: list[dict], translated: Translated) -> dict:
     """A block-outermost layout (BLHNC: a cache with a layer whose backend admits no other, as GLM-5.3-Flash's
     indexer tail ring) as kvproof's plan document. vLLM 0.33.0 lays such a cache out as one block after another,
     each block the same packing of every group's layers (get_kv_cache_config_from_groups, v1/core/
@@ -538,10 +586,11 @@ def _block_outermost(kv_config: Any, layout: Any, parents: int, kernels: list[di
 
 
 
-def _groups(kv_config: Any, slot: Callable[[Any, int], tuple[str, int, int]], kernels: list[dict],
+def _groups(kv_config: Any, slot: Callable[[Any, int], tuple[str, int, int]], kernels: Callable[[str], list[dict]],
             readers: list[dict], translated: Translated) -> tuple[list[dict], list[dict], int]:
     """Each group of the config (packing 1, a page a block), its layers' fields and their stride alignment.
-    `slot(tensor, i)`: the plane, block stride and byte offset in that plane's page of the tensor's i-th layer."""
+    `slot(tensor, i)`: the plane, block stride and byte offset in that plane's page of the tensor's i-th layer;
+    `kernels(layer)`: the kernels that read the layer's attention pages."""
     by_layer = {name: (t, i) for t in kv_config.kv_cache_tensors for i, name in enumerate(t.layers)}
     groups, fields, alignment = [], [], 1
     for g, group in enumerate(kv_config.kv_cache_groups):
@@ -553,7 +602,7 @@ def _groups(kv_config: Any, slot: Callable[[Any, int], tuple[str, int, int]], ke
             spec = getattr(spec, "kv_cache_specs", {}).get(name, spec)
             key = (gid, name, f"{plane}@{at}", id(spec), stride)
             if key not in translated:
-                layer = _fields(f"{gid}.{name}", gid, plane, spec, stride, kernels, readers)
+                layer = _fields(f"{gid}.{name}", gid, plane, spec, stride, kernels(name), readers)
                 translated[key] = ([{**f, "offset": f["offset"] + at} for f in layer] if at else layer,
                                    _stride_alignment(spec))
             layer_fields, layer_alignment = translated[key]

@@ -4,7 +4,9 @@ vLLM asks its current platform which attention backend the built layers use, whe
 KV-cache manager is supported, the device capability and, at some points, the CUDA runtime's
 major version and whether FlashInfer's TRTLLM kernels are obtainable. On a CPU kvproof installs
 one platform that answers these for the point being planned, each from the point's assumptions,
-and raises StubUsed for anything else. Backends are imported under it (load_backend), with the
+selects a backend where vLLM selects one while planning (a DSpark draft's) as CudaPlatform does
+among the dense MLA backends, and raises StubUsed for anything else. Triton counts as usable, as
+on a GPU (HAS_TRITON, which picks the model runner). Backends are imported under it (load_backend), with the
 guarded stand-ins of stand_ins.py for the GPU packages their modules bind; the catalog and the
 planner both use it, so it imports neither.
 """
@@ -273,6 +275,7 @@ def cuda_assumed(v: Vllm) -> Any:
                           "attention backend the built layers use")
     for name in finders:
         setattr(CudaAssumed, name, classmethod(FINDERS[name]))
+    CudaAssumed.get_attn_backend_cls = classmethod(_select)
     _ASSUMED[base] = CudaAssumed()
     return _ASSUMED[base]
 
@@ -286,6 +289,51 @@ def _backend(cls: Any, vllm_config: Any) -> type | None:
 
 
 FINDERS: dict[str, Callable[..., Any]] = {"_find_non_ssm_backends": _backends, "_find_non_ssm_backend": _backend}
+
+# CudaPlatform's dense MLA priorities (vllm 0.33.0, vllm/platforms/cuda.py `_get_backend_priorities`: sm_100
+# :123-131, below it :150-153), read from its source: cuda.py does not import on a CPU (it loads the compiled
+# vllm._C_stable_libtorch, :23). The sparse backends after them decline a dense layer (v1/attention/backend.py:321).
+MLA_PRIORITIES = {10: ("FLASHINFER_MLA", "TOKENSPEED_MLA", "CUTLASS_MLA", "FLASH_ATTN_MLA", "FLASHMLA", "TRITON_MLA"),
+                  9: ("FLASH_ATTN_MLA", "FLASHMLA", "FLASHINFER_MLA", "TRITON_MLA")}
+
+
+def _select(cls: Any, selected_backend: Any, attn_selector_config: Any, num_heads: int | None = None) -> str:
+    """CudaPlatform.get_attn_backend_cls (cuda.py:420-518) for a dense MLA layer whose backend vLLM selects while
+    kvproof plans (a DSpark draft's, selected apart from the target's): the pinned backend where one is, else the
+    first of the priorities that validate_configuration accepts (vLLM validates each and takes the valid one of
+    highest priority: the same one). A backend's supports_combination may ask the machine for its compiled
+    kernels (FlashAttention MLA's, FlashMLA's), which a CPU lacks: a backend it alone declines raises StubUsed,
+    and so does one whose module does not import here (vLLM counts it invalid, which a CPU cannot tell)."""
+    config = attn_selector_config
+    capability = cls._answers().capability
+    if not config.use_mla or config.use_sparse or capability[0] not in MLA_PRIORITIES:
+        raise StubUsed(f"vLLM selected an attention backend for a layer other than dense MLA on sm_90 or sm_100 "
+                       f"({config!r} at capability {capability}); kvproof holds only those priority lists")
+    registry = importlib.import_module("vllm.v1.attention.backends.registry")
+    device = importlib.import_module("vllm.platforms.interface").DeviceCapability(*capability)
+    names = (selected_backend.name,) if selected_backend is not None else MLA_PRIORITIES[capability[0]]
+    invalid = {}
+    for name in names:
+        module, _, class_name = registry.AttentionBackendEnum[name].get_path().rpartition(".")
+        try:
+            backend = load_backend(f"{module}:{class_name}", capability)
+        except ImportError as err:
+            raise StubUsed(f"vLLM's attention backend selection reaches {name}, whose module does not import on "
+                           f"this CPU ({err}); on a GPU it may") from None
+        invalid[name] = backend.validate_configuration(device_capability=device, **config._asdict())
+        # validate_configuration appends supports_combination's reason last (v1/attention/backend.py:356-368)
+        combination = backend.supports_combination(
+            config.head_size, config.dtype, config.kv_cache_dtype, config.block_size, config.use_mla,
+            config.has_sink, config.use_sparse, config.use_mm_prefix, device)
+        if invalid[name] == [combination]:
+            raise StubUsed(f"vLLM's attention backend selection reaches {name}, which declines the layer for a "
+                           f"reason of its own that may be this CPU's ({combination}); on the point's GPU it may not")
+        if not invalid[name]:
+            return f"{module}.{class_name}"
+    if selected_backend is not None:
+        raise ValueError(f"Selected backend {selected_backend} is not valid for this configuration. Reason: "
+                         f"{invalid[selected_backend.name]}")
+    raise ValueError(f"No valid attention backend found for cuda with {config!r}. Reasons: {invalid}.")
 
 
 @contextlib.contextmanager
@@ -304,6 +352,12 @@ def point_answers(platform: Any, capability: tuple[int, int], backends: list[typ
     the point and gone after it."""
     platforms: Any = importlib.import_module("vllm.platforms")
     flashinfer: Any = importlib.import_module("vllm.utils.flashinfer")
+    # vLLM keeps each selection by the layer's inputs alone (selector.py:206), not the GPU it was made for
+    selected: Any = importlib.import_module("vllm.v1.attention.selector")._cached_get_attn_backend
+    # VllmConfig runs Model Runner V2 only where Triton is usable (HAS_TRITON, config/vllm.py:752; 0.30.0 to
+    # 0.32.0 ask it of any platform), as it is on a GPU, whose CUDA wheel depends on triton, and not on this CPU
+    configs: Any = importlib.import_module("vllm.config.vllm")
+    triton = vars(configs).get("HAS_TRITON")
     envs: Any = importlib.import_module("vllm.envs")
     answers = Answers(capability, backends, trtllm, cuda_runtime)
     if envs.VLLM_BATCH_INVARIANT:
@@ -320,18 +374,25 @@ def point_answers(platform: Any, capability: tuple[int, int], backends: list[typ
         return trtllm
 
     previous, asked, bound = platforms._current_platform, flashinfer.has_nvidia_artifactory, flashinfer.current_platform
+    outer = type(platform)._point  # a point's, where a backend is imported while it plans (a draft's selection)
     type(platform)._point = answers
     platforms._current_platform = platform
     flashinfer.has_nvidia_artifactory, flashinfer.current_platform = has_nvidia_artifactory, platform
     flashinfer.supports_trtllm_attention.cache_clear()
+    selected.cache_clear()
+    if triton is not None:
+        configs.HAS_TRITON = True
     try:
         with stand_ins.planning():
             yield answers
     finally:
-        type(platform)._point = None
+        type(platform)._point = outer
         platforms._current_platform = previous
         flashinfer.has_nvidia_artifactory, flashinfer.current_platform = asked, bound
         flashinfer.supports_trtllm_attention.cache_clear()
+        selected.cache_clear()
+        if triton is not None:
+            configs.HAS_TRITON = triton
 
 
 def load_backend(path: str, capability: tuple[int, int], via: str | None = None) -> Any:
