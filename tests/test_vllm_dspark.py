@@ -77,6 +77,39 @@ def test_at_flash_attn_mla_the_draft_joins_the_targets_group_and_its_kernel_bloc
         ("flash_attn_3", planned.block_size)]
 
 
+def test_a_groups_kernel_block_is_picked_over_every_backend_in_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """prepare_kernel_block_sizes asks select_common_block_size once per cache group, over the backends of its
+    attention groups: where the draft joins the target's MLA group at FLASH_ATTN_MLA, over both backends."""
+    from vllm.v1.worker import utils
+
+    asked: list[set[str]] = []
+    original = utils.select_common_block_size
+
+    def recording(block: int, backends_in: list[Any], *rest: Any) -> int:
+        asked.append({b.get_name() for b in backends_in})
+        return int(original(block, backends_in, *rest))
+
+    monkeypatch.setattr(utils, "select_common_block_size", recording)
+    _planned(backends.FLASH_ATTN_MLA, tp=32, spec=3)
+    assert {"FLASH_ATTN_MLA", "TRITON_MLA"} in asked
+
+
+def test_a_backend_imported_within_a_point_leaves_the_points_answers_and_triton_as_a_gpu_has_it() -> None:
+    """A draft's selection imports a backend while a point plans, under answers of its own (load_backend): the
+    point's answers are back after it. Triton counts as usable while a point plans, as on a GPU (vLLM then runs
+    Model Runner V2 at 0.30.0 to 0.32.0 too), and this machine's answer is back after it."""
+    from vllm.config import vllm as configs
+
+    cuda = platform.cuda_assumed(platform.modules())
+    before = configs.HAS_TRITON
+    with platform.point_answers(cuda, (10, 0), []) as outer:
+        with platform.point_answers(cuda, (9, 0), []):
+            assert cuda.get_device_capability().major == 9
+        assert type(cuda)._answers() is outer and cuda.get_device_capability().major == 10
+        assert configs.HAS_TRITON is True
+    assert configs.HAS_TRITON is before
+
+
 def test_on_sm_100_the_draft_runs_the_targets_flashinfer_mla_in_its_group() -> None:
     """FLASHINFER_MLA, first on sm_100, takes non-causal attention: the draft's layers share the target's backend
     and group, both read in FlashInfer MLA's 64-token pages."""

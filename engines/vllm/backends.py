@@ -105,12 +105,3 @@ FLASHINFER_MLA = Backend("FLASHINFER_MLA", "vllm.v1.attention.backends.mla.flash
                          (FLASHINFER_MLA_DECODE,))
 TRITON_MLA = Backend("TRITON_MLA", "vllm.v1.attention.backends.mla.triton_mla:TritonMLABackend", "sm_90", (9, 0),
                      "the MLA fallback below sm_100 (vllm/platforms/cuda.py:153)", (TRITON_MLA_DECODE,))
-
-RECORDED = (FLASH_ATTN, TRITON_ATTN, FLASHINFER_SM90, FLASHINFER_SM100, FLASH_ATTN_MLA, FLASHMLA, FLASHINFER_MLA,
-            TRITON_MLA)
-
-
-def record(backend: type, capability: tuple[int, int]) -> Backend | None:
-    """kvproof's record of a backend class vLLM selected at a GPU (its kernels there), None where it has none."""
-    path = f"{backend.__module__}:{backend.__qualname__}"
-    return next((b for b in RECORDED if b.path == path and b.capability == capability), None)

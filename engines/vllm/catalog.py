@@ -451,7 +451,7 @@ MODELS: dict[str, Model] = {
         _kimi_k3_layers, (False, True),
         MLA_LIMITS + NGRAM.format("no MTP draft: the published config declares num_nextn_predict_layers 0, and "
                                   "vLLM's SpeculativeConfig then divides by it, config/speculative.py:1606")
-        + EAGLE.format("SupportsEagle3, kimi_k3/nvidia/model.py:1574; and DSpark, kimi_k3/nvidia/dspark_mla.py")
+        + EAGLE.format("SupportsEagle3, kimi_k3/nvidia/model.py:1574") + "; its DSpark draft: kimi-k3-dspark"
         + "; its vision tower keeps no page",
         draft="ngram", speculative=(0, 1, 2, 3),
         # KimiK3DeltaAttention's conv update and recurrent KDA kernel (kimi_k3/nvidia/kda.py:1029, :1275)

@@ -13,16 +13,16 @@ draft only, else none: the platform selects), and its cache the draft's cache dt
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-# K3DSparkForCausalLM's decoder layers are numbered on from the target's layers (start_layer_id is the target's
-# get_total_num_hidden_layers, dspark_mla.py:465-469), each MultiHeadLatentAttention at `layers.{i}.self_attn`
-# under the draft's `model` (:84-86, :469), its own cache layer (kimi_k3/nvidia/mla.py:163, :408)
 
-
-def draft_layers(first: int) -> Any:
-    """The draft's cache layers after a target of `first` hidden layers, one per decoder layer of its config."""
+def draft_layers(first: int) -> Callable[[Any], list[tuple[str, str]]]:
+    """The draft's cache layers after a target of `first` hidden layers, one per decoder layer of its config:
+    K3DSparkForCausalLM numbers them on from the target's (start_layer_id is the target's
+    get_total_num_hidden_layers, dspark_mla.py:465-469), each MultiHeadLatentAttention at `layers.{i}.self_attn`
+    under the draft's `model` (:84-86, :469), its own cache layer (kimi_k3/nvidia/mla.py:163, :408)."""
     return lambda draft: [(f"model.layers.{first + i}.self_attn", "draft") for i in range(draft.num_hidden_layers)]
 
 
@@ -32,7 +32,9 @@ def built(vllm_config: Any, backend: Any, names: list[tuple[str, str]]) -> dict[
     mla.py:418-437): the cache dtype of the draft's cache config (:317-321), the latent head kv_lora_rank +
     qk_rope_head_dim (:160), non-causal multi-token decode (dspark_mla.py:88) and the backend get_attn_backend
     selects for it (mla.py:324-331) under the draft's own config, with the draft model's dtype (get_model builds it
-    at the draft ModelConfig's) and its heads at the draft's tp (mla.py:200-203). `backend` is the target's."""
+    at the draft ModelConfig's) and its heads at the draft's tp (mla.py:200-203). `backend` is the target's. The
+    draft's cache config is the target's: vLLM gives it a dtype of its own only from the speculative config's
+    kv_cache_dtype (utils.py:105-112), which no point sets."""
     from vllm.config import set_current_vllm_config
     from vllm.model_executor.models.qwen3_dflash import dflash_has_any_non_causal
     from vllm.models.kimi_k3.nvidia.mla import MultiHeadLatentAttention
@@ -41,16 +43,14 @@ def built(vllm_config: Any, backend: Any, names: list[tuple[str, str]]) -> dict[
 
     speculative = vllm_config.speculative_config
     draft, hf = speculative.draft_model_config, speculative.draft_model_config.hf_config
-    # the fields of load_dspark_model's draft config that the selection reads (utils.py:93-113): a copy of the
-    # target's with the draft's attention and cache config, not a new VllmConfig (whose checks the target's ran)
+    # the field of load_dspark_model's draft config that the selection reads (utils.py:93-113): a copy of the
+    # target's with the draft's attention config, not a new VllmConfig (whose checks the target's ran)
     own = copy.copy(vllm_config)
     own.attention_config = replace(
         vllm_config.attention_config, use_non_causal=dflash_has_any_non_causal(hf),
         backend=_resolve_dspark_attention_backend(draft, speculative.attention_backend,
                                                   vllm_config.attention_config.backend))
-    if speculative.kv_cache_dtype is not None:
-        own.cache_config = replace(vllm_config.cache_config, cache_dtype=speculative.kv_cache_dtype)
-    cache_dtype = own.cache_config.cache_dtype
+    cache_dtype = vllm_config.cache_config.cache_dtype
     heads = hf.num_attention_heads // speculative.draft_parallel_config.tensor_parallel_size
     with set_current_vllm_config(own):
         selected = get_attn_backend(hf.kv_lora_rank + hf.qk_rope_head_dim, draft.dtype, cache_dtype, use_mla=True,

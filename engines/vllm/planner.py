@@ -36,8 +36,7 @@ from typing import Any
 
 from kvproof.engines.stubs import StubUsed
 from kvproof.engines.vllm import kept
-from kvproof.engines.vllm.backends import record
-from kvproof.engines.vllm.catalog import Model
+from kvproof.engines.vllm.catalog import MODELS, Model
 from kvproof.engines.vllm.parts import Backend
 from kvproof.engines.vllm.platform import ENTRY, Answers, Vllm, cuda_assumed, modules, point_answers
 from kvproof.impl import faults
@@ -57,7 +56,8 @@ class Planned:
     asked: dict[str, bool | int | None] = field(default_factory=dict)  # the assumptions asked (platform.Answers)
     configs: dict[int, Any] = field(default_factory=dict)  # vLLM's KVCacheConfig at each parent count
     layout: Any = None  # the KV-cache layout vLLM resolved
-    # a draft layer whose own backend is not the point's: that backend's record and the tokens vLLM hands its kernels
+    # each layer of a cache group holding a draft layer that names its own backend (_own_kernels): the record of the
+    # backend that reads its pages and the tokens vLLM hands that backend's kernels
     own_kernels: dict[str, tuple[Backend, int]] = field(default_factory=dict)
 
 
@@ -186,38 +186,53 @@ def _plan(v: Vllm, point: Point, folder: str, patches: Patches | None, made: Mod
             ) if attention else None
             with kept.layer_block_strides(v.planning):
                 configs = engine_core_configs(v, platform, vllm_config, specs)
-            own = _own_kernels(v, point, cache_config.block_size, backend, built, specs, drafts, configs)
+            own = _own_kernels(v, point, backend, built, drafts, configs)
         documents = _documents(point, configs, layout, kernel_tokens, own)
         return Planned(cache_config.block_size, documents, cache_config.mamba_page_size_padded, kernel_tokens,
                        span, attends, dict(answers.asked), configs, layout, own)
 
 
-def _own_kernels(v: Vllm, point: Point, block: int, backend: Any, built: dict[str, Any], specs: dict[str, Any],
-                 drafts: list[tuple[str, str]], configs: dict[int, Any]) -> dict[str, tuple[Backend, int]]:
+def _own_kernels(v: Vllm, point: Point, backend: Any, built: dict[str, Any], drafts: list[tuple[str, str]],
+                 configs: dict[int, Any]) -> dict[str, tuple[Backend, int]]:
     """The kernels of each layer in a cache group that holds a built layer of a draft checkpoint, which names its
     own backend (a DSpark draft's non-causal MLA layers, whose backend vLLM selects apart from the target's,
-    kimi_k3_dspark.py): its backend's record at the point's GPU and the kernel block vLLM hands the group,
-    select_common_block_size over the group's backends and layer specs, as prepare_kernel_block_sizes picks it over
-    the group's attention groups, one per backend and spec (v1/worker/utils.py:630-680)."""
+    kimi_k3_dspark.py): its backend's record at the point's GPU and the kernel block vLLM hands the group, as
+    prepare_kernel_block_sizes picks it (v1/worker/utils.py:630-680): the group's own block where a tensor of it is
+    block-outermost, else select_common_block_size over its attention groups, one per backend and the group's spec
+    (v1/worker/gpu/attn_utils.py:248-262)."""
     own = {name: b for name, kind in drafts
            if kind == "draft" and name in built and (b := _own_backend(built[name])) is not None}
     if not own:
         return {}
     select = v.worker_utils.select_common_block_size
     takes_specs = "kv_cache_specs" in parameters(select)
+    config = next(iter(configs.values()))
     out: dict[str, tuple[Backend, int]] = {}
-    for group in next(iter(configs.values())).kv_cache_groups:
+    for group in config.kv_cache_groups:
         if own.keys().isdisjoint(group.layer_names):
             continue
-        pairs = list({(own.get(name, backend), specs[name]): None for name in group.layer_names})
-        tokens = select(block, [b for b, _ in pairs], *([[spec for _, spec in pairs]] if takes_specs else []))
+        spec = group.kv_cache_spec
+        pairs = list({(own.get(name, backend), getattr(spec, "kv_cache_specs", {}).get(name, spec)): None
+                      for name in group.layer_names})
+        outermost = any(t.block_stride > t.layer_stride for t in config.kv_cache_tensors
+                        if not set(t.layers).isdisjoint(group.layer_names))
+        tokens = spec.block_size if outermost else select(
+            spec.block_size, [b for b, _ in pairs], *([[s for _, s in pairs]] if takes_specs else []))
         for name in group.layer_names:
-            found = record(own[name], point.backend.capability) if name in own else point.backend
+            found = _record(own[name], point.backend.capability) if name in own else point.backend
             if found is None:
                 raise StubUsed(f"vLLM selected {own[name].get_name()} for the draft layer {name} at "
                                f"{point.backend.gpu}; kvproof has no record of the kernels that read its pages there")
             out[name] = found, tokens
     return out
+
+
+def _record(backend: type, capability: tuple[int, int]) -> Backend | None:
+    """kvproof's record of a backend class vLLM selected at a GPU (the kernels that read its pages there), among
+    those the catalog's models plan; None where it has none."""
+    path = f"{backend.__module__}:{backend.__qualname__}"
+    return next((b for model in MODELS.values() for b in model.backends
+                 if b.path == path and b.capability == capability), None)
 
 
 # (folder, backend) -> each ModelConfig built there, with the assumptions building it asked; with (tp, pp, spec)

@@ -317,7 +317,7 @@ def _select(cls: Any, selected_backend: Any, attn_selector_config: Any, num_head
         module, _, class_name = registry.AttentionBackendEnum[name].get_path().rpartition(".")
         try:
             backend = load_backend(f"{module}:{class_name}", capability)
-        except ImportError as err:
+        except (ImportError, OSError) as err:  # what vLLM counts as a backend unavailable (cuda.py:405)
             raise StubUsed(f"vLLM's attention backend selection reaches {name}, whose module does not import on "
                            f"this CPU ({err}); on a GPU it may") from None
         invalid[name] = backend.validate_configuration(device_capability=device, **config._asdict())
@@ -355,7 +355,8 @@ def point_answers(platform: Any, capability: tuple[int, int], backends: list[typ
     # vLLM keeps each selection by the layer's inputs alone (selector.py:206), not the GPU it was made for
     selected: Any = importlib.import_module("vllm.v1.attention.selector")._cached_get_attn_backend
     # VllmConfig runs Model Runner V2 only where Triton is usable (HAS_TRITON, config/vllm.py:752; 0.30.0 to
-    # 0.32.0 ask it of any platform), as it is on a GPU, whose CUDA wheel depends on triton, and not on this CPU
+    # 0.32.0 ask it of any platform), as it is on a GPU, whose CUDA wheel depends on triton, and not on a machine
+    # without a GPU driver, where triton finds no active one
     configs: Any = importlib.import_module("vllm.config.vllm")
     triton = vars(configs).get("HAS_TRITON")
     envs: Any = importlib.import_module("vllm.envs")
