@@ -60,7 +60,7 @@ def test_on_sm_90_the_drafts_pages_are_read_by_triton_mla_whole_beside_flashmlas
     assert mine["shape"] == [768, 576] and not mine["exact_stride"]
     assert [(k["name"], k["tokens"]) for k in mine["kernels"]] == [("triton_decode_attention", 768)]
     assert [(k["name"], k["tokens"]) for k in target["kernels"]] == [("flashmla_dense_decode", 64)]
-    assert target["exact_stride"] and planned.own_kernels[DRAFT[0]] == (backends.TRITON_MLA, 768)
+    assert target["exact_stride"] and planned.kernels[DRAFT[0]] == (backends.TRITON_MLA, 768)
 
 
 def test_at_flash_attn_mla_the_draft_joins_the_targets_group_and_its_kernel_block_is_both_backends() -> None:

@@ -107,6 +107,16 @@ def test_the_layers_their_names_and_the_domain() -> None:
         planner.plan(point(replace(PLE2, pipeline=lambda _config: True), pp=2))
 
 
+def test_the_side_caches_pages_are_read_by_no_recorded_kernel_and_the_qsa_pages_by_qsas() -> None:
+    """The indexer's side caches name a backend of their own (QWEN4_EXP_EXP_QSA_STATE), whose kernels kvproof has
+    not recorded: their pages carry none, not the QSA layer's sparse GQA kernel, which reads the QSA pages."""
+    fields = planner.plan(point(PLAIN)).documents[1]["fields"]
+    side = [f for f in fields if ".indexer." in f["id"]]
+    qsa = [f for f in fields if f["id"].endswith("self_attn.attn.kv")]
+    assert side and all(f["kernels"] == [] for f in side)
+    assert qsa and all([k["name"] for k in f["kernels"]] == ["qsa_sparse_paged_gqa"] for f in qsa)
+
+
 def test_a_member_without_ple_sizes_its_block_by_a_ple_state_no_layer_keeps() -> None:
     """The class hands the alignment a PLE spec with or without PLE layers (model.py:880-899), so a member with
     none still reads the n-gram order: at tp 8, float32 states and 3 MTP tokens, order 3's phantom PLE state,

@@ -27,6 +27,7 @@ import inspect
 import math
 import pickle
 import tempfile
+import types
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, fields, replace
@@ -56,9 +57,8 @@ class Planned:
     asked: dict[str, bool | int | None] = field(default_factory=dict)  # the assumptions asked (platform.Answers)
     configs: dict[int, Any] = field(default_factory=dict)  # vLLM's KVCacheConfig at each parent count
     layout: Any = None  # the KV-cache layout vLLM resolved
-    # each layer of a cache group holding a draft layer that names its own backend (_own_kernels): the record of the
-    # backend that reads its pages and the tokens vLLM hands that backend's kernels
-    own_kernels: dict[str, tuple[Backend, int]] = field(default_factory=dict)
+    # each layer's backend record (None: a side cache's own, unrecorded) and the tokens vLLM hands its kernels
+    kernels: dict[str, tuple[Backend | None, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -176,54 +176,48 @@ def _plan(v: Vllm, point: Point, folder: str, patches: Patches | None, made: Mod
                 [*found, point.model.state_backend(v.registry)] if attends
                 else [point.model.state_backend(v.registry)])]
             layout = v.core.calls["resolve_kv_cache_layout"](vllm_config, [layout_names], list(specs.values()))
-            attention = [spec for (_, kind), spec in zip(layers, specs.values(), strict=True) if kind == "attention"]
-            # what the model runner hands the kernel: a divisor of the block, chosen by this function
-            # when it builds an attention group (vllm/v1/worker/utils.py:295), with the group's spec
-            # where it takes one (0.32.0 on)
-            select = v.worker_utils.select_common_block_size
-            kernel_tokens = select(cache_config.block_size, [backend], *(
-                [attention[:1]] if "kv_cache_specs" in parameters(select) else [])
-            ) if attention else None
             with kept.layer_block_strides(v.planning):
                 configs = engine_core_configs(v, platform, vllm_config, specs)
-            own = _own_kernels(v, point, backend, built, drafts, configs)
-        documents = _documents(point, configs, layout, kernel_tokens, own)
+            kernels = _kernel_blocks(v, point, backend, built, {name for name, kind in drafts if kind == "draft"},
+                                     configs)
+        first = next((name for name, kind in layers if kind == "attention"), None)
+        kernel_tokens = kernels[first][1] if first is not None else None
+        documents = _documents(point, configs, layout, kernels)
         return Planned(cache_config.block_size, documents, cache_config.mamba_page_size_padded, kernel_tokens,
-                       span, attends, dict(answers.asked), configs, layout, own)
+                       span, attends, dict(answers.asked), configs, layout, kernels)
 
 
-def _own_kernels(v: Vllm, point: Point, backend: Any, built: dict[str, Any], drafts: list[tuple[str, str]],
-                 configs: dict[int, Any]) -> dict[str, tuple[Backend, int]]:
-    """The kernels of each layer in a cache group that holds a built layer of a draft checkpoint, which names its
-    own backend (a DSpark draft's non-causal MLA layers, whose backend vLLM selects apart from the target's,
-    kimi_k3_dspark.py): its backend's record at the point's GPU and the kernel block vLLM hands the group, as
-    prepare_kernel_block_sizes picks it (v1/worker/utils.py:630-680): the group's own block where a tensor of it is
-    block-outermost, else select_common_block_size over its attention groups, one per backend and the group's spec
-    (v1/worker/gpu/attn_utils.py:248-262)."""
-    own = {name: b for name, kind in drafts
-           if kind == "draft" and name in built and (b := _own_backend(built[name])) is not None}
-    if not own:
-        return {}
-    select = v.worker_utils.select_common_block_size
-    takes_specs = "kv_cache_specs" in parameters(select)
+def _kernel_blocks(v: Vllm, point: Point, backend: Any, built: dict[str, Any], drafts: set[str],
+                   configs: dict[int, Any]) -> dict[str, tuple[Backend | None, int]]:
+    """Each layer's backend record at the point's GPU (the kernels that read its pages) and the tokens of the kernel
+    block vLLM hands them: vLLM's own prepare_kernel_block_sizes (v1/worker/utils.py:630-680 in 0.33.0) over the
+    config's groups, each with its attention groups as the model runner builds them, one per backend and layer
+    spec (v1/worker/gpu/attn_utils.py:248-262). A layer's backend is the one its built layer names (a DSpark
+    draft's, selected apart from the target's; a side cache's), else the point's. A side cache's own backend that
+    kvproof has no record of reads its pages with kernels not recorded (None); a draft checkpoint's layer's (`drafts`)
+    raises StubUsed."""
     config = next(iter(configs.values()))
-    out: dict[str, tuple[Backend, int]] = {}
+    own = {name: b for name, layer in built.items() if (b := _own_backend(layer)) is not None}
+    attention_groups = []
     for group in config.kv_cache_groups:
-        if own.keys().isdisjoint(group.layer_names):
-            continue
         spec = group.kv_cache_spec
-        pairs = list({(own.get(name, backend), getattr(spec, "kv_cache_specs", {}).get(name, spec)): None
-                      for name in group.layer_names})
-        outermost = any(t.block_stride > t.layer_stride for t in config.kv_cache_tensors
-                        if not set(t.layers).isdisjoint(group.layer_names))
-        tokens = spec.block_size if outermost else select(
-            spec.block_size, [b for b, _ in pairs], *([[s for _, s in pairs]] if takes_specs else []))
+        alike: dict[tuple[Any, Any], Any] = {}
         for name in group.layer_names:
-            found = _record(own[name], point.backend.capability) if name in own else point.backend
-            if found is None:
+            key = (own.get(name, backend), getattr(spec, "kv_cache_specs", {}).get(name, spec))
+            alike.setdefault(key, types.SimpleNamespace(backend=key[0], kv_cache_spec=key[1]))
+        attention_groups.append(list(alike.values()))
+    sizes = v.worker_utils.prepare_kernel_block_sizes(config, attention_groups)
+    if len(sizes) != len(config.kv_cache_groups):  # it skips an encoder-only group, which no model here has
+        raise StubUsed(f"prepare_kernel_block_sizes gave {len(sizes)} kernel blocks for "
+                       f"{len(config.kv_cache_groups)} cache groups")
+    out: dict[str, tuple[Backend | None, int]] = {}
+    for group, tokens in zip(config.kv_cache_groups, sizes, strict=True):
+        for name in group.layer_names:
+            found = point.backend if own.get(name, backend) is backend else _record(own[name], point.backend.capability)
+            if found is None and name in drafts:
                 raise StubUsed(f"vLLM selected {own[name].get_name()} for the draft layer {name} at "
                                f"{point.backend.gpu}; kvproof has no record of the kernels that read its pages there")
-            out[name] = found, tokens
+            out[name] = found, int(tokens)
     return out
 
 
@@ -293,18 +287,15 @@ def _made(made: ModelConfigs, key: tuple[Any, ...], point: Point, answers: Answe
     return found
 
 
-def _documents(point: Point, configs: dict[int, Any], layout: Any, kernel_tokens: int | None,
-               own: dict[str, tuple[Backend, int]]) -> dict[int, dict]:
-    def listed(backend: Backend, tokens: int | None) -> list[dict]:
-        return [{"name": k.name, "tokens": tokens, "block": k.block, "max_tokens": k.max_tokens,
-                 **({"power_of_two": True} if k.power_of_two else {})}
-                for k in backend.kernels_at(point.trtllm)] if tokens else []
-
-    kernels = listed(point.backend, kernel_tokens)
-    layer_kernels = {name: listed(backend, tokens) for name, (backend, tokens) in own.items()}
+def _documents(point: Point, configs: dict[int, Any], layout: Any,
+               kernels: dict[str, tuple[Backend | None, int]]) -> dict[int, dict]:
+    layer_kernels = {name: [{"name": k.name, "tokens": tokens, "block": k.block, "max_tokens": k.max_tokens,
+                             **({"power_of_two": True} if k.power_of_two else {})}
+                            for k in backend.kernels_at(point.trtllm)] if backend is not None else []
+                     for name, (backend, tokens) in kernels.items()}
     readers = [{"name": r.name, "walks": r.walks} for r in point.model.state_readers()]
     translated: Translated = {}
-    return {n: document(cfg, layout, n, kernels, readers, translated, layer_kernels) for n, cfg in configs.items()}
+    return {n: document(cfg, layout, n, [], readers, translated, layer_kernels) for n, cfg in configs.items()}
 
 
 # (group, layer, plane@offset in its page, the spec object's id, block stride) -> the layer's fields and stride
@@ -340,8 +331,7 @@ def _reread(planned: Planned, point: Point) -> Planned:
     backend = point.backend.load()
     with point_answers(cuda_assumed(modules()), point.backend.capability, [backend] if planned.attention else [],
                        point.trtllm, point.cuda_runtime):
-        return replace(planned, documents=_documents(point, planned.configs, planned.layout, planned.kernel_tokens,
-                                                     planned.own_kernels))
+        return replace(planned, documents=_documents(point, planned.configs, planned.layout, planned.kernels))
 
 
 # The engine core's memory for one worker's KV cache, handed to get_kv_cache_configs: any amount whose
