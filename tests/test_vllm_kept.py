@@ -9,7 +9,6 @@ import contextlib
 import types
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import pytest
 
@@ -79,10 +78,8 @@ def test_a_point_plans_alike_with_vllms_answers_kept_and_without(model: catalog.
     without = planner.plan(point)
     assert with_kept.documents == without.documents and with_kept.block_size == without.block_size
     # each parent count's document translated alone is the one translated beside the others
-    kernels: Any = with_kept.documents[1]["fields"]
-    alone = {n: planner.document(cfg, with_kept.layout, n,
-                                 next((f["kernels"] for f in kernels if "kernels" in f), []),
-                                 next((f["readers"] for f in kernels if "readers" in f), []))
+    alone = {n: planner.document(cfg, with_kept.layout, n, planner.kernel_fields(point, with_kept.kernels),
+                                 planner.reader_fields(point))
              for n, cfg in with_kept.configs.items()}
     assert alone == with_kept.documents
 

@@ -27,7 +27,6 @@ import inspect
 import math
 import pickle
 import tempfile
-import types
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, fields, replace
@@ -189,35 +188,49 @@ def _plan(v: Vllm, point: Point, folder: str, patches: Patches | None, made: Mod
 
 def _kernel_blocks(v: Vllm, point: Point, backend: Any, built: dict[str, Any], drafts: set[str],
                    configs: dict[int, Any]) -> dict[str, tuple[Backend | None, int]]:
-    """Each layer's backend record at the point's GPU (the kernels that read its pages) and the tokens of the kernel
-    block vLLM hands them: vLLM's own prepare_kernel_block_sizes (v1/worker/utils.py:630-680 in 0.33.0) over the
-    config's groups, each with its attention groups as the model runner builds them, one per backend and layer
-    spec (v1/worker/gpu/attn_utils.py:248-262). A layer's backend is the one its built layer names (a DSpark
-    draft's, selected apart from the target's; a side cache's), else the point's. A side cache's own backend that
-    kvproof has no record of reads its pages with kernels not recorded (None); a draft checkpoint's layer's (`drafts`)
-    raises StubUsed."""
+    """Each attention layer's backend record at the point's GPU (the kernels that read its pages) and the tokens of
+    the kernel block vLLM picks for them: vLLM's own prepare_kernel_block_sizes (v1/worker/utils.py:630-680 in
+    0.33.0) over the config's groups, each with its attention groups as the model runner builds them, one per
+    backend and layer spec (v1/worker/gpu/attn_utils.py:248-262). A layer's backend is the one its built layer names
+    (a DSpark draft's, selected apart from the target's; a side cache's), else the point's. A draft checkpoint's
+    layers (`drafts`) take the pick over the draft's own attention groups, as Model Runner V2's speculator builds
+    them (spec_decode/speculator.py:297-302, attn_utils.py:220-224); at a draft of the target's backend it is the
+    group's. A side cache's own backend that kvproof has no record of reads its pages with kernels not recorded
+    (None); a draft layer's raises StubUsed. vLLM 0.32.0 on picks again per attention group when it builds its
+    metadata (utils.py:291-299), which moves a size only in a block-outermost group whose backend takes less than
+    the block: not modelled (GLM-5.3-Flash's takes the block)."""
     config = next(iter(configs.values()))
     own = {name: b for name, layer in built.items() if (b := _own_backend(layer)) is not None}
-    attention_groups = []
-    for group in config.kv_cache_groups:
-        spec = group.kv_cache_spec
-        alike: dict[tuple[Any, Any], Any] = {}
-        for name in group.layer_names:
-            key = (own.get(name, backend), getattr(spec, "kv_cache_specs", {}).get(name, spec))
-            alike.setdefault(key, types.SimpleNamespace(backend=key[0], kv_cache_spec=key[1]))
-        attention_groups.append(list(alike.values()))
-    sizes = v.worker_utils.prepare_kernel_block_sizes(config, attention_groups)
-    if len(sizes) != len(config.kv_cache_groups):  # it skips an encoder-only group, which no model here has
-        raise StubUsed(f"prepare_kernel_block_sizes gave {len(sizes)} kernel blocks for "
-                       f"{len(config.kv_cache_groups)} cache groups")
+
+    def kernel_blocks(active: set[str] | None) -> list[int]:
+        groups = []
+        for g, group in enumerate(config.kv_cache_groups):
+            spec, alike = group.kv_cache_spec, {}
+            for name in group.layer_names if active is None else active.intersection(group.layer_names):
+                layer_spec = getattr(spec, "kv_cache_specs", {}).get(name, spec)
+                key = (own.get(name, backend), layer_spec)
+                if key not in alike:
+                    alike[key] = v.worker_utils.AttentionGroup(key[0], [], layer_spec, g)
+                alike[key].layer_names.append(name)
+            groups.append(list(alike.values()))
+        sizes = [int(n) for n in v.worker_utils.prepare_kernel_block_sizes(config, groups)]
+        if len(sizes) != len(groups):  # it skips an encoder-only group, which no model here has
+            raise StubUsed(f"prepare_kernel_block_sizes gave {len(sizes)} kernel blocks for {len(groups)} cache groups")
+        return sizes
+
+    targets, draft = kernel_blocks(None), kernel_blocks(drafts) if drafts else []
     out: dict[str, tuple[Backend | None, int]] = {}
-    for group, tokens in zip(config.kv_cache_groups, sizes, strict=True):
+    for g, group in enumerate(config.kv_cache_groups):
+        spec = group.kv_cache_spec
         for name in group.layer_names:
+            if hasattr(getattr(spec, "kv_cache_specs", {}).get(name, spec), "shapes"):
+                continue  # a state layer's page: read by its readers, never an attention kernel
+            # a built layer that names the point's backend is read as any other
             found = point.backend if own.get(name, backend) is backend else _record(own[name], point.backend.capability)
             if found is None and name in drafts:
                 raise StubUsed(f"vLLM selected {own[name].get_name()} for the draft layer {name} at "
                                f"{point.backend.gpu}; kvproof has no record of the kernels that read its pages there")
-            out[name] = found, int(tokens)
+            out[name] = found, (draft if name in drafts else targets)[g]
     return out
 
 
@@ -289,13 +302,21 @@ def _made(made: ModelConfigs, key: tuple[Any, ...], point: Point, answers: Answe
 
 def _documents(point: Point, configs: dict[int, Any], layout: Any,
                kernels: dict[str, tuple[Backend | None, int]]) -> dict[int, dict]:
-    layer_kernels = {name: [{"name": k.name, "tokens": tokens, "block": k.block, "max_tokens": k.max_tokens,
-                             **({"power_of_two": True} if k.power_of_two else {})}
-                            for k in backend.kernels_at(point.trtllm)] if backend is not None else []
-                     for name, (backend, tokens) in kernels.items()}
-    readers = [{"name": r.name, "walks": r.walks} for r in point.model.state_readers()]
     translated: Translated = {}
-    return {n: document(cfg, layout, n, [], readers, translated, layer_kernels) for n, cfg in configs.items()}
+    return {n: document(cfg, layout, n, kernel_fields(point, kernels), reader_fields(point), translated)
+            for n, cfg in configs.items()}
+
+
+def kernel_fields(point: Point, kernels: dict[str, tuple[Backend | None, int]]) -> dict[str, list[dict]]:
+    """Each attention layer's kernels as the plan document lists them, at the point's assumptions (its trtllm)."""
+    return {name: [{"name": k.name, "tokens": tokens, "block": k.block, "max_tokens": k.max_tokens,
+                    **({"power_of_two": True} if k.power_of_two else {})}
+                   for k in backend.kernels_at(point.trtllm)] if backend is not None else []
+            for name, (backend, tokens) in kernels.items()}
+
+
+def reader_fields(point: Point) -> list[dict]:
+    return [{"name": r.name, "walks": r.walks} for r in point.model.state_readers()]
 
 
 # (group, layer, plane@offset in its page, the spec object's id, block stride) -> the layer's fields and stride
@@ -511,9 +532,8 @@ def _dtype(torch_dtype: Any) -> str:
     return str(torch_dtype).removeprefix("torch.")
 
 
-def document(kv_config: Any, layout: Any, parents: int, kernels: list[dict] | None = None,
-             readers: list[dict] | None = None, translated: Translated | None = None,
-             layer_kernels: dict[str, list[dict]] | None = None) -> dict:
+def document(kv_config: Any, layout: Any, parents: int, kernels: dict[str, list[dict]] | None = None,
+             readers: list[dict] | None = None, translated: Translated | None = None) -> dict:
     """vLLM's KVCacheConfig as kvproof's plan document.
 
     Block 0 is vLLM's null block, so num_blocks = N + 1 parents. vLLM 0.33.0 allocates one buffer
@@ -528,19 +548,19 @@ def document(kv_config: Any, layout: Any, parents: int, kernels: list[dict] | No
     layer slot is a plane of block_stride bytes per parent; every group puts one page (packing 1)
     in each slot it has a layer in. State fields are views sliced out of the page, one state after
     another, so their stride is the page (P) and not their payload. An attention field declares an
-    exact stride only where vLLM splits its block into kernel pages (see _fields). `kernels` read
-    the attention fields' pages (each handed pages of its `tokens`), but a layer's of `layer_kernels`,
-    which read its own; `readers` read the state pages.
+    exact stride only where vLLM splits its block into kernel pages (see _fields). `kernels`: each attention
+    layer's, which read its pages (each handed pages of its `tokens`; none where a layer has none listed);
+    `readers` read the state pages.
     `translated`: the layers translated for the other parent counts of the same planning, the
     configs' spec objects alive while it is (its keys hold their ids).
     """
     translated = {} if translated is None else translated
     if kv_config.num_blocks != parents + 1:
         raise StubUsed(f"vLLM sized {kv_config.num_blocks} blocks for {parents} parents plus the null block")
-    own = layer_kernels or {}
+    listed = kernels or {}
 
     def reading(name: str) -> list[dict]:
-        return own.get(name, kernels or [])
+        return listed.get(name, [])
 
     if layout.is_block_outermost:
         return _block_outermost(kv_config, layout, parents, reading, readers or [], translated)
@@ -624,25 +644,8 @@ def _stride_alignment(spec: Any) -> int:
     return int(method()) if method is not None else int(getattr(spec, "block_stride_alignment", None) or 1)
 
 
-def _own_cache(spec: Any) -> bool:
-    """A side cache that names its own backend, whose pages the point's attention kernels do not read: an
-    indexer's keys (cache_role INDEXER, v1/kv_cache_interface.py:196-199) or a circular buffer (:968)."""
-    return getattr(getattr(spec, "cache_role", None), "value", None) == "indexer" or _circular(type(spec))
-
-
-_CIRCULAR: dict[type, bool] = {}  # a spec class -> whether it is a CircularBufferSpec (vLLM has a few dozen classes)
-
-
-def _circular(spec_class: type) -> bool:
-    if spec_class not in _CIRCULAR:
-        _CIRCULAR[spec_class] = any(cls.__name__ == "CircularBufferSpec" for cls in spec_class.__mro__)
-    return _CIRCULAR[spec_class]
-
-
 def _fields(prefix: str, group: str, plane: str, spec: Any, stride: int, kernels: list[dict],
             readers: list[dict]) -> list[dict]:
-    if _own_cache(spec):
-        kernels = []
     if hasattr(spec, "shapes"):  # MambaSpec: states one after another in the page
         out, offset = [], 0
         for k, (shape, dtype) in enumerate(zip(spec.shapes, spec.dtypes, strict=True)):
