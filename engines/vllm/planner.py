@@ -56,7 +56,8 @@ class Planned:
     asked: dict[str, bool | int | None] = field(default_factory=dict)  # the assumptions asked (platform.Answers)
     configs: dict[int, Any] = field(default_factory=dict)  # vLLM's KVCacheConfig at each parent count
     layout: Any = None  # the KV-cache layout vLLM resolved
-    # each layer's backend record (None: a side cache's own, unrecorded) and the tokens vLLM hands its kernels
+    # each attention layer's backend record (None: a side cache's own, unrecorded) and the tokens vLLM hands its
+    # kernels (_kernel_blocks)
     kernels: dict[str, tuple[Backend | None, int]] = field(default_factory=dict)
 
 
