@@ -50,17 +50,16 @@ def built(vllm_config: Any, backend: Any, names: list[tuple[str, str]]) -> dict[
         vllm_config.attention_config, use_non_causal=dflash_has_any_non_causal(hf),
         backend=_resolve_dspark_attention_backend(draft, speculative.attention_backend,
                                                   vllm_config.attention_config.backend))
-    cache_dtype = vllm_config.cache_config.cache_dtype
+    cache_dtype, head = vllm_config.cache_config.cache_dtype, hf.kv_lora_rank + hf.qk_rope_head_dim
     heads = hf.num_attention_heads // speculative.draft_parallel_config.tensor_parallel_size
     with set_current_vllm_config(own):
-        selected = get_attn_backend(hf.kv_lora_rank + hf.qk_rope_head_dim, draft.dtype, cache_dtype, use_mla=True,
-                                    use_sparse=False, num_heads=heads)
+        selected = get_attn_backend(head, draft.dtype, cache_dtype, use_mla=True, use_sparse=False, num_heads=heads)
     out: dict[str, Any] = {}
     for name, kind in names:
         if kind != "draft":
             continue
         layer: Any = object.__new__(MultiHeadLatentAttention)
-        vars(layer).update(kv_cache_dtype=cache_dtype, head_size=hf.kv_lora_rank + hf.qk_rope_head_dim,
-                           non_causal_multi_token_decode=True, attn_backend=selected)
+        vars(layer).update(kv_cache_dtype=cache_dtype, head_size=head, non_causal_multi_token_decode=True,
+                           attn_backend=selected)
         out[name] = layer
     return out

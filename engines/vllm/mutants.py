@@ -17,6 +17,7 @@ from typing import Any
 
 from kvproof.engines.interface import Mutant
 from kvproof.engines.replaced import replaced
+from kvproof.engines.vllm.planner import layer_spec
 from kvproof.engines.vllm.platform import Vllm
 from kvproof.impl import faults
 
@@ -189,8 +190,7 @@ def _block_by_largest_page(original: Callable[..., Any]) -> Callable[..., Any]:
     def broken(kv_cache_groups: Any, layout: Any) -> int:
         if not layout.is_block_outermost:
             return int(original(kv_cache_groups, layout))
-        specs = [getattr(group.kv_cache_spec, "kv_cache_specs", {}).get(name, group.kv_cache_spec)
-                 for group in kv_cache_groups for name in group.layer_names]
+        specs = [layer_spec(group, name) for group in kv_cache_groups for name in group.layer_names]
         alignment = math.lcm(*(spec.get_block_stride_alignment() for spec in specs))
         return -(-max(spec.page_size_bytes for spec in specs) // alignment) * alignment
     return broken

@@ -206,12 +206,11 @@ def _kernel_blocks(v: Vllm, point: Point, backend: Any, built: dict[str, Any], d
     def kernel_blocks(active: set[str] | None) -> list[int]:
         groups = []
         for g, group in enumerate(config.kv_cache_groups):
-            spec, alike = group.kv_cache_spec, {}
+            alike: dict[tuple[Any, Any], Any] = {}
             for name in group.layer_names if active is None else active.intersection(group.layer_names):
-                layer_spec = getattr(spec, "kv_cache_specs", {}).get(name, spec)
-                key = (own.get(name, backend), layer_spec)
+                key = (own.get(name, backend), layer_spec(group, name))
                 if key not in alike:
-                    alike[key] = v.worker_utils.AttentionGroup(key[0], [], layer_spec, g)
+                    alike[key] = v.worker_utils.AttentionGroup(key[0], [], key[1], g)
                 alike[key].layer_names.append(name)
             groups.append(list(alike.values()))
         sizes = [int(n) for n in v.worker_utils.prepare_kernel_block_sizes(config, groups)]
@@ -222,9 +221,8 @@ def _kernel_blocks(v: Vllm, point: Point, backend: Any, built: dict[str, Any], d
     targets, draft = kernel_blocks(None), kernel_blocks(drafts) if drafts else []
     out: dict[str, tuple[Backend | None, int]] = {}
     for g, group in enumerate(config.kv_cache_groups):
-        spec = group.kv_cache_spec
         for name in group.layer_names:
-            if hasattr(getattr(spec, "kv_cache_specs", {}).get(name, spec), "shapes"):
+            if hasattr(layer_spec(group, name), "shapes"):
                 continue  # a state layer's page: read by its readers, never an attention kernel
             # a built layer that names the point's backend is read as any other
             found = point.backend if own.get(name, backend) is backend else _record(own[name], point.backend.capability)
@@ -233,6 +231,12 @@ def _kernel_blocks(v: Vllm, point: Point, backend: Any, built: dict[str, Any], d
                                f"{point.backend.gpu}; kvproof has no record of the kernels that read its pages there")
             out[name] = found, (draft if name in drafts else targets)[g]
     return out
+
+
+def layer_spec(group: Any, name: str) -> Any:
+    """A layer's own spec in its cache group: the group's, or its entry where the group holds specs per layer
+    (UniformTypeKVCacheSpecs, as vLLM reads it, v1/worker/gpu/attn_utils.py:248-249)."""
+    return getattr(group.kv_cache_spec, "kv_cache_specs", {}).get(name, group.kv_cache_spec)
 
 
 def _record(backend: type, capability: tuple[int, int]) -> Backend | None:
@@ -624,8 +628,7 @@ def _groups(kv_config: Any, slot: Callable[[Any, int], tuple[str, int, int]], ke
         groups.append({"id": gid, "packing": 1, "page_count": kv_config.num_blocks})
         for name in group.layer_names:
             plane, stride, at = slot(*by_layer[name])
-            spec = group.kv_cache_spec
-            spec = getattr(spec, "kv_cache_specs", {}).get(name, spec)
+            spec = layer_spec(group, name)
             key = (gid, name, f"{plane}@{at}", id(spec), stride)
             if key not in translated:
                 layer = _fields(f"{gid}.{name}", gid, plane, spec, stride, kernels(name), readers)
