@@ -169,4 +169,6 @@ def test_every_dspark_point_plans_one_to_seven_tokens_at_every_mla_backend_witho
     assert {p.point["backend"] for p in result.points} == {b.label for b in catalog.MLA_BACKENDS}
     # as kimi-k3's own points: only tp 8's block against tp 1's (tp_block_size, baselined)
     assert {f.property for p in result.points for f in p.findings} == {"tp_block_size"}
-    assert len(result.points) == 196
+    # each with the draft at the target's kv dtype and at the other one (the draft's backend is selected at it)
+    assert len(result.points) == 2 * 196
+    assert {p.point.get("draft_dtype") for p in result.points} == {None, *engine.DTYPES}

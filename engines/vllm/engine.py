@@ -46,6 +46,7 @@ CROSS_POINT = (TP_BLOCK_SIZE, PP_BLOCK_SIZE)  # findings across points: `verify 
 PIPELINE = (2, 4, 8)  # pipeline sizes planned (each stage planned on its own; see _grid)
 DTYPES = ("auto", "fp8")
 MAMBA_DTYPES = ("auto", "float32")
+TARGET_DTYPE = "target"  # --assume draft_dtype=target: the points whose draft has no KV dtype of its own
 TRTLLM = ("on", "off")  # FlashInfer's TRTLLM kernels obtainable: flashinfer-cubin installed or NVIDIA's artifactory
 # vLLM states no padding bound for its pages; by default its plans are held to the contract's as the
 # contract holds its own (spec/contract.py): a group's pages may pad at most a quarter of their payload,
@@ -96,6 +97,8 @@ def _domain(model: catalog.Model, only: dict[str, Sequence[Any] | None] | None =
             return True
         if axis == "backend":
             return p["backend"] in want or p["backend"].split("@")[0] in want
+        if axis == "draft_dtype":  # `target`: the draft at the target's KV dtype (no dtype of its own), or no draft
+            return p.get(axis, TARGET_DTYPE) in want
         return p.get(axis) in want
 
     chosen = [p for p in _grid(model) if all(wanted(p, axis, want) for axis, want in (only or {}).items())]
@@ -107,8 +110,17 @@ def _domain(model: catalog.Model, only: dict[str, Sequence[Any] | None] | None =
             declared[label] = backends[label].load().supported_kv_cache_dtypes
         except Exception as err:  # kvproof cannot import the backend's module at this vLLM
             failed[label] = _gap(err, f"importing {backends[label].path} (backend {label})")
-    return ([p for p in chosen if p["backend"] in declared and p["dtype"] in declared[p["backend"]]],
+    return ([p for p in chosen if p["backend"] in declared and p["dtype"] in declared[p["backend"]]
+             and _draft_declared(model, p, declared[p["backend"]])],
             [(p, failed[p["backend"]]) for p in chosen if p["backend"] in failed])
+
+
+def _draft_declared(model: catalog.Model, point: dict[str, Any], declared: Any) -> bool:
+    """Whether a point's draft dtype is one the draft's backend can take: the point's backend is the draft's
+    (Model Runner V2 builds the draft under the target's attention config, eagle/utils.py:86, and so under its
+    --attention-backend; a backend is validated at the layer's KV dtype, v1/attention/backend.py:306-307), except
+    for a DSpark draft, whose backend vLLM selects at the draft's dtype (kimi_k3_dspark.built)."""
+    return "draft_dtype" not in point or model.draft == "dspark" or point["draft_dtype"] in declared
 
 
 def _grid(model: catalog.Model) -> list[dict[str, Any]]:
@@ -125,11 +137,22 @@ def _grid(model: catalog.Model) -> list[dict[str, Any]]:
     # a user's config.json names its points, so that its findings are its own in a baseline
     named = {"model": model.user_config.name} if model.user_config else {}
     return [{**named, "tp": tp, "dtype": dtype, "mamba_dtype": mamba, "prefix": "on" if prefix else "off",
-             "backend": backend.label, **({} if spec is None else {"spec": spec}), "pp": pp, **assumed}
+             "backend": backend.label, **({} if spec is None else {"spec": spec}), **drafted, "pp": pp, **assumed}
             for backend in model.backends for assumed in _assumptions(model, backend)
             for prefix in model.prefix_caching for spec in specs for dtype in DTYPES
+            for drafted in _draft_dtypes(model, spec, dtype)
             for mamba in MAMBA_DTYPES for tp, pp in shapes
             if (pp == 1 or not spec) and (backend.all_stages or pp == 1 or (tp, pp) == (1, 2))]
+
+
+def _draft_dtypes(model: catalog.Model, spec: int | None, dtype: str) -> list[dict[str, str]]:
+    """A drafted point's draft KV dtypes: the target's (no axis: `--speculative-config` gives none), and, where
+    the model plans it, each other one as the draft's own (its kv_cache_dtype, which vLLM builds the draft's
+    layers under: v1/worker/gpu/spec_decode/eagle/utils.py:86 and config/speculative.py:396-403,
+    dspark/utils.py:104-112, dflash/utils.py:34-41)."""
+    if not spec or model.draft in (None, "ngram") or not model.draft_dtypes:
+        return [{}]
+    return [{}, *({"draft_dtype": other} for other in DTYPES if other != dtype)]
 
 
 def _stages(model: catalog.Model) -> int:
@@ -481,9 +504,11 @@ def _plan_all(model: catalog.Model, chosen: list[dict[str, Any]], padding_bound:
     for p in chosen:
         backend = backends[p["backend"]]
         bound = (None if p.get("spec") else PADDING_BOUND) if padding_bound == CONTRACT else padding_bound
+        own_dtypes = len(_draft_dtypes(model, p.get("spec"), p["dtype"])) > 1  # the draft may take a dtype of its own
         replay = (f"verify engine vllm --recipe {model.recipe} --tp {p['tp']} --dtype {p['dtype']} --assume "
                   f"backend={backend.label} mamba_dtype={p['mamba_dtype']} prefix={p['prefix']}"
-                  + (f" spec={p['spec']}" if "spec" in p else "") + f" pp={p['pp']}"
+                  + (f" spec={p['spec']}" if "spec" in p else "")
+                  + (f" draft_dtype={p.get('draft_dtype', TARGET_DTYPE)}" if own_dtypes else "") + f" pp={p['pp']}"
                   + "".join(f" {axis}={p[axis]}" for axis in ("trtllm", "cuda_runtime") if axis in p)
                   + (f" --config {model.user_config.path}" if model.user_config else ""))
         ranks: list[tuple[PointResult, planner.Planned]] = []
@@ -493,7 +518,7 @@ def _plan_all(model: catalog.Model, chosen: list[dict[str, Any]], padding_bound:
                 planned = seen.plans.plan(planner.Point(model, p["tp"], p["dtype"], p["mamba_dtype"],
                                                         p["prefix"] == "on", backend, p.get("spec", 0), p["pp"],
                                                         rank, p["trtllm"] == "on" if "trtllm" in p else None,
-                                                        p.get("cuda_runtime")),
+                                                        p.get("cuda_runtime"), p.get("draft_dtype")),
                                           mutants.applied)
             except Exception as err:
                 gap = _judge(err)
@@ -577,6 +602,7 @@ def _assumed(assume: Sequence[str] | None) -> dict[str, list[Any]]:
                                 for name in (b.name, b.label)}),
              "mamba_dtype": list(MAMBA_DTYPES), "prefix": ["on", "off"],
              "spec": sorted({str(s) for m in catalog.MODELS.values() for s in m.speculative}),
+             "draft_dtype": [TARGET_DTYPE, *DTYPES],
              "pp": [str(pp) for pp in (1, *PIPELINE)], "trtllm": list(TRTLLM),
              "cuda_runtime": [str(major) for major in CUDA_RUNTIMES]}
     out: dict[str, list[Any]] = {}

@@ -33,8 +33,8 @@ def built(vllm_config: Any, backend: Any, names: list[tuple[str, str]]) -> dict[
     qk_rope_head_dim (:160), non-causal multi-token decode (dspark_mla.py:88) and the backend get_attn_backend
     selects for it (mla.py:324-331) under the draft's own config, with the draft model's dtype (get_model builds it
     at the draft ModelConfig's) and its heads at the draft's tp (mla.py:200-203). `backend` is the target's. The
-    draft's cache config is the target's: vLLM gives it a dtype of its own only from the speculative config's
-    kv_cache_dtype (utils.py:105-112), which no point sets."""
+    draft's cache dtype is the speculative config's kv_cache_dtype where it gives one (utils.py:104-112), else
+    the target's."""
     from vllm.config import set_current_vllm_config
     from vllm.model_executor.models.qwen3_dflash import dflash_has_any_non_causal
     from vllm.models.kimi_k3.nvidia.mla import MultiHeadLatentAttention
@@ -50,7 +50,8 @@ def built(vllm_config: Any, backend: Any, names: list[tuple[str, str]]) -> dict[
         vllm_config.attention_config, use_non_causal=dflash_has_any_non_causal(hf),
         backend=_resolve_dspark_attention_backend(draft, speculative.attention_backend,
                                                   vllm_config.attention_config.backend))
-    cache_dtype, head = vllm_config.cache_config.cache_dtype, hf.kv_lora_rank + hf.qk_rope_head_dim
+    cache_dtype = speculative.kv_cache_dtype or vllm_config.cache_config.cache_dtype
+    head = hf.kv_lora_rank + hf.qk_rope_head_dim
     heads = hf.num_attention_heads // speculative.draft_parallel_config.tensor_parallel_size
     with set_current_vllm_config(own):
         selected = get_attn_backend(head, draft.dtype, cache_dtype, use_mla=True, use_sparse=False, num_heads=heads)

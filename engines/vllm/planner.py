@@ -74,6 +74,7 @@ class Point:
     rank: int = 0  # the pipeline stage planned (each stage's worker plans its own layers)
     trtllm: bool | None = None  # FlashInfer's TRTLLM kernels obtainable (has_nvidia_artifactory); None: not assumed
     cuda_runtime: int | None = None  # the CUDA runtime's major version (get_cuda_runtime_major); None: not assumed
+    draft_dtype: str | None = None  # --speculative-config's kv_cache_dtype: the draft's own; None: the target's
 
 
 BIND_AT = (1, 2, 3, 1000)  # parent counts: the plan must be affine in N (checked, not assumed)
@@ -270,6 +271,8 @@ def _configs(config: Any, folder: str, point: Point, answers: Answers, made: Mod
         par = parallel()
         # a draft checkpoint of its own is read from its folder, as the target's is
         own = {"model": _checkpoint(draft)} if (draft := point.model.draft_text()) else {}
+        if point.draft_dtype is not None:
+            own["kv_cache_dtype"] = point.draft_dtype
         return model_config, par, config.SpeculativeConfig(
             method=point.model.draft, num_speculative_tokens=point.spec, target_model_config=model_config,
             target_parallel_config=par, **own)
@@ -280,7 +283,7 @@ def _configs(config: Any, folder: str, point: Point, answers: Answers, made: Mod
     built, asked = _made(made, key, point, answers, lambda: pickle.dumps(model()))
     if not point.spec:
         return pickle.loads(built), parallel(), None
-    drafting = (point.tp, point.pp, point.spec, point.model.draft, point.model.draft_config)
+    drafting = (point.tp, point.pp, point.spec, point.model.draft, point.model.draft_config, point.draft_dtype)
     return pickle.loads(_made(made, (*key, *drafting), point, answers,
                               lambda: pickle.dumps(drafted(pickle.loads(built))), asked)[0])
 
@@ -467,16 +470,11 @@ def _specs(v: Vllm, vllm_config: Any, model_cls: Any, backend: Any, layers: list
     get_mamba_state_dtype_from_config, what vLLM's own hybrid alignment sizes the state page by), and
     anything else it reads of the constructor's state raises StubUsed naming it."""
     kvi, cache, model = v.kvi, vllm_config.cache_config, vllm_config.model_config
-    quant = kvi.get_kv_quant_mode(cache.cache_dtype)
-    torch_dtype = v.torch_utils.kv_cache_dtype_str_to_dtype(cache.cache_dtype, model)
-    if model.use_mla:
-        attention = _spec(kvi.MLAAttentionSpec,
-                          block_size=cache.block_size, num_kv_heads=1, max_tp_shards=1, head_size=model.get_head_size(),
-                          dtype=torch_dtype, cache_dtype_str=cache.cache_dtype, kv_quant_mode=quant)
-    else:
-        attention = _spec(kvi.FullAttentionSpec,
-                          block_size=cache.block_size, num_kv_heads=model.get_num_kv_heads(vllm_config.parallel_config),
-                          head_size=model.get_head_size(), dtype=torch_dtype, kv_quant_mode=quant)
+    speculative = vllm_config.speculative_config
+    # a draft's layers are built under the speculative config's KV dtype where it gives one (config/speculative.py:
+    # 396-403, applied by eagle/utils.py:86; llm_base_proposer.py:1292-1299 in Model Runner V1)
+    draft_dtype = (speculative.kv_cache_dtype if speculative is not None and speculative.kv_cache_dtype is not None
+                   else cache.cache_dtype)
     # as the GPU model runner hands each attention layer's spec to its backend (get_kv_cache_spec,
     # gpu_model_runner.py:7111): customize_attention_spec where vllm.v1.worker.utils has it (0.32.0 on,
     # which also keeps a block splittable into the backend's kernel blocks), else the backend's customize_spec
@@ -485,10 +483,23 @@ def _specs(v: Vllm, vllm_config: Any, model_cls: Any, backend: Any, layers: list
     def customized(owner: Any, spec: Any) -> Any:
         return customize(owner, spec) if customize is not None else owner.customize_spec(spec)
 
-    attention = customized(backend, attention)
+    def attention_at(cache_dtype: str) -> Any:
+        quant, torch_dtype = kvi.get_kv_quant_mode(cache_dtype), v.torch_utils.kv_cache_dtype_str_to_dtype(cache_dtype,
+                                                                                                             model)
+        if model.use_mla:
+            return customized(backend, _spec(
+                kvi.MLAAttentionSpec, block_size=cache.block_size, num_kv_heads=1, max_tp_shards=1,
+                head_size=model.get_head_size(), dtype=torch_dtype, cache_dtype_str=cache_dtype, kv_quant_mode=quant))
+        return customized(backend, _spec(
+            kvi.FullAttentionSpec, block_size=cache.block_size,
+            num_kv_heads=model.get_num_kv_heads(vllm_config.parallel_config), head_size=model.get_head_size(),
+            dtype=torch_dtype, kv_quant_mode=quant))
+
+    attention = attention_at(cache.cache_dtype)
+    # the model's own draft layers (MTP) are the target's attention at the draft's dtype
+    own_draft = attention if draft_dtype == cache.cache_dtype else attention_at(draft_dtype)
     # a draft checkpoint's own attention layers at its geometry, those of a draft whose layers are built excepted
     if any(kind == "draft" and name not in (built or {}) for name, kind in layers):
-        speculative = vllm_config.speculative_config
         draft = speculative.draft_model_config
         if any(window is not None for window in _draft_windows(speculative.method, draft.hf_config)):
             raise StubUsed(f"the draft checkpoint {draft.architectures} has sliding-window layers, whose specs kvproof "
@@ -501,7 +512,9 @@ def _specs(v: Vllm, vllm_config: Any, model_cls: Any, backend: Any, layers: list
         # choice is FLASH_ATTN for both (cuda.py:169-178); another backend needs the draft's selection modelled
         drafted = _spec(kvi.FullAttentionSpec, block_size=cache.block_size,
                         num_kv_heads=draft.get_num_kv_heads(speculative.draft_parallel_config),
-                        head_size=draft.get_head_size(), dtype=torch_dtype, kv_quant_mode=quant)
+                        head_size=draft.get_head_size(),
+                        dtype=v.torch_utils.kv_cache_dtype_str_to_dtype(draft_dtype, model),
+                        kv_quant_mode=kvi.get_kv_quant_mode(draft_dtype))
         drafted = customized(backend, drafted)
         if faults.active("adapter_draft_at_target_geometry"):
             drafted = attention
@@ -517,7 +530,7 @@ def _specs(v: Vllm, vllm_config: Any, model_cls: Any, backend: Any, layers: list
             out[name] = customized(own or backend, spec)
             continue
         if kind in ("attention", "draft"):
-            out[name] = attention if kind == "attention" else drafted
+            out[name] = drafted if kind == "draft" else own_draft if name in drafts else attention
             continue
         shell = shells[name]
         # the model class's answer, unless the model's state_init computed the layer's own (the two differ

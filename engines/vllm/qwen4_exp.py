@@ -238,5 +238,7 @@ ASSUMED = ("its GDN value heads and key width, PLE layers, n-gram order, PLE ker
            "max_position_embeddings assumed (tokenspeed's family's values and Qwen3.5-27B's: no source gives them)")
 LIMITS = ("at the QSA layers' own backend "
           "on sm_90 and sm_100; no pipeline stages with PLE (vLLM refuses them); its MTP draft up to 3 speculative "
-          "tokens; --language-model-only (which strips M-RoPE and so narrows the raw key ring) and an fp8 indexer "
+          "tokens at the target's KV dtype (a draft dtype of its own, --speculative-config's kv_cache_dtype, not "
+          "planned: kvproof builds the draft layers' side caches from the target's cache config); "
+          "--language-model-only (which strips M-RoPE and so narrows the raw key ring) and an fp8 indexer "
           "(--attention-config) not planned; the side caches' kernels not recorded; its vision tower keeps no page")
