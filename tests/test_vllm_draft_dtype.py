@@ -44,9 +44,10 @@ def test_a_drafted_point_carries_the_other_dtype_and_an_undrafted_or_ngram_one_n
 
 
 def test_a_backend_takes_the_drafts_dtype_only_where_it_declares_it_but_a_dspark_draft_selects_its_own() -> None:
-    """FLASH_ATTN_MLA declares no fp8: its Ling-3.0-flash points carry no fp8 draft (the draft's layers take the
-    target's backend, which vLLM would refuse there); a DSpark draft's backend is selected at its own dtype, so
-    Kimi-K3's FLASH_ATTN_MLA points carry one."""
+    """FLASH_ATTN_MLA declares no fp8: its Ling-3.0-flash points carry no fp8 draft (such a point assumes the
+    backend pinned by --attention-backend, which the draft's layers take, and vLLM refuses the pinned backend at the
+    draft's fp8); a DSpark draft's backend is selected at its own dtype, so Kimi-K3's FLASH_ATTN_MLA points carry
+    one."""
     only: engine.Only = {"tp": [1], "pp": [1], "backend": ["FLASH_ATTN_MLA"]}
     ling, dspark = catalog.MODELS["ling-3.0-flash-family-1"], catalog.MODELS["kimi-k3-dspark"]
     assert not any(p.get("draft_dtype") == "fp8" for p in engine.points(ling, only))
@@ -87,3 +88,11 @@ def test_a_dspark_drafts_layers_and_backend_take_the_drafts_dtype() -> None:
     assert _spec(planned, DSPARK_LAYER).dtype == torch.bfloat16
     assert planned.kernels[DSPARK_LAYER][0] == backends.TRITON_MLA
     assert _spec(_planned("kimi-k3-dspark", backends.FLASHMLA, "fp8", None), DSPARK_LAYER).dtype == torch.uint8
+
+
+def test_each_models_limits_say_what_a_point_with_a_draft_dtype_assumes_of_the_drafts_backend() -> None:
+    assert "pinned by --attention-backend" in catalog.MODELS[QWEN].stated_limits
+    assert "selected at it, as vLLM selects it" in catalog.MODELS["kimi-k3-dspark"].stated_limits
+    assert "non-causal attention" in catalog.MODELS["qwen3.5-35b-a3b-dflash"].stated_limits
+    for undrafted in ("glm53-flash-family-0", "kimi-linear-48b-a3b"):
+        assert "draft_dtype=" not in catalog.MODELS[undrafted].stated_limits

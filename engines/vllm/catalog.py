@@ -81,7 +81,7 @@ class Model:
     # whether a draft of its own (not ngram) is planned at a KV dtype of its own too (`--speculative-config`'s
     # kv_cache_dtype, the engine's draft_dtype axis); False where the draft's layers carry side caches whose dtype
     # kvproof takes from the target's config
-    draft_dtypes: bool = True
+    plans_draft_dtype: bool = True
     readers: tuple[Reader, ...] = ()  # what reads its state pages (the state layer's kernels, connectors)
     # What the state layer's constructor sets that planning reads (the alignment in align mode, the layer's
     # own get_kv_cache_spec), computed by vLLM's own functions from the config and the point's platform:
@@ -129,8 +129,27 @@ class Model:
         """What its verdict says of what it plans and does not: a member's family first; at a user's
         --config, the file in the family's place."""
         if self.user_config is not None:
-            return f"planned at --config {self.user_config.path} over {self.recipe}'s points; {self.limits}"
-        return "; ".join(part for part in (self.family_limits, self.limits) if part)
+            return "; ".join(part for part in (f"planned at --config {self.user_config.path} over {self.recipe}'s "
+                                               f"points", self.limits, self._draft_dtype_limits) if part)
+        return "; ".join(part for part in (self.family_limits, self.limits, self._draft_dtype_limits) if part)
+
+    @property
+    def _draft_dtype_limits(self) -> str:
+        """What a point with a draft KV dtype of its own (the engine's draft_dtype axis) assumes of the draft's
+        backend."""
+        if not self.plans_draft_dtype or self.draft in (None, "ngram"):
+            return ""
+        if self.draft == "dspark":
+            return ("a draft KV dtype of its own (draft_dtype=) is planned with the draft's backend selected at it, as "
+                    "vLLM selects it, pinned or not")
+        if self.draft == "dflash":
+            return ("a draft KV dtype of its own (draft_dtype=) is planned at the point's backend, FLASH_ATTN, which "
+                    "vLLM's selection for the draft's non-causal attention (dflash/utils.py:26-33) gives on sm_90 at "
+                    "either dtype (read, not run)")
+        return ("a point with a draft KV dtype of its own (draft_dtype=) assumes its backend pinned by "
+                "--attention-backend, which Model Runner V2 builds the draft's layers under (eagle/utils.py:86), and "
+                "leaves out a draft dtype the backend does not declare; unpinned, vLLM would select the draft's "
+                "backend at its own dtype: not planned")
 
     def state_readers(self) -> tuple[Reader, ...]:
         """The readers, with LMCache's entry flipped to walking by payload while the seeded
@@ -795,7 +814,7 @@ _stated(glm53_flash.FAMILY, lambda m: Model(
     draft="mtp", draft_layers=glm53_flash.draft_layers, speculative=(0, 1, 2),
     # Glm5NextLinearAttention's conv update and recurrent KDA kernel (glm5next/common/kda.py:607, :673)
     readers=(CAUSAL_CONV1D, glm53_flash.GLM_FUSED_RECURRENT_KDA, LMCACHE), state_init=glm53_flash.kda_state, member=m,
-    built=glm53_flash.built, draft_dtypes=False, family_limits=family_clause("glm53_flash", glm53_flash.ASSUMED)))
+    built=glm53_flash.built, plans_draft_dtype=False, family_limits=family_clause("glm53_flash", glm53_flash.ASSUMED)))
 
 
 # Qwen4-Exp (Qwen/Qwen3.8-Flash-Next): no published config.json, planned over its family's members (qwen4_exp.py):
@@ -809,7 +828,7 @@ _stated(qwen4_exp.FAMILY, lambda m: Model(
     qwen4_exp.layers, (False, True), qwen4_exp.LIMITS,
     draft="mtp", draft_layers=qwen4_exp.draft_layers, speculative=(0, 1, 2, 3),
     readers=(CAUSAL_CONV1D, GATED_DELTA_RULE, LMCACHE), state_init=_qwen_gdn_state, cuda_runtime_at=("sm_100",),
-    member=m, pipeline=lambda config: not qwen4_exp.has_ple(config), built=qwen4_exp.built, draft_dtypes=False,
+    member=m, pipeline=lambda config: not qwen4_exp.has_ple(config), built=qwen4_exp.built, plans_draft_dtype=False,
     family_limits=family_clause("qwen4_exp", qwen4_exp.ASSUMED)))
 
 

@@ -19,7 +19,7 @@ import re
 import sys
 import time
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import partial
@@ -76,7 +76,8 @@ def version() -> str:
 def points(model: catalog.Model, only: dict[str, Sequence[Any] | None] | None = None) -> list[dict[str, Any]]:
     """Every point of the model's domain within the narrowing `only`; `spec` (speculative tokens)
     only where it speculates (by its own draft or by ngram), `trtllm` only at FLASHINFER points and
-    `cuda_runtime` only at the GPUs where planning asks it (the axes are added where they change vLLM's
+    `cuda_runtime` only at the GPUs where planning asks it, `draft_dtype` only at a drafted point whose draft is
+    planned at a KV dtype of its own (the axes are added where they change vLLM's
     answer), and a backend only at the KV-cache dtypes its class declares (vLLM's validate_configuration
     rejects any other, so the platform selects the next backend there: FLASH_ATTN_MLA has no fp8). A
     backend is narrowed by its name (every GPU) or name@gpu. Only the backends of points left by the
@@ -115,11 +116,13 @@ def _domain(model: catalog.Model, only: dict[str, Sequence[Any] | None] | None =
             [(p, failed[p["backend"]]) for p in chosen if p["backend"] in failed])
 
 
-def _draft_declared(model: catalog.Model, point: dict[str, Any], declared: Any) -> bool:
-    """Whether a point's draft dtype is one the draft's backend can take: the point's backend is the draft's
-    (Model Runner V2 builds the draft under the target's attention config, eagle/utils.py:86, and so under its
-    --attention-backend; a backend is validated at the layer's KV dtype, v1/attention/backend.py:306-307), except
-    for a DSpark draft, whose backend vLLM selects at the draft's dtype (kimi_k3_dspark.built)."""
+def _draft_declared(model: catalog.Model, point: dict[str, Any], declared: Collection[str]) -> bool:
+    """Whether a point's draft dtype is one the draft's backend can take. The point's backend is the draft's: a
+    point with a draft dtype of its own assumes the backend pinned by --attention-backend, and Model Runner V2 builds
+    an MTP or EAGLE3 draft under the target's attention config (eagle/utils.py:86), so vLLM validates the pinned
+    backend at the draft's dtype (v1/attention/backend.py:306-307) and refuses it where its class does not declare
+    it. A DFLASH draft's backend is selected for its non-causal attention (dflash/utils.py:26-33), FLASH_ATTN on
+    sm_90, which declares both dtypes; a DSpark draft's at its dtype, pinned or not (kimi_k3_dspark.built)."""
     return "draft_dtype" not in point or model.draft == "dspark" or point["draft_dtype"] in declared
 
 
@@ -137,10 +140,10 @@ def _grid(model: catalog.Model) -> list[dict[str, Any]]:
     # a user's config.json names its points, so that its findings are its own in a baseline
     named = {"model": model.user_config.name} if model.user_config else {}
     return [{**named, "tp": tp, "dtype": dtype, "mamba_dtype": mamba, "prefix": "on" if prefix else "off",
-             "backend": backend.label, **({} if spec is None else {"spec": spec}), **drafted, "pp": pp, **assumed}
+             "backend": backend.label, **({} if spec is None else {"spec": spec}), **draft_axis, "pp": pp, **assumed}
             for backend in model.backends for assumed in _assumptions(model, backend)
             for prefix in model.prefix_caching for spec in specs for dtype in DTYPES
-            for drafted in _draft_dtypes(model, spec, dtype)
+            for draft_axis in _draft_dtypes(model, spec, dtype)
             for mamba in MAMBA_DTYPES for tp, pp in shapes
             if (pp == 1 or not spec) and (backend.all_stages or pp == 1 or (tp, pp) == (1, 2))]
 
@@ -150,7 +153,7 @@ def _draft_dtypes(model: catalog.Model, spec: int | None, dtype: str) -> list[di
     the model plans it, each other one as the draft's own (its kv_cache_dtype, which vLLM builds the draft's
     layers under: v1/worker/gpu/spec_decode/eagle/utils.py:86 and config/speculative.py:396-403,
     dspark/utils.py:104-112, dflash/utils.py:34-41)."""
-    if not spec or model.draft in (None, "ngram") or not model.draft_dtypes:
+    if not spec or model.draft in (None, "ngram") or not model.plans_draft_dtype:
         return [{}]
     return [{}, *({"draft_dtype": other} for other in DTYPES if other != dtype)]
 
@@ -504,11 +507,12 @@ def _plan_all(model: catalog.Model, chosen: list[dict[str, Any]], padding_bound:
     for p in chosen:
         backend = backends[p["backend"]]
         bound = (None if p.get("spec") else PADDING_BOUND) if padding_bound == CONTRACT else padding_bound
-        own_dtypes = len(_draft_dtypes(model, p.get("spec"), p["dtype"])) > 1  # the draft may take a dtype of its own
+        takes_draft_dtype = len(_draft_dtypes(model, p.get("spec"), p["dtype"])) > 1
         replay = (f"verify engine vllm --recipe {model.recipe} --tp {p['tp']} --dtype {p['dtype']} --assume "
                   f"backend={backend.label} mamba_dtype={p['mamba_dtype']} prefix={p['prefix']}"
                   + (f" spec={p['spec']}" if "spec" in p else "")
-                  + (f" draft_dtype={p.get('draft_dtype', TARGET_DTYPE)}" if own_dtypes else "") + f" pp={p['pp']}"
+                  + (f" draft_dtype={p.get('draft_dtype', TARGET_DTYPE)}" if takes_draft_dtype else "")
+                  + f" pp={p['pp']}"
                   + "".join(f" {axis}={p[axis]}" for axis in ("trtllm", "cuda_runtime") if axis in p)
                   + (f" --config {model.user_config.path}" if model.user_config else ""))
         ranks: list[tuple[PointResult, planner.Planned]] = []

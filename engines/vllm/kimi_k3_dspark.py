@@ -50,6 +50,8 @@ def built(vllm_config: Any, backend: Any, names: list[tuple[str, str]]) -> dict[
         vllm_config.attention_config, use_non_causal=dflash_has_any_non_causal(hf),
         backend=_resolve_dspark_attention_backend(draft, speculative.attention_backend,
                                                   vllm_config.attention_config.backend))
+    # load_dspark_model swaps the draft config's cache config for one at this dtype (utils.py:104-112); kvproof hands
+    # the dtype to the selection itself, which reads no other field of it (get_attn_backend's kv_cache_dtype argument)
     cache_dtype = speculative.kv_cache_dtype or vllm_config.cache_config.cache_dtype
     head = hf.kv_lora_rank + hf.qk_rope_head_dim
     heads = hf.num_attention_heads // speculative.draft_parallel_config.tensor_parallel_size

@@ -64,8 +64,9 @@ faults.declare({
     "group, not the group's layers together: the layers after the first run into the next block",
     "vllm_draft_kernel_gets_raised_block": "vLLM hands the cache group of a DSpark draft's non-causal MLA layers "
     "the whole raised hybrid block (vllm#25811's bug where only the draft's attention group meets it)",
-    "vllm_draft_page_padded_not_raised": "vLLM pads a draft layer's smaller page (a draft KV dtype of its own) to the "
-    "largest page, as it pads a state page, where it raises the layer's block to fill it",
+    "vllm_draft_page_padded_not_raised": "vLLM pads a smaller non-MLA attention page (the target's under a draft of a "
+    "wider KV dtype) to the largest page, as it pads a page that does not divide it, where it raises the layer's "
+    "block to fill it (hypothetical: 0.29.0 to 0.33.0 raise the block)",
     "adapter_draft_at_target_geometry": "kvproof's vLLM planner gives a draft checkpoint's attention layers the "
     "target's page geometry, not the draft checkpoint's own",
     "lmcache_walks_by_payload": "the catalog records LMCache as walking state pages by their payload, not the padded "
@@ -183,16 +184,20 @@ def _page_doubled(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _smaller_page_padded(original: Callable[..., Any]) -> Callable[..., Any]:
-    """unify_kv_cache_spec_page_size that pads every attention page smaller than the largest to it (as it pads a
-    Mamba page, v1/core/kv_cache_planning.py:378-389) where vLLM raises the layer's block by the pages' ratio
-    (:392-395): the layer keeps its block of tokens in a page as large as the others'. Only layers of a smaller
-    page meet it: a draft's at a KV dtype below the target's."""
+    """unify_kv_cache_spec_page_size that takes its padding branch first: a non-MLA attention page smaller than the
+    largest is padded to it (as vLLM pads one that does not divide the largest, v1/core/kv_cache_planning.py:
+    396-399) where vLLM raises the layer's block by the pages' ratio (:392-395), so the layer keeps its block of
+    tokens in a page as large as the others'. MLA pages, which vLLM never pads (:400-405), and state pages are left
+    to vLLM. Pages of different sizes meet it: a target's and its draft's at another KV dtype or geometry."""
     def broken(kv_cache_spec: Any) -> Any:
         from dataclasses import replace as replaced_spec
 
+        from vllm.v1.kv_cache_interface import AttentionSpec, MLAAttentionSpec
+
         largest = max((spec.page_size_bytes for spec in kv_cache_spec.values()), default=0)
         padded = {name: replaced_spec(spec, page_size_padded=largest)
-                  if spec.page_size_bytes < largest and not hasattr(spec, "shapes") else spec
+                  if spec.page_size_bytes < largest and isinstance(spec, AttentionSpec)
+                  and not isinstance(spec, MLAAttentionSpec) else spec
                   for name, spec in kv_cache_spec.items()}
         return original(padded)
     return broken
@@ -348,12 +353,12 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("vllm_block_outermost_by_largest_page", ("verify engine vllm --recipe glm53-flash-family-0 --tp 1 "
                                                     "--baseline engines/vllm/baseline.json --assume pp=1",),
            expect="no_overlap"),
-    # only a draft of a KV dtype below the target's has a smaller page than the others; FlashInfer's kernels take the
-    # MTP layer's block split into kernel pages, which tile only a dense page (at FLASH_ATTN and TRITON_ATTN a
-    # kernel takes the whole block and reads a padded page through its stride: planner._split)
-    Mutant("vllm_draft_page_padded_not_raised", ("verify engine vllm --recipe qwen3.5-35b-a3b --tp 1 --baseline "
-                                                 "engines/vllm/baseline.json --assume pp=1 spec=1 "
-                                                 "backend=FLASHINFER@sm_90 draft_dtype=fp8",), expect="exact_stride"),
+    # a bf16 draft over an fp8 cache leaves the target's attention pages the smaller; FlashInfer's kernels take their
+    # blocks split into kernel pages, which tile only a dense page (at FLASH_ATTN and TRITON_ATTN a kernel takes the
+    # whole block and reads a padded page through its stride: planner._split)
+    Mutant("vllm_draft_page_padded_not_raised", ("verify engine vllm --recipe qwen3.5-35b-a3b --tp 1 --dtype fp8 "
+                                                 "--baseline engines/vllm/baseline.json --assume pp=1 spec=1 "
+                                                 "backend=FLASHINFER@sm_90 draft_dtype=auto",), expect="exact_stride"),
     # not a replaced vLLM function: the catalog's LMCache reader entry flipped (catalog.Model.state_readers)
     Mutant("lmcache_walks_by_payload", (TP1,), expect="consumer_stride"),
     # kvproof's own planner: the shipped EAGLE3 drafts have their targets' geometry, Qwen3.5-35B-A3B's DFLASH draft

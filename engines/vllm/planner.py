@@ -473,8 +473,8 @@ def _specs(v: Vllm, vllm_config: Any, model_cls: Any, backend: Any, layers: list
     speculative = vllm_config.speculative_config
     # a draft's layers are built under the speculative config's KV dtype where it gives one (config/speculative.py:
     # 396-403, applied by eagle/utils.py:86; llm_base_proposer.py:1292-1299 in Model Runner V1)
-    draft_dtype = (speculative.kv_cache_dtype if speculative is not None and speculative.kv_cache_dtype is not None
-                   else cache.cache_dtype)
+    given = speculative.kv_cache_dtype if speculative is not None else None
+    draft_cache_dtype = given if given is not None else cache.cache_dtype
     # as the GPU model runner hands each attention layer's spec to its backend (get_kv_cache_spec,
     # gpu_model_runner.py:7111): customize_attention_spec where vllm.v1.worker.utils has it (0.32.0 on,
     # which also keeps a block splittable into the backend's kernel blocks), else the backend's customize_spec
@@ -497,7 +497,7 @@ def _specs(v: Vllm, vllm_config: Any, model_cls: Any, backend: Any, layers: list
 
     attention = attention_at(cache.cache_dtype)
     # the model's own draft layers (MTP) are the target's attention at the draft's dtype
-    own_draft = attention if draft_dtype == cache.cache_dtype else attention_at(draft_dtype)
+    draft_attention = attention if draft_cache_dtype == cache.cache_dtype else attention_at(draft_cache_dtype)
     # a draft checkpoint's own attention layers at its geometry, those of a draft whose layers are built excepted
     if any(kind == "draft" and name not in (built or {}) for name, kind in layers):
         draft = speculative.draft_model_config
@@ -505,16 +505,17 @@ def _specs(v: Vllm, vllm_config: Any, model_cls: Any, backend: Any, layers: list
             raise StubUsed(f"the draft checkpoint {draft.architectures} has sliding-window layers, whose specs kvproof "
                            "does not build")
         # its heads and head size are the draft config's (llama.py:143-159; qwen3_dflash.py:189-199, the same
-        # reading); its dtype the target's, since vLLM builds the draft under the target's config
-        # (llm_base_proposer.py:1265-1301), whose ModelConfig Attention reads it from (attention.py:275, :323-324).
-        # Its backend is the target's: vLLM selects a draft's apart (a DFLASH draft's for non-causal attention,
-        # v1/spec_decode/dflash.py:98-104), and at the one backend a drafted recipe plans, FLASH_ATTN on sm_90, the
-        # choice is FLASH_ATTN for both (cuda.py:169-178); another backend needs the draft's selection modelled
+        # reading); its KV dtype the draft's cache dtype above, resolved against the target's ModelConfig, which
+        # the draft's config keeps and Attention reads the model dtype from (attention.py:275, :323-324). Its backend
+        # is the target's: Model Runner V2 builds an EAGLE3 draft under the target's attention config
+        # (v1/worker/gpu/spec_decode/eagle/utils.py:86) and selects a DFLASH draft's for its non-causal attention
+        # (dflash/utils.py:26-33), and at the one backend a drafted recipe plans, FLASH_ATTN on sm_90, the choice is
+        # FLASH_ATTN for both (cuda.py:169-178); another backend needs the draft's selection modelled
         drafted = _spec(kvi.FullAttentionSpec, block_size=cache.block_size,
                         num_kv_heads=draft.get_num_kv_heads(speculative.draft_parallel_config),
                         head_size=draft.get_head_size(),
-                        dtype=v.torch_utils.kv_cache_dtype_str_to_dtype(draft_dtype, model),
-                        kv_quant_mode=kvi.get_kv_quant_mode(draft_dtype))
+                        dtype=v.torch_utils.kv_cache_dtype_str_to_dtype(draft_cache_dtype, model),
+                        kv_quant_mode=kvi.get_kv_quant_mode(draft_cache_dtype))
         drafted = customized(backend, drafted)
         if faults.active("adapter_draft_at_target_geometry"):
             drafted = attention
@@ -530,7 +531,7 @@ def _specs(v: Vllm, vllm_config: Any, model_cls: Any, backend: Any, layers: list
             out[name] = customized(own or backend, spec)
             continue
         if kind in ("attention", "draft"):
-            out[name] = drafted if kind == "draft" else own_draft if name in drafts else attention
+            out[name] = drafted if kind == "draft" else draft_attention if name in drafts else attention
             continue
         shell = shells[name]
         # the model class's answer, unless the model's state_init computed the layer's own (the two differ
