@@ -52,7 +52,9 @@ def test_a_backend_takes_the_drafts_dtype_only_where_it_declares_it_but_a_dspark
     ling, dspark = catalog.MODELS["ling-3.0-flash-family-1"], catalog.MODELS["kimi-k3-dspark"]
     assert not any(p.get("draft_dtype") == "fp8" for p in engine.points(ling, only))
     assert any(p.get("draft_dtype") == "fp8" for p in engine.points(dspark, only))
-    assert not any("draft_dtype" in p for p in engine.points(catalog.MODELS["glm53-flash-family-0"], {"tp": [1]}))
+    # GLM-5.3-Flash's draft layers keep the cache config vLLM copies for a named dtype: the target's own is named too
+    glm = engine.points(catalog.MODELS["glm53-flash-family-0"], {"tp": [1], "dtype": ["auto"], "spec": [1]})
+    assert sorted(p.get("draft_dtype", "") for p in glm) == sorted(["", "auto", "fp8"] * 4)
 
 
 def test_an_mtp_layer_at_fp8_under_a_bf16_target_keeps_half_the_page_so_vllm_doubles_its_block() -> None:
@@ -94,5 +96,27 @@ def test_each_models_limits_say_what_a_point_with_a_draft_dtype_assumes_of_the_d
     assert "pinned by --attention-backend" in catalog.MODELS[QWEN].stated_limits
     assert "selected at it, as vLLM selects it" in catalog.MODELS["kimi-k3-dspark"].stated_limits
     assert "non-causal attention" in catalog.MODELS["qwen3.5-35b-a3b-dflash"].stated_limits
-    for undrafted in ("glm53-flash-family-0", "kimi-linear-48b-a3b"):
-        assert "draft_dtype=" not in catalog.MODELS[undrafted].stated_limits
+    assert "draft_dtype=" not in catalog.MODELS["kimi-linear-48b-a3b"].stated_limits
+
+
+def test_a_named_draft_dtype_leaves_glms_mtp_indexer_cache_at_the_block_its_copied_cache_config_held() -> None:
+    """vLLM copies the cache config for any dtype the speculative config names (the target's own too) and builds the
+    MTP layer under the copy, before the worker aligns the block; the layer's indexer K cache reads its block from
+    the copy (deepseek_v2.py:660), 16 tokens, while the target's is aligned. At tp 4 (which still plans)."""
+    glm = catalog.MODELS["glm53-flash-family-0"]
+    indexer = "model.layers.45.self_attn.indexer.k_cache"
+    target = "language_model.model.layers.3.self_attn.indexer.k_cache"
+
+    def at(draft_dtype: str | None) -> planner.Planned:
+        return planner.plan(planner.Point(glm, 4, "auto", "auto", False, glm.backends[0], 1, draft_dtype=draft_dtype))
+
+    named, unnamed = at("auto"), at(None)
+    assert _spec(named, indexer).block_size == 16 != _spec(named, target).block_size
+    assert _spec(unnamed, indexer).block_size == _spec(unnamed, target).block_size == unnamed.block_size
+
+
+def test_a_named_draft_dtype_leaves_qwen4_exps_mtp_compressed_keys_at_16_token_blocks() -> None:
+    qwen4 = catalog.MODELS["qwen3.8-flash-next-family-0"]
+    keys = "mtp.layers.48.self_attn.indexer.compressed_key_cache"
+    named = planner.plan(planner.Point(qwen4, 1, "auto", "auto", False, qwen4.backends[0], 1, draft_dtype="fp8"))
+    assert _spec(named, keys).block_size == 16 and named.block_size == 1584

@@ -28,7 +28,8 @@ FAMILY = glm53_flash.FAMILY
 MEMBER = glm53_flash.MEMBERS[0]
 NAMES = ["glm53-flash-family-0", "glm53-flash-family-1"]
 GLM = catalog.MODELS[NAMES[0]]
-AT_TP1: dict[str, Any] = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["off"], "pp": [1]}
+AT_TP1: dict[str, Any] = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["off"], "pp": [1],
+                           "draft_dtype": ["target"]}
 
 
 def point(model: catalog.Model = GLM, tp: int = 1, dtype: str = "auto", mamba: str = "auto", prefix: bool = False,
@@ -182,8 +183,10 @@ def test_both_members_plan_and_stand_for_their_family_not_a_checkpoint() -> None
 
 def test_the_domain_and_the_pipeline_stage() -> None:
     """tp every divisor of the 64 MLA and 64 KDA heads, MTP up to 2 tokens, pp 2 at tp 1 undrafted: (7 x 3 + 1) x
-    2 kv dtypes x 2 state dtypes x prefix off / on = 176 points; pp 2's second stage builds layers 23-44."""
-    assert len(engine.points(GLM)) == (7 * 3 + 1) * 2 * 2 * 2 == 176
+    2 kv dtypes x 2 state dtypes x prefix off / on = 176 points, and each drafted one again with either KV dtype
+    named for the draft (its layers keep the cache config vLLM copies for any named dtype): 7 x 2 x 8 x 2 more;
+    pp 2's second stage builds layers 23-44."""
+    assert len(engine.points(GLM)) == (7 * 3 + 1) * 2 * 2 * 2 + 7 * 2 * 8 * 2 == 400
     assert {(p["tp"], p["pp"]) for p in engine.points(GLM)} == {(tp, 1) for tp in (1, 2, 4, 8, 16, 32, 64)} | {(1, 2)}
     stage = planner.plan(point(rank=1, pp=2))
     assert stage.layers == (23, 45) and stage.attention and stage.block_size == 4352

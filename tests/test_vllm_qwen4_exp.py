@@ -26,7 +26,7 @@ from kvproof.impl import faults
 NAMES = [f"qwen3.8-flash-next-family-{i}" for i in range(4)]
 PLAIN, PLAIN3, PLE2, PLE3 = (catalog.MODELS[name] for name in NAMES)
 AT_TP1: dict[str, Any] = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["off"], "pp": [1],
-                          "backend": ["QWEN4_EXP_QSA_TRITON@sm_90"]}
+                          "backend": ["QWEN4_EXP_QSA_TRITON@sm_90"], "draft_dtype": ["target"]}
 
 
 def point(model: catalog.Model, tp: int = 1, spec: int = 0, prefix: bool = False, pp: int = 1,

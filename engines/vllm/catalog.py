@@ -78,10 +78,10 @@ class Model:
     # a draft that is a checkpoint of its own (EAGLE3, DFLASH): its config.json, relative to kvproof.engines, the folder
     # SpeculativeConfig(model=...) reads; None where the draft is the target's own layers or keeps no page
     draft_config: str | None = None
-    # whether a draft of its own (not ngram) is planned at a KV dtype of its own too (`--speculative-config`'s
-    # kv_cache_dtype, the engine's draft_dtype axis); False where the draft's layers carry side caches whose dtype
-    # kvproof takes from the target's config
-    plans_draft_dtype: bool = True
+    # whether its own draft's layers keep the cache config they are built under (side caches that read its block,
+    # draft_cache_config): then a draft KV dtype equal to the target's is a configuration of its own (the engine's
+    # draft_dtype axis plans it), since vLLM copies the cache config whenever the speculative config names one
+    draft_keeps_cache_config: bool = False
     readers: tuple[Reader, ...] = ()  # what reads its state pages (the state layer's kernels, connectors)
     # What the state layer's constructor sets that planning reads (the alignment in align mode, the layer's
     # own get_kv_cache_spec), computed by vLLM's own functions from the config and the point's platform:
@@ -137,7 +137,7 @@ class Model:
     def _draft_dtype_limits(self) -> str:
         """What a point with a draft KV dtype of its own (the engine's draft_dtype axis) assumes of the draft's
         backend."""
-        if not self.plans_draft_dtype or self.draft in (None, "ngram"):
+        if self.draft in (None, "ngram"):
             return ""
         if self.draft == "dspark":
             return ("a draft KV dtype of its own (draft_dtype=) is planned with the draft's backend selected at it, as "
@@ -814,7 +814,8 @@ _stated(glm53_flash.FAMILY, lambda m: Model(
     draft="mtp", draft_layers=glm53_flash.draft_layers, speculative=(0, 1, 2),
     # Glm5NextLinearAttention's conv update and recurrent KDA kernel (glm5next/common/kda.py:607, :673)
     readers=(CAUSAL_CONV1D, glm53_flash.GLM_FUSED_RECURRENT_KDA, LMCACHE), state_init=glm53_flash.kda_state, member=m,
-    built=glm53_flash.built, plans_draft_dtype=False, family_limits=family_clause("glm53_flash", glm53_flash.ASSUMED)))
+    built=glm53_flash.built, draft_keeps_cache_config=True,
+    family_limits=family_clause("glm53_flash", glm53_flash.ASSUMED)))
 
 
 # Qwen4-Exp (Qwen/Qwen3.8-Flash-Next): no published config.json, planned over its family's members (qwen4_exp.py):
@@ -828,8 +829,8 @@ _stated(qwen4_exp.FAMILY, lambda m: Model(
     qwen4_exp.layers, (False, True), qwen4_exp.LIMITS,
     draft="mtp", draft_layers=qwen4_exp.draft_layers, speculative=(0, 1, 2, 3),
     readers=(CAUSAL_CONV1D, GATED_DELTA_RULE, LMCACHE), state_init=_qwen_gdn_state, cuda_runtime_at=("sm_100",),
-    member=m, pipeline=lambda config: not qwen4_exp.has_ple(config), built=qwen4_exp.built, plans_draft_dtype=False,
-    family_limits=family_clause("qwen4_exp", qwen4_exp.ASSUMED)))
+    member=m, pipeline=lambda config: not qwen4_exp.has_ple(config), built=qwen4_exp.built,
+    draft_keeps_cache_config=True, family_limits=family_clause("qwen4_exp", qwen4_exp.ASSUMED)))
 
 
 # Nemotron-3-Nano-Omni: no config.json found, planned over its family's one member (nemotron_omni.py): Mamba2 states

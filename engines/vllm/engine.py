@@ -149,13 +149,14 @@ def _grid(model: catalog.Model) -> list[dict[str, Any]]:
 
 
 def _draft_dtypes(model: catalog.Model, spec: int | None, dtype: str) -> list[dict[str, str]]:
-    """A drafted point's draft KV dtypes: the target's (no axis: `--speculative-config` gives none), and, where
-    the model plans it, each other one as the draft's own (its kv_cache_dtype, which vLLM builds the draft's
-    layers under: v1/worker/gpu/spec_decode/eagle/utils.py:86 and config/speculative.py:396-403,
-    dspark/utils.py:104-112, dflash/utils.py:34-41)."""
-    if not spec or model.draft in (None, "ngram") or not model.plans_draft_dtype:
+    """A drafted point's draft KV dtypes: the target's (no axis: `--speculative-config` gives none), and each other
+    one as the draft's own (its kv_cache_dtype, which vLLM builds the draft's layers under: v1/worker/gpu/
+    spec_decode/eagle/utils.py:86 and config/speculative.py:396-403, dspark/utils.py:104-112, dflash/utils.py:
+    34-41); the target's own named too where the draft's layers keep the copy of the cache config vLLM makes for
+    any named dtype (catalog.Model.draft_keeps_cache_config)."""
+    if not spec or model.draft in (None, "ngram"):
         return [{}]
-    return [{}, *({"draft_dtype": other} for other in DTYPES if other != dtype)]
+    return [{}, *({"draft_dtype": named} for named in DTYPES if named != dtype or model.draft_keeps_cache_config)]
 
 
 def _stages(model: catalog.Model) -> int:

@@ -65,7 +65,7 @@ from typing import Any
 from kvproof.engines.families import Axis, Cited, Family, Member
 from kvproof.engines.stubs import StubUsed
 from kvproof.engines.tokenspeed import glm53_flash as cited
-from kvproof.engines.vllm.parts import V033, Backend, Kernel, Reader, model_dtype
+from kvproof.engines.vllm.parts import V033, Backend, Kernel, Reader, draft_cache_config, model_dtype
 
 LAYERS = cited.LAYERS
 # The cited split (DSA at 3, 7, ..., 43; the last layer KDA) in transformers' labels, which vLLM reads: KDA is
@@ -179,18 +179,27 @@ def built(vllm_config: Any, backend: Any, names: list[tuple[str, str]]) -> dict[
     layers/attention/mla_attention.py:480-569): its head kv_lora_rank + qk_rope_head_dim, no sliding window, its
     indexer (so it leads its index group, :1398), the top-k buffer's width (common/model.py:106-113, :712-720),
     and the cache dtype its backend serves, which it writes back to the cache config (:523-529) before vLLM
-    picks the block. The indexer's K cache (common/attention.py:260-266) and its tail ring (:271-277)."""
+    picks the block. The indexer's K cache (common/attention.py:260-266) and its tail ring (:271-277), each keeping
+    the cache config it was built with, whose block its get_kv_cache_spec reads (deepseek_v2.py:646, :660). The MTP
+    layer is built under the draft's config (common/model.py:369): its cache config is vLLM's copy at the draft's
+    KV dtype where the speculative config gives one (parts.draft_cache_config), which the worker's block
+    alignment never reaches."""
     import torch
     from vllm.model_executor.layers.attention.mla_attention import MLAAttention, _canonicalize_sparse_mla_kv_cache_dtype
     from vllm.models.glm5next.common.attention import Glm5NextIndexerCache, Glm5NextTailCache
     from vllm.models.glm5next.common.model import get_sparse_topk_buffer_width
 
-    hf, cache = vllm_config.model_config.hf_text_config, vllm_config.cache_config
-    dtype = _canonicalize_sparse_mla_kv_cache_dtype(backend, cache.cache_dtype)
-    cache.cache_dtype = dtype
+    hf = vllm_config.model_config.hf_text_config
+    speculative = vllm_config.speculative_config
+    drafts = {name for name, _ in draft_layers(speculative.draft_model_config.hf_config)} if speculative else set()
+    caches = {False: vllm_config.cache_config, True: draft_cache_config(vllm_config)}
+    dtypes = {}
+    for drafted, cache in caches.items():
+        dtypes[drafted] = cache.cache_dtype = _canonicalize_sparse_mla_kv_cache_dtype(backend, cache.cache_dtype)
     quant_block = 128  # Indexer.quant_block_size, common/attention.py:253
     out: dict[str, Any] = {}
     for name, kind in names:
+        cache, dtype = caches[name in drafts], dtypes[name in drafts]
         if kind == "attention":
             layer: Any = object.__new__(MLAAttention)
             # indexer: any object; the spec asks only that the layer has one (mla_attention.py:1398)
@@ -247,9 +256,7 @@ ASSUMED = ("the KDA gate bound and max_position_embeddings assumed (Kimi-K3's pu
 GLM_LIMITS = ("at FLASHINFER_MLA_SPARSE_SM90 on sm_90 only (FLASH_ATTN_MLA_SPARSE and FLASHMLA_SPARSE, reached where "
               "FlashInfer lacks its SM90 MLA, and sm_100's sparse backends are not planned), pipeline stages at "
               "tp 1, pp 2 only (each member's points multiply as a family's do), its MTP draft up to 2 speculative "
-              "tokens at the target's KV dtype (a draft dtype of its own, --speculative-config's kv_cache_dtype, not "
-              "planned: kvproof builds the draft layers' side caches from the target's cache config); the MLA "
-              "pages' kernel is recorded as FlashInfer's at one-token pages (the "
+              "tokens; the MLA pages' kernel is recorded as FlashInfer's at one-token pages (the "
               "wrapper's own page size, its kernel's source not read); the indexer's kernel (DeepGEMM's paged MQA "
               "logits, which vLLM hands 4 x 32 or 4 x 64-token kernel blocks through a kernel block table) and the "
               "tail ring's are not recorded; the backend is "

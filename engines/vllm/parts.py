@@ -48,6 +48,20 @@ def model_dtype(unnamed: str, page: str, states: str) -> Axis:
                 "it plans")
 
 
+def draft_cache_config(vllm_config: Any) -> Any:
+    """The cache config a model's own draft layers are built under: the target's, or, where `--speculative-config`
+    gives the draft a KV dtype (any, the target's own too), vLLM's copy of it at that dtype (vllm.config.replace, as
+    apply_draft_overrides makes it, config/speculative.py:1917-1927; eagle/utils.py:89-94 in 0.30.0). The copy is
+    made when the model is built, before the worker aligns the block (v1/executor/uniproc_executor.py:74-75), as
+    the planner's `built` runs: a layer that keeps it reads the block it held then."""
+    speculative = vllm_config.speculative_config
+    if speculative is None or speculative.kv_cache_dtype is None:
+        return vllm_config.cache_config
+    from vllm.config import replace
+
+    return replace(vllm_config.cache_config, cache_dtype=speculative.kv_cache_dtype)
+
+
 @dataclass(frozen=True)
 class Backend:
     name: str  # vLLM's AttentionBackendEnum name

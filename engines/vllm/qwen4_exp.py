@@ -51,7 +51,7 @@ from typing import Any
 
 from kvproof.engines.families import Axis, Cited, Family, Member
 from kvproof.engines.tokenspeed import qwen4_exp as cited
-from kvproof.engines.vllm.parts import V033, Backend, Kernel
+from kvproof.engines.vllm.parts import V033, Backend, Kernel, draft_cache_config
 
 LAYERS = cited.LAYERS
 INTERVAL = cited.QWEN4.carried("text_config.full_attention_interval").value
@@ -178,7 +178,11 @@ def built(vllm_config: Any, backend: Any, names: list[tuple[str, str]]) -> dict[
     bf16 keys of indexer_head_dim, with three int64 positions after them where the model uses M-RoPE. The
     compressed keys (QSACompressedKeyCache, :863-874; indexer_qsa.py:174-181) in the indexer's KV dtype, the
     attention config's resolve_indexer_kv_dtype of bf16 (:151-163). The PLE layer (ple_layer.py:98-107,
-    :181-203): its conv rows and width, the speculative tokens, and the model and cache configs."""
+    :181-203): its conv rows and width, the speculative tokens, and the model and cache configs. The side caches
+    keep the cache config they were built with, whose block their get_kv_cache_spec reads (qsa_cache.py:783, :850,
+    :869); the MTP layer's are built under the draft's config, whose cache config is vLLM's copy at the draft's KV
+    dtype where the speculative config gives one (parts.draft_cache_config), which the worker's block alignment
+    never reaches."""
     import torch
     from vllm.models.qwen4_exp.common.qsa_cache import QSACompressedKeyCache, QSAKeyStateCache
     from vllm.models.qwen4_exp.nvidia.ple_layer import Qwen4ExpPLELayer
@@ -186,7 +190,10 @@ def built(vllm_config: Any, backend: Any, names: list[tuple[str, str]]) -> dict[
     from vllm.utils.math_utils import round_up
     from vllm.utils.torch_utils import kv_cache_dtype_str_to_dtype
 
-    hf, cache, model = vllm_config.model_config.hf_text_config, vllm_config.cache_config, vllm_config.model_config
+    hf, model = vllm_config.model_config.hf_text_config, vllm_config.model_config
+    speculative = vllm_config.speculative_config
+    drafts = {name for name, _ in draft_layers(speculative.draft_model_config.hf_config)} if speculative else set()
+    caches = {False: vllm_config.cache_config, True: draft_cache_config(vllm_config)}
     tp = vllm_config.parallel_config.tensor_parallel_size
     indexer = vllm_config.attention_config.resolve_indexer_kv_dtype("bf16")
     indexer_dtype = {"fp8": torch.float8_e4m3fn, "bf16": torch.bfloat16}[indexer]
@@ -194,6 +201,7 @@ def built(vllm_config: Any, backend: Any, names: list[tuple[str, str]]) -> dict[
     out: dict[str, Any] = {}
     for name, kind in names:
         layer: Any
+        cache = caches[name in drafts]
         if kind == "attention":
             layer = object.__new__(Qwen4ExpQSAAttention)
             dtype = qsa_kv_cache_dtype(cache, name)
@@ -238,7 +246,5 @@ ASSUMED = ("its GDN value heads and key width, PLE layers, n-gram order, PLE ker
            "max_position_embeddings assumed (tokenspeed's family's values and Qwen3.5-27B's: no source gives them)")
 LIMITS = ("at the QSA layers' own backend "
           "on sm_90 and sm_100; no pipeline stages with PLE (vLLM refuses them); its MTP draft up to 3 speculative "
-          "tokens at the target's KV dtype (a draft dtype of its own, --speculative-config's kv_cache_dtype, not "
-          "planned: kvproof builds the draft layers' side caches from the target's cache config); "
-          "--language-model-only (which strips M-RoPE and so narrows the raw key ring) and an fp8 indexer "
+          "tokens; --language-model-only (which strips M-RoPE and so narrows the raw key ring) and an fp8 indexer "
           "(--attention-config) not planned; the side caches' kernels not recorded; its vision tower keeps no page")
