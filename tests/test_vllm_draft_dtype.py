@@ -96,13 +96,15 @@ def test_each_models_limits_say_what_a_point_with_a_draft_dtype_assumes_of_the_d
     assert "pinned by --attention-backend" in catalog.MODELS[QWEN].stated_limits
     assert "selected at it, as vLLM selects it" in catalog.MODELS["kimi-k3-dspark"].stated_limits
     assert "non-causal attention" in catalog.MODELS["qwen3.5-35b-a3b-dflash"].stated_limits
+    assert "names itself" in catalog.MODELS["qwen3.8-flash-next-family-0"].stated_limits
     assert "draft_dtype=" not in catalog.MODELS["kimi-linear-48b-a3b"].stated_limits
 
 
-def test_a_named_draft_dtype_leaves_glms_mtp_indexer_cache_at_the_block_its_copied_cache_config_held() -> None:
+def test_a_named_draft_dtype_leaves_glms_mtp_indexer_cache_at_a_block_no_indexer_kernel_takes() -> None:
     """vLLM copies the cache config for any dtype the speculative config names (the target's own too) and builds the
     MTP layer under the copy, before the worker aligns the block; the layer's indexer K cache reads its block from
-    the copy (deepseek_v2.py:660), 16 tokens, while the target's is aligned. At tp 4 (which still plans)."""
+    the copy (deepseek_v2.py:660), 16 tokens, and at tp 4 (where the memory check passes) the worker's pick of a
+    kernel block for its attention group finds none: DeepGEMM's indexer takes 128 or 256 tokens."""
     glm = catalog.MODELS["glm53-flash-family-0"]
     indexer = "model.layers.45.self_attn.indexer.k_cache"
     target = "language_model.model.layers.3.self_attn.indexer.k_cache"
@@ -110,8 +112,9 @@ def test_a_named_draft_dtype_leaves_glms_mtp_indexer_cache_at_the_block_its_copi
     def at(draft_dtype: str | None) -> planner.Planned:
         return planner.plan(planner.Point(glm, 4, "auto", "auto", False, glm.backends[0], 1, draft_dtype=draft_dtype))
 
-    named, unnamed = at("auto"), at(None)
-    assert _spec(named, indexer).block_size == 16 != _spec(named, target).block_size
+    with pytest.raises(ValueError, match=r"No common block size for 16 \(DEEPSEEK_V32_INDEXER: \[128, 256\]\)"):
+        at("fp8")
+    unnamed = at(None)
     assert _spec(unnamed, indexer).block_size == _spec(unnamed, target).block_size == unnamed.block_size
 
 

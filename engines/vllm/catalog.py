@@ -82,6 +82,9 @@ class Model:
     # draft_cache_config): then a draft KV dtype equal to the target's is a configuration of its own (the engine's
     # draft_dtype axis plans it), since vLLM copies the cache config whenever the speculative config names one
     draft_keeps_cache_config: bool = False
+    # where the draft's attention layers name their own backend (no pin or selection reaches it): which, for the
+    # limits of a point with a draft KV dtype of its own
+    draft_own_backend: str | None = None
     readers: tuple[Reader, ...] = ()  # what reads its state pages (the state layer's kernels, connectors)
     # What the state layer's constructor sets that planning reads (the alignment in align mode, the layer's
     # own get_kv_cache_spec), computed by vLLM's own functions from the config and the point's platform:
@@ -139,6 +142,8 @@ class Model:
         backend."""
         if self.draft in (None, "ngram"):
             return ""
+        if self.draft_own_backend is not None:
+            return f"a draft KV dtype of its own (draft_dtype=) is planned at {self.draft_own_backend}"
         if self.draft == "dspark":
             return ("a draft KV dtype of its own (draft_dtype=) is planned with the draft's backend selected at it, as "
                     "vLLM selects it, pinned or not")
@@ -830,7 +835,8 @@ _stated(qwen4_exp.FAMILY, lambda m: Model(
     draft="mtp", draft_layers=qwen4_exp.draft_layers, speculative=(0, 1, 2, 3),
     readers=(CAUSAL_CONV1D, GATED_DELTA_RULE, LMCACHE), state_init=_qwen_gdn_state, cuda_runtime_at=("sm_100",),
     member=m, pipeline=lambda config: not qwen4_exp.has_ple(config), built=qwen4_exp.built,
-    draft_keeps_cache_config=True, family_limits=family_clause("qwen4_exp", qwen4_exp.ASSUMED)))
+    draft_keeps_cache_config=True, draft_own_backend="the MTP QSA layer's own backend, which the layer names itself "
+    "(models/qwen4_exp/nvidia/qsa.py:475), pinned or not", family_limits=family_clause("qwen4_exp", qwen4_exp.ASSUMED)))
 
 
 # Nemotron-3-Nano-Omni: no config.json found, planned over its family's one member (nemotron_omni.py): Mamba2 states

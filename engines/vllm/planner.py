@@ -198,13 +198,14 @@ def _kernel_blocks(v: Vllm, point: Point, backend: Any, built: dict[str, Any], d
     layers (`drafts`) take the pick over the draft's own attention groups, as Model Runner V2's speculator builds
     them (spec_decode/speculator.py:297-302, attn_utils.py:220-224); at a draft of the target's backend it is the
     group's. A side cache's own backend that kvproof has no record of reads its pages with kernels not recorded
-    (None); a draft layer's raises StubUsed. vLLM 0.32.0 on picks again per attention group when it builds its
-    metadata (utils.py:291-299), which moves a size only in a block-outermost group whose backend takes less than
-    the block: not modelled (GLM-5.3-Flash's takes the block)."""
+    (None); a draft layer's raises StubUsed. Where the release's AttentionGroup.create_metadata_builders picks again
+    per attention group (0.32.0 on, v1/worker/utils.py:291-299: select_common_block_size over its own backend and
+    spec), each attention group's layers take that pick, and a group no size suits raises vLLM's own ValueError, as
+    the worker does when it builds the metadata (v1/worker/gpu/attn_utils.py:288-300)."""
     config = next(iter(configs.values()))
     own = {name: b for name, layer in built.items() if (b := _own_backend(layer)) is not None}
 
-    def kernel_blocks(active: set[str] | None) -> list[int]:
+    def kernel_blocks(active: set[str] | None) -> dict[str, int]:
         groups = []
         for g, group in enumerate(config.kv_cache_groups):
             alike: dict[tuple[Any, Any], Any] = {}
@@ -217,11 +218,14 @@ def _kernel_blocks(v: Vllm, point: Point, backend: Any, built: dict[str, Any], d
         sizes = [int(n) for n in v.worker_utils.prepare_kernel_block_sizes(config, groups)]
         if len(sizes) != len(groups):  # it skips an encoder-only group, which no model here has
             raise StubUsed(f"prepare_kernel_block_sizes gave {len(sizes)} kernel blocks for {len(groups)} cache groups")
-        return sizes
+        repicks = _repicks(v.worker_utils.AttentionGroup)
+        return {name: int(v.worker_utils.select_common_block_size(size, [a.backend], [a.kv_cache_spec]))
+                if repicks and isinstance(a.kv_cache_spec, v.kvi.AttentionSpec) else size
+                for size, alike in zip(sizes, groups, strict=True) for a in alike for name in a.layer_names}
 
-    targets, draft = kernel_blocks(None), kernel_blocks(drafts) if drafts else []
+    targets, draft = kernel_blocks(None), kernel_blocks(drafts) if drafts else {}
     out: dict[str, tuple[Backend | None, int]] = {}
-    for g, group in enumerate(config.kv_cache_groups):
+    for group in config.kv_cache_groups:
         for name in group.layer_names:
             if hasattr(layer_spec(group, name), "shapes"):
                 continue  # a state layer's page: read by its readers, never an attention kernel
@@ -230,8 +234,16 @@ def _kernel_blocks(v: Vllm, point: Point, backend: Any, built: dict[str, Any], d
             if found is None and name in drafts:
                 raise StubUsed(f"vLLM selected {own[name].get_name()} for the draft layer {name} at "
                                f"{point.backend.gpu}; kvproof has no record of the kernels that read its pages there")
-            out[name] = found, (draft if name in drafts else targets)[g]
+            out[name] = found, (draft if name in drafts else targets)[name]
     return out
+
+
+@lru_cache(maxsize=8)
+def _repicks(attention_group: Any) -> bool:
+    """Whether the release's AttentionGroup picks a kernel block again per attention group when it builds its
+    metadata builders (0.32.0 on): read from its create_metadata_builders, as the planning functions are read from
+    the release's own engine core (platform.engine_core)."""
+    return "select_common_block_size" in inspect.getsource(attention_group.create_metadata_builders)
 
 
 def layer_spec(group: Any, name: str) -> Any:
