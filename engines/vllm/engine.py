@@ -76,8 +76,8 @@ def version() -> str:
 def points(model: catalog.Model, only: dict[str, Sequence[Any] | None] | None = None) -> list[dict[str, Any]]:
     """Every point of the model's domain within the narrowing `only`; `spec` (speculative tokens)
     only where it speculates (by its own draft or by ngram), `trtllm` only at FLASHINFER points and
-    `cuda_runtime` only at the GPUs where planning asks it, `draft_dtype` only at a drafted point whose draft is
-    planned at a KV dtype of its own (the axes are added where they change vLLM's
+    `cuda_runtime` only at the GPUs where planning asks it, `draft_dtype` only at a drafted point whose draft's KV
+    dtype `--speculative-config` names (the axes are added where they change vLLM's
     answer), and a backend only at the KV-cache dtypes its class declares (vLLM's validate_configuration
     rejects any other, so the platform selects the next backend there: FLASH_ATTN_MLA has no fp8). A
     backend is narrowed by its name (every GPU) or name@gpu. Only the backends of points left by the
