@@ -37,7 +37,7 @@ from typing import Any
 from kvproof.engines.stubs import StubUsed
 from kvproof.engines.vllm import kept
 from kvproof.engines.vllm.catalog import MODELS, Model
-from kvproof.engines.vllm.parts import Backend
+from kvproof.engines.vllm.parts import Backend, draft_cache_config
 from kvproof.engines.vllm.platform import ENTRY, Answers, Vllm, cuda_assumed, modules, point_answers
 from kvproof.impl import faults
 
@@ -485,8 +485,7 @@ def _specs(v: Vllm, vllm_config: Any, model_cls: Any, backend: Any, layers: list
     speculative = vllm_config.speculative_config
     # a draft's layers are built under the speculative config's KV dtype where it gives one (config/speculative.py:
     # 396-403, applied by eagle/utils.py:86; llm_base_proposer.py:1292-1299 in Model Runner V1)
-    given = speculative.kv_cache_dtype if speculative is not None else None
-    draft_cache_dtype = given if given is not None else cache.cache_dtype
+    draft_cache_dtype = draft_cache_config(vllm_config).cache_dtype
     # as the GPU model runner hands each attention layer's spec to its backend (get_kv_cache_spec,
     # gpu_model_runner.py:7111): customize_attention_spec where vllm.v1.worker.utils has it (0.32.0 on,
     # which also keeps a block splittable into the backend's kernel blocks), else the backend's customize_spec
