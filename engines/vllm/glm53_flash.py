@@ -65,7 +65,7 @@ from typing import Any
 from kvproof.engines.families import Axis, Cited, Family, Member
 from kvproof.engines.stubs import StubUsed
 from kvproof.engines.tokenspeed import glm53_flash as cited
-from kvproof.engines.vllm.parts import V033, Backend, Kernel, Reader, draft_cache_config, model_dtype
+from kvproof.engines.vllm.parts import V033, Backend, Kernel, Reader, cache_config_of, model_dtype
 
 LAYERS = cited.LAYERS
 # The cited split (DSA at 3, 7, ..., 43; the last layer KDA) in transformers' labels, which vLLM reads: KDA is
@@ -182,25 +182,22 @@ def built(vllm_config: Any, backend: Any, names: list[tuple[str, str]]) -> dict[
     picks the block. The indexer's K cache (common/attention.py:260-266) and its tail ring (:271-277), each keeping
     the cache config it was built with, whose block its get_kv_cache_spec reads (deepseek_v2.py:646, :660). The MTP
     layer is built under the draft's config (common/model.py:369): its cache config is vLLM's copy at the draft's
-    KV dtype where the speculative config gives one (parts.draft_cache_config), which the worker's block
-    alignment never reaches."""
+    KV dtype where the speculative config gives one (parts.cache_config_of), which the worker's block alignment
+    never reaches."""
     import torch
     from vllm.model_executor.layers.attention.mla_attention import MLAAttention, _canonicalize_sparse_mla_kv_cache_dtype
     from vllm.models.glm5next.common.attention import Glm5NextIndexerCache, Glm5NextTailCache
     from vllm.models.glm5next.common.model import get_sparse_topk_buffer_width
 
     hf = vllm_config.model_config.hf_text_config
-    speculative = vllm_config.speculative_config
-    drafts = {name for name, _ in draft_layers(speculative.draft_model_config.hf_config)} if speculative else set()
-    caches = {False: vllm_config.cache_config, True: draft_cache_config(vllm_config)}
-    dtypes = {}
-    for drafted, cache in caches.items():
-        dtypes[drafted] = cache.cache_dtype = _canonicalize_sparse_mla_kv_cache_dtype(backend, cache.cache_dtype)
+    cache_of = cache_config_of(vllm_config, draft_layers)
     quant_block = 128  # Indexer.quant_block_size, common/attention.py:253
     out: dict[str, Any] = {}
     for name, kind in names:
-        cache, dtype = caches[name in drafts], dtypes[name in drafts]
+        cache = cache_of(name)
         if kind == "attention":
+            # the layer's constructor writes the dtype its backend serves back to its cache config
+            dtype = cache.cache_dtype = _canonicalize_sparse_mla_kv_cache_dtype(backend, cache.cache_dtype)
             layer: Any = object.__new__(MLAAttention)
             # indexer: any object; the spec asks only that the layer has one (mla_attention.py:1398)
             vars(layer).update(kv_cache_dtype=dtype, head_size=hf.kv_lora_rank + hf.qk_rope_head_dim,

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from kvproof.engines.vllm.parts import draft_cache_config
+
 
 def draft_layers(first: int) -> Callable[[Any], list[tuple[str, str]]]:
     """The draft's cache layers after a target of `first` hidden layers, one per decoder layer of its config:
@@ -52,7 +54,7 @@ def built(vllm_config: Any, backend: Any, names: list[tuple[str, str]]) -> dict[
                                                   vllm_config.attention_config.backend))
     # load_dspark_model swaps the draft config's cache config for one at this dtype (utils.py:104-112); kvproof hands
     # the dtype to the selection itself, which reads no other field of it (get_attn_backend's kv_cache_dtype argument)
-    cache_dtype = speculative.kv_cache_dtype or vllm_config.cache_config.cache_dtype
+    cache_dtype = draft_cache_config(vllm_config).cache_dtype
     head = hf.kv_lora_rank + hf.qk_rope_head_dim
     heads = hf.num_attention_heads // speculative.draft_parallel_config.tensor_parallel_size
     with set_current_vllm_config(own):

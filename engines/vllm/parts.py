@@ -4,6 +4,7 @@ recorded from its source (backends.py holds vLLM's own, a family module its mode
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,6 +61,15 @@ def draft_cache_config(vllm_config: Any) -> Any:
     from vllm.config import replace
 
     return replace(vllm_config.cache_config, cache_dtype=speculative.kv_cache_dtype)
+
+
+def cache_config_of(vllm_config: Any, draft_layers: Callable[[Any], list[tuple[str, str]]]) -> Callable[[str], Any]:
+    """The cache config each cache layer of a planning is built under, by its name: draft_cache_config's for the
+    model's own draft layers (`draft_layers` of the draft's HF config), the target's for every other."""
+    speculative = vllm_config.speculative_config
+    drafts = {name for name, _ in draft_layers(speculative.draft_model_config.hf_config)} if speculative else set()
+    target, draft = vllm_config.cache_config, draft_cache_config(vllm_config)
+    return lambda name: draft if name in drafts else target
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ from typing import Any
 
 from kvproof.engines.families import Axis, Cited, Family, Member
 from kvproof.engines.tokenspeed import qwen4_exp as cited
-from kvproof.engines.vllm.parts import V033, Backend, Kernel, draft_cache_config
+from kvproof.engines.vllm.parts import V033, Backend, Kernel, cache_config_of
 
 LAYERS = cited.LAYERS
 INTERVAL = cited.QWEN4.carried("text_config.full_attention_interval").value
@@ -181,7 +181,7 @@ def built(vllm_config: Any, backend: Any, names: list[tuple[str, str]]) -> dict[
     :181-203): its conv rows and width, the speculative tokens, and the model and cache configs. The side caches
     keep the cache config they were built with, whose block their get_kv_cache_spec reads (qsa_cache.py:783, :850,
     :869); the MTP layer's are built under the draft's config, whose cache config is vLLM's copy at the draft's KV
-    dtype where the speculative config gives one (parts.draft_cache_config), which the worker's block alignment
+    dtype where the speculative config gives one (parts.cache_config_of), which the worker's block alignment
     never reaches."""
     import torch
     from vllm.models.qwen4_exp.common.qsa_cache import QSACompressedKeyCache, QSAKeyStateCache
@@ -191,9 +191,7 @@ def built(vllm_config: Any, backend: Any, names: list[tuple[str, str]]) -> dict[
     from vllm.utils.torch_utils import kv_cache_dtype_str_to_dtype
 
     hf, model = vllm_config.model_config.hf_text_config, vllm_config.model_config
-    speculative = vllm_config.speculative_config
-    drafts = {name for name, _ in draft_layers(speculative.draft_model_config.hf_config)} if speculative else set()
-    caches = {False: vllm_config.cache_config, True: draft_cache_config(vllm_config)}
+    cache_of = cache_config_of(vllm_config, draft_layers)
     tp = vllm_config.parallel_config.tensor_parallel_size
     indexer = vllm_config.attention_config.resolve_indexer_kv_dtype("bf16")
     indexer_dtype = {"fp8": torch.float8_e4m3fn, "bf16": torch.bfloat16}[indexer]
@@ -201,7 +199,7 @@ def built(vllm_config: Any, backend: Any, names: list[tuple[str, str]]) -> dict[
     out: dict[str, Any] = {}
     for name, kind in names:
         layer: Any
-        cache = caches[name in drafts]
+        cache = cache_of(name)
         if kind == "attention":
             layer = object.__new__(Qwen4ExpQSAAttention)
             dtype = qsa_kv_cache_dtype(cache, name)
