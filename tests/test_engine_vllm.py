@@ -234,7 +234,7 @@ def test_qwen3_next_with_prefix_caching_aligns_to_flashinfers_checkpoints() -> N
     assert (on.block_size, planner.plan(point()).block_size) == (576, 544)
     assert on.mamba_padded == 576 * 2048
     only: Only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["on"], "backend": ["TRITON_ATTN"],
-            "spec": [0, 2], "pp": [1], "draft_dtype": ["target"]}
+            "spec": [0, 2], "pp": [1], "draft_dtype": ["target"], "draft_backend": ["target"]}
     assert [p.verdict for p in engine.run(["qwen3-next-80b-a3b"], only).recipes[0].points] == ["ok", "ok"]
     assert True in QWEN.prefix_caching and "prefix caching" not in QWEN.limits
 
@@ -307,7 +307,7 @@ def test_points_with_draft_tokens_state_no_bound_as_in_the_contract() -> None:
     Qwen3-Next at tp 4, bf16, prefix caching, with one MTP token pads 0.2745, past 1/4: no finding
     by default, one when `--max-padding 0.25` holds every point."""
     only: Only = {"tp": [4], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["on"], "backend": ["FLASH_ATTN"],
-            "pp": [1], "spec": [1], "draft_dtype": ["target"]}
+            "pp": [1], "spec": [1], "draft_dtype": ["target"], "draft_backend": ["target"]}
     (default,) = engine.run(["qwen3-next-80b-a3b"], only).recipes[0].points
     assert default.worst_padding == pytest.approx(0.2745, abs=5e-5)
     assert "padding_bound" not in {f.property for f in default.findings}
@@ -413,7 +413,7 @@ def test_padding_planned_without_the_speculative_widening_is_flagged() -> None:
     1,114,112 B) while the layers keep 2 speculative conv rows (1,130,496 B): vLLM's own assertion
     that the padded page holds the state fails. One token still fits (1,114,112 B exactly)."""
     only: Only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "backend": ["FLASH_ATTN"], "spec": [1, 2],
-            "prefix": ["off"], "draft_dtype": ["target"]}
+            "prefix": ["off"], "draft_dtype": ["target"], "draft_backend": ["target"]}
     assert [p.verdict for p in engine.run(["qwen3-next-80b-a3b"], only).recipes[0].points] == ["ok", "ok"]
     with faults.inject("vllm_spec_padding_unwidened"):
         one, two = engine.run(["qwen3-next-80b-a3b"], only).recipes[0].points

@@ -356,7 +356,7 @@ def test_vllm_57721_is_not_found_on_0_31_its_planned_models_widen_their_state() 
     Qwen3-Next passes num_spec there, so both of its speculative points boot on 0.31.0."""
     code, report = plan_release("0.31.0", "--recipe", "qwen3-next-80b-a3b", "--tp", "1", "--dtype", "auto",
                                 "--assume", "backend=FLASH_ATTN", "mamba_dtype=auto", "prefix=off", "spec=2", "spec=3",
-                                "draft_dtype=target", "pp=1")
+                                "draft_dtype=target", "draft_backend=target", "pp=1")
     assert code == 0
     assert [(p["spec"], p["verdict"]) for p in report["recipes"][0]["points"]] == [(2, "ok"), (3, "ok")]
 

@@ -27,7 +27,7 @@ NAMES = [f"ling-2.5-1t-family-{index}" for index in range(4)]
 BARE, DRAFTED = (catalog.MODELS[name] for name in NAMES[:2])
 FLASH = catalog.MODELS["ling-2.6-flash-family-0"]
 AT_TP1: dict[str, Any] = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["off"], "pp": [1],
-                           "draft_dtype": ["target"],
+                           "draft_dtype": ["target"], "draft_backend": ["target"],
                           "backend": ["FLASHMLA@sm_90"]}
 # the defaults of the class a transformers pull request proposes, whose docstring names Ring-2.5-1T, its lightning
 # layer's head width, and the dtype SGLang's cookbook gives Ling-2.5-1T
@@ -121,8 +121,9 @@ def test_the_layers_their_names_and_the_domain() -> None:
         points = engine.points(model)
         assert {(p["tp"], p["pp"]) for p in points} == {(tp, 1) for tp in (1, 2, 4, 8)} | {(1, 2)}
         # FLASHMLA 2 kv dtypes, FLASH_ATTN_MLA 1, x 2 state dtypes x prefix off / on: 12 a tp and token count; the
-        # MTP draft's 3 token counts again at FLASHMLA with the draft at the other kv dtype (FLASH_ATTN_MLA has no fp8)
-        assert len(points) == 12 * (4 * 4 + 1) + (8 * 4 * 3 if model is DRAFTED else 0)
+        # MTP draft's 3 token counts again at FLASHMLA with the draft at the other kv dtype (FLASH_ATTN_MLA has no fp8),
+        # and with the draft at the other backend: 4 of the 6 backend and kv dtype pairs that one declares, x 4
+        assert len(points) == 12 * (4 * 4 + 1) + ((8 + 16) * 4 * 3 if model is DRAFTED else 0)
     config = bailing_v25.MEMBERS[1].config()
     assert DRAFTED.tps(config) == (1, 2, 4, 8)
     assert DRAFTED.tps({**config, "group_norm_size": 4}) == (1, 2, 4)
@@ -163,7 +164,7 @@ def test_ling_26_flash_plans_32_heads_64_wide_where_its_checkpoint_has_128_and_t
     config = bailing_v25.FLASH_MEMBERS[0].config()
     assert FLASH.tps(config) == (1, 2, 4) and FLASH.tps({**config, "group_norm_size": 8}) == (1, 2, 4, 8)
     assert {(p["tp"], p["pp"]) for p in engine.points(FLASH)} == {(1, 1), (2, 1), (4, 1), (1, 2)}
-    assert len(engine.points(FLASH)) == 12 * (3 * 4 + 1) + 8 * 3 * 3 == 228
+    assert len(engine.points(FLASH)) == 12 * (3 * 4 + 1) + (8 + 16) * 3 * 3 == 372
     quarter = planner.plan(point(FLASH, tp=4))
     assert (quarter.block_size, {tuple(f["shape"]) for f in quarter.documents[1]["fields"]}) == (
         128, {(8, 64, 64), (128, 576)})

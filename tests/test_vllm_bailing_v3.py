@@ -27,7 +27,7 @@ NAME = "ling-3.0-tiny-family-0"
 LING = catalog.MODELS[NAME]
 FLASH = [f"ling-3.0-flash-family-{index}" for index in range(2)]
 AT_TP1: dict[str, Any] = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["off"], "pp": [1],
-                           "draft_dtype": ["target"],
+                           "draft_dtype": ["target"], "draft_backend": ["target"],
                           "backend": ["FLASHMLA@sm_90"]}
 # the fixture's values (figyaro/mlx-swift-lm@6b437f86 Tests/MLXLMTests/BailingMoeV3Tests.swift) the members hold
 FIXTURE = {"architectures": ["BailingMoeV3ForCausalLM"], "model_type": "bailing_hybrid", "num_hidden_layers": 24,
@@ -190,9 +190,10 @@ def test_flash_plans_its_35_kda_and_7_mla_layers_with_64_wide_heads() -> None:
     assert sum(f["id"].endswith(".kv") for f in planned.documents[1]["fields"]) == 7
     assert {tuple(f["shape"]) for f in planner.plan(point(flash, tp=32)).documents[1]["fields"]} == {
         (3, 192), (1, 64, 64), (128, 576)}
-    # the MTP draft's 3 token counts again at FLASHMLA with the draft at the other kv dtype (FLASH_ATTN_MLA has no fp8)
+    # the MTP draft's 3 token counts again at FLASHMLA with the draft at the other kv dtype (FLASH_ATTN_MLA has no fp8),
+    # and with the draft at the other backend (draft_backend=) where it declares the draft's dtype
     assert {p["tp"] for p in engine.points(flash)} == {1, 2, 4, 8, 16, 32}
-    assert len(engine.points(flash)) == 300 + 8 * 6 * 3
+    assert len(engine.points(flash)) == 300 + (8 + 16) * 6 * 3
     assert planner.plan(point(wide)).documents == planned.documents
 
 

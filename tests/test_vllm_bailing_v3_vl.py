@@ -26,7 +26,7 @@ from kvproof.engines.vllm import bailing_v3_vl, catalog, engine, planner
 NAMES = [f"ling-3.0-flash-vl-family-{index}" for index in range(2)]
 NGRAM, MTP = (catalog.MODELS[name] for name in NAMES)
 AT_TP1: dict[str, Any] = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["off"], "pp": [1],
-                           "draft_dtype": ["target"],
+                           "draft_dtype": ["target"], "draft_backend": ["target"],
                           "backend": ["FLASHMLA@sm_90"]}
 # the values of the fixture a test in inclusionAI's vLLM fork writes (inclusionAI/vllm-ling-v3@4e709a63
 # tests/transformers_utils/test_bailing_moe_v3_vl_config.py) the members hold, and the two Ling-3.0-flash's family gives
@@ -108,8 +108,9 @@ def test_the_layers_their_names_and_the_domain() -> None:
         points = engine.points(model)
         assert {(p["tp"], p["pp"]) for p in points} == {(tp, 1) for tp in (1, 2, 4, 8, 16, 32)} | {(1, 2)}
         # FLASHMLA 2 kv dtypes, FLASH_ATTN_MLA 1, x 2 state dtypes x prefix off / on: 12 a tp and token count; the
-        # MTP draft's 3 token counts again at FLASHMLA with the draft at the other kv dtype (FLASH_ATTN_MLA has no fp8)
-        assert len(points) == 12 * (6 * 4 + 1) + (8 * 6 * 3 if model is MTP else 0)
+        # MTP draft's 3 token counts again at FLASHMLA with the draft at the other kv dtype (FLASH_ATTN_MLA has no fp8),
+        # and with the draft at the other backend (draft_backend=) where it declares the draft's dtype
+        assert len(points) == 12 * (6 * 4 + 1) + ((8 + 16) * 6 * 3 if model is MTP else 0)
 
 
 BOOKKEEPING = config_defaults.BOOKKEEPING | {"dtype", "torch_dtype"}

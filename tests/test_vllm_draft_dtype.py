@@ -44,13 +44,14 @@ def test_a_drafted_point_carries_the_other_dtype_and_an_undrafted_or_ngram_one_n
 
 
 def test_a_backend_takes_the_drafts_dtype_only_where_it_declares_it_but_a_dspark_draft_selects_its_own() -> None:
-    """FLASH_ATTN_MLA declares no fp8: its Ling-3.0-flash points carry no fp8 draft (such a point assumes the
-    backend pinned by --attention-backend, which the draft's layers take, and vLLM refuses the pinned backend at the
-    draft's fp8); a DSpark draft's backend is selected at its own dtype, so Kimi-K3's FLASH_ATTN_MLA points carry
-    one."""
+    """FLASH_ATTN_MLA declares no fp8: its Ling-3.0-flash points carry an fp8 draft only at a draft backend of its own
+    (without one the point assumes the backend pinned by --attention-backend, which the draft's layers take, and vLLM
+    refuses the pinned backend at the draft's fp8); a DSpark draft's backend is selected at its own dtype, so
+    Kimi-K3's FLASH_ATTN_MLA points carry one."""
     only: engine.Only = {"tp": [1], "pp": [1], "backend": ["FLASH_ATTN_MLA"]}
     ling, dspark = catalog.MODELS["ling-3.0-flash-family-1"], catalog.MODELS["kimi-k3-dspark"]
-    assert not any(p.get("draft_dtype") == "fp8" for p in engine.points(ling, only))
+    assert {p.get("draft_backend") for p in engine.points(ling, only) if p.get("draft_dtype") == "fp8"} == {
+        "FLASHMLA@sm_90"}
     assert any(p.get("draft_dtype") == "fp8" for p in engine.points(dspark, only))
     # GLM-5.3-Flash's draft layers keep the cache config vLLM copies for a named dtype: the target's own is named too
     glm = engine.points(catalog.MODELS["glm53-flash-family-0"], {"tp": [1], "dtype": ["auto"], "spec": [1]})

@@ -32,7 +32,7 @@ ZOO = ("jamba-v0.1", "nemotron-3-nano-30b-a3b-bf16", "nemotron-3-super-120b-a12b
        "nemotron-3-ultra-550b-a55b-bf16", "nemotron-3.5-lightning-30b-a3b-nvfp4", *QWEN3_5)
 JAMBA = catalog.MODELS["jamba-v0.1"]
 TP1: Only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "backend": ["FLASH_ATTN"], "pp": [1],
-             "prefix": ["off"], "draft_dtype": ["target"]}
+             "prefix": ["off"], "draft_dtype": ["target"], "draft_backend": ["target"]}
 IMAGE_PROCESSOR = "transformers.models.qwen2_vl.image_processing_qwen2_vl"  # what binds torchvision (:26)
 
 

@@ -138,23 +138,28 @@ class Model:
 
     @property
     def _draft_dtype_limits(self) -> str:
-        """What a point with a draft KV dtype of its own (the engine's draft_dtype axis) assumes of the draft's
-        backend."""
+        """What a drafted point assumes of the draft's backend: at a draft KV dtype of its own (the engine's
+        draft_dtype axis), and where --speculative-config's attention_backend names one (its draft_backend axis)."""
         if self.draft in (None, "ngram"):
             return ""
+        unpinned = "a draft backend pinned by --speculative-config's attention_backend is not planned"
         if self.draft_own_backend is not None:
             return f"a draft KV dtype of its own (draft_dtype=) is planned at {self.draft_own_backend}"
         if self.draft == "dspark":
             return ("a draft KV dtype of its own (draft_dtype=) is planned with the draft's backend selected at it, as "
-                    "vLLM selects it, pinned or not")
+                    f"vLLM selects it unpinned; {unpinned}")
         if self.draft == "dflash":
             return ("a draft KV dtype of its own (draft_dtype=) is planned at the point's backend, FLASH_ATTN, which "
                     "vLLM's selection for the draft's non-causal attention (dflash/utils.py:26-33) gives on sm_90 at "
-                    "either dtype (read, not run)")
-        return ("a point with a draft KV dtype of its own (draft_dtype=) assumes its backend pinned by "
-                "--attention-backend, which Model Runner V2 builds the draft's layers under (eagle/utils.py:86), and "
-                "leaves out a draft dtype the backend does not declare; unpinned, vLLM would select the draft's "
-                "backend at its own dtype: not planned")
+                    f"either dtype (read, not run); {unpinned}")
+        pinned = ("a drafted point without draft_backend= assumes its backend pinned by --attention-backend, which "
+                  "Model Runner V2 builds the draft's layers under (eagle/utils.py:86), and leaves out a draft KV "
+                  "dtype (draft_dtype=) that backend does not declare")
+        if all(sum(b.gpu == gpu for b in self.backends) == 1 for gpu in {b.gpu for b in self.backends}):
+            return f"{pinned}; another draft backend (--speculative-config's attention_backend) is not planned"
+        return (f"{pinned}; draft_backend= plans the draft's layers at each other backend planned on the GPU whose "
+                "class declares the draft's KV dtype, as --speculative-config's attention_backend names it, which "
+                "covers vLLM's own selection at the draft's dtype where nothing is pinned")
 
     def state_readers(self) -> tuple[Reader, ...]:
         """The readers, with LMCache's entry flipped to walking by payload while the seeded

@@ -47,6 +47,7 @@ PIPELINE = (2, 4, 8)  # pipeline sizes planned (each stage planned on its own; s
 DTYPES = ("auto", "fp8")
 MAMBA_DTYPES = ("auto", "float32")
 TARGET_DTYPE = "target"  # --assume draft_dtype=target: the points whose draft has no KV dtype of its own
+TARGET_BACKEND = "target"  # --assume draft_backend=target: the points whose draft's layers take the target's backend
 TRTLLM = ("on", "off")  # FlashInfer's TRTLLM kernels obtainable: flashinfer-cubin installed or NVIDIA's artifactory
 # vLLM states no padding bound for its pages; by default its plans are held to the contract's as the
 # contract holds its own (spec/contract.py): a group's pages may pad at most a quarter of their payload,
@@ -100,30 +101,37 @@ def _domain(model: catalog.Model, only: dict[str, Sequence[Any] | None] | None =
             return p["backend"] in want or p["backend"].split("@")[0] in want
         if axis == "draft_dtype":  # `target`: the draft at the target's KV dtype (no dtype of its own), or no draft
             return p.get(axis, TARGET_DTYPE) in want
+        if axis == "draft_backend":  # `target`: the draft's layers at the target's backend, or no draft
+            own = p.get(axis, TARGET_BACKEND)
+            return own in want or own.split("@")[0] in want
         return p.get(axis) in want
 
     chosen = [p for p in _grid(model) if all(wanted(p, axis, want) for axis, want in (only or {}).items())]
     backends = {b.label: b for b in model.backends}
     declared: dict[str, Any] = {}
     failed: dict[str, verdict.AdapterGap] = {}
-    for label in dict.fromkeys(p["backend"] for p in chosen):
+    for label in dict.fromkeys(label for p in chosen for label in (p["backend"], p.get("draft_backend")) if label):
         try:
             declared[label] = backends[label].load().supported_kv_cache_dtypes
         except Exception as err:  # kvproof cannot import the backend's module at this vLLM
             failed[label] = _gap(err, f"importing {backends[label].path} (backend {label})")
-    return ([p for p in chosen if p["backend"] in declared and p["dtype"] in declared[p["backend"]]
-             and _draft_declared(model, p, declared[p["backend"]])],
-            [(p, failed[p["backend"]]) for p in chosen if p["backend"] in failed])
+    loaded = [p for p in chosen if not any(p.get(axis) in failed for axis in ("backend", "draft_backend"))]
+    return ([p for p in loaded if p["dtype"] in declared[p["backend"]] and _draft_declared(model, p, declared)],
+            [(p, failed[label]) for p in chosen if (label := next((p[axis] for axis in ("backend", "draft_backend")
+                                                                  if p.get(axis) in failed), None))])
 
 
-def _draft_declared(model: catalog.Model, point: dict[str, Any], declared: Collection[str]) -> bool:
-    """Whether a point's draft dtype is one the draft's backend can take. The point's backend is the draft's: a
-    point with a draft dtype of its own assumes the backend pinned by --attention-backend, and Model Runner V2 builds
-    an MTP or EAGLE3 draft under the target's attention config (eagle/utils.py:86), so vLLM validates the pinned
-    backend at the draft's dtype (v1/attention/backend.py:306-307) and refuses it where its class does not declare
-    it. A DFLASH draft's backend is selected for its non-causal attention (dflash/utils.py:26-33), FLASH_ATTN on
-    sm_90, which declares both dtypes; a DSpark draft's at its dtype, pinned or not (kimi_k3_dspark.built)."""
-    return "draft_dtype" not in point or model.draft == "dspark" or point["draft_dtype"] in declared
+def _draft_declared(model: catalog.Model, point: dict[str, Any], declared: dict[str, Collection[str]]) -> bool:
+    """Whether a point's draft dtype is one the draft's backend can take. Model Runner V2 builds an MTP or EAGLE3
+    draft under the target's attention config but for what --speculative-config sets (eagle/utils.py:86,
+    config/speculative.py:396-403): its `draft_backend` where the point has one, else the point's backend, which a
+    point with a draft dtype of its own assumes pinned by --attention-backend. vLLM validates that backend at the
+    draft's dtype (v1/attention/backend.py:306-307) and refuses it where its class does not declare it. A DFLASH
+    draft's backend is selected for its non-causal attention (dflash/utils.py:26-33), FLASH_ATTN on sm_90, which
+    declares both dtypes; a DSpark draft's at its dtype, pinned or not (kimi_k3_dspark.built)."""
+    if "draft_backend" in point:
+        return point.get("draft_dtype", point["dtype"]) in declared[point["draft_backend"]]
+    return "draft_dtype" not in point or model.draft == "dspark" or point["draft_dtype"] in declared[point["backend"]]
 
 
 def _grid(model: catalog.Model) -> list[dict[str, Any]]:
@@ -140,10 +148,12 @@ def _grid(model: catalog.Model) -> list[dict[str, Any]]:
     # a user's config.json names its points, so that its findings are its own in a baseline
     named = {"model": model.user_config.name} if model.user_config else {}
     return [{**named, "tp": tp, "dtype": dtype, "mamba_dtype": mamba, "prefix": "on" if prefix else "off",
-             "backend": backend.label, **({} if spec is None else {"spec": spec}), **draft_axis, "pp": pp, **assumed}
-            for backend in model.backends for assumed in _assumptions(model, backend)
-            for prefix in model.prefix_caching for spec in specs for dtype in DTYPES
-            for draft_axis in _draft_dtypes(model, spec, dtype)
+             "backend": backend.label, **({} if spec is None else {"spec": spec}), **draft_axis, **drafted, "pp": pp,
+             **assumed}
+            for backend in model.backends for prefix in model.prefix_caching for spec in specs
+            for drafted in _draft_backends(model, backend, spec)
+            for assumed in _assumptions(model, backend, drafted.get("draft_backend"))
+            for dtype in DTYPES for draft_axis in _draft_dtypes(model, spec, dtype)
             for mamba in MAMBA_DTYPES for tp, pp in shapes
             if (pp == 1 or not spec) and (backend.all_stages or pp == 1 or (tp, pp) == (1, 2))]
 
@@ -159,18 +169,33 @@ def _draft_dtypes(model: catalog.Model, spec: int | None, dtype: str) -> list[di
     return [{}, *({"draft_dtype": named} for named in DTYPES if named != dtype or model.draft_keeps_cache_config)]
 
 
+def _draft_backends(model: catalog.Model, backend: catalog.Backend, spec: int | None) -> list[dict[str, str]]:
+    """A drafted point's draft backends: the target's (no axis), and each other backend of the model's at the same GPU
+    as the draft's own, for an MTP or EAGLE3 draft, which Model Runner V2 builds under the target's attention config
+    but for --speculative-config's attention_backend (v1/worker/gpu/spec_decode/eagle/utils.py:86,
+    config/speculative.py:396-403). Unpinned, the draft's layers select their backend at the draft's KV dtype, one of
+    these (on sm_90 an MLA draft at bf16 gets FLASH_ATTN_MLA where an fp8 target gets FLASHMLA, cuda.py:150-153). A
+    DSpark or DFLASH draft's backend is selected apart (kimi_k3_dspark.built; dflash/utils.py:26-33)."""
+    if not spec or model.draft not in ("mtp", "eagle3"):
+        return [{}]
+    return [{}, *({"draft_backend": other.label} for other in model.backends
+                  if other.gpu == backend.gpu and other.label != backend.label)]
+
+
 def _stages(model: catalog.Model) -> int:
     """The stage plannings of the model's whole domain: what a shard is dealt by (a planning's CPU differs about
     tenfold between the catalog's models, their stage plannings fiftyfold)."""
     return sum(p["pp"] for p in _grid(model))
 
 
-def _assumptions(model: catalog.Model, backend: catalog.Backend) -> list[dict[str, Any]]:
+def _assumptions(model: catalog.Model, backend: catalog.Backend, draft_backend: str | None = None
+                 ) -> list[dict[str, Any]]:
     """The deployment facts a backend's points assume, every value of each: whether FlashInfer's
-    TRTLLM kernels are obtainable (FLASHINFER asks), the CUDA runtime's major version (where the
-    model's state layer asks it)."""
+    TRTLLM kernels are obtainable (FLASHINFER asks, the target's backend or the draft's), the CUDA runtime's major
+    version (where the model's state layer asks it)."""
     out: list[dict[str, Any]] = [{}]
-    if backend.trtllm_kernels is not None:
+    drafts = [b for b in model.backends if b.label == draft_backend]
+    if any(b.trtllm_kernels is not None for b in (backend, *drafts)):
         out = [{**a, "trtllm": value} for a in out for value in TRTLLM]
     if backend.gpu in model.cuda_runtime_at:
         out = [{**a, "cuda_runtime": major} for a in out for major in CUDA_RUNTIMES]
@@ -509,10 +534,12 @@ def _plan_all(model: catalog.Model, chosen: list[dict[str, Any]], padding_bound:
         backend = backends[p["backend"]]
         bound = (None if p.get("spec") else PADDING_BOUND) if padding_bound == CONTRACT else padding_bound
         takes_draft_dtype = len(_draft_dtypes(model, p.get("spec"), p["dtype"])) > 1
+        takes_draft_backend = len(_draft_backends(model, backend, p.get("spec"))) > 1
         replay = (f"verify engine vllm --recipe {model.recipe} --tp {p['tp']} --dtype {p['dtype']} --assume "
                   f"backend={backend.label} mamba_dtype={p['mamba_dtype']} prefix={p['prefix']}"
                   + (f" spec={p['spec']}" if "spec" in p else "")
                   + (f" draft_dtype={p.get('draft_dtype', TARGET_DTYPE)}" if takes_draft_dtype else "")
+                  + (f" draft_backend={p.get('draft_backend', TARGET_BACKEND)}" if takes_draft_backend else "")
                   + f" pp={p['pp']}"
                   + "".join(f" {axis}={p[axis]}" for axis in ("trtllm", "cuda_runtime") if axis in p)
                   + (f" --config {model.user_config.path}" if model.user_config else ""))
@@ -523,7 +550,8 @@ def _plan_all(model: catalog.Model, chosen: list[dict[str, Any]], padding_bound:
                 planned = seen.plans.plan(planner.Point(model, p["tp"], p["dtype"], p["mamba_dtype"],
                                                         p["prefix"] == "on", backend, p.get("spec", 0), p["pp"],
                                                         rank, p["trtllm"] == "on" if "trtllm" in p else None,
-                                                        p.get("cuda_runtime"), p.get("draft_dtype")),
+                                                        p.get("cuda_runtime"), p.get("draft_dtype"),
+                                                        backends.get(p.get("draft_backend", ""))),
                                           mutants.applied)
             except Exception as err:
                 gap = _judge(err)
@@ -608,6 +636,8 @@ def _assumed(assume: Sequence[str] | None) -> dict[str, list[Any]]:
              "mamba_dtype": list(MAMBA_DTYPES), "prefix": ["on", "off"],
              "spec": sorted({str(s) for m in catalog.MODELS.values() for s in m.speculative}),
              "draft_dtype": [TARGET_DTYPE, *DTYPES],
+             "draft_backend": sorted({TARGET_BACKEND} | {name for m in catalog.MODELS.values() for b in m.backends
+                                                         for name in (b.name, b.label)}),
              "pp": [str(pp) for pp in (1, *PIPELINE)], "trtllm": list(TRTLLM),
              "cuda_runtime": [str(major) for major in CUDA_RUNTIMES]}
     out: dict[str, list[Any]] = {}

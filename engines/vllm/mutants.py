@@ -18,7 +18,7 @@ from typing import Any
 from kvproof.engines.interface import Mutant
 from kvproof.engines.replaced import replaced
 from kvproof.engines.vllm.planner import layer_spec
-from kvproof.engines.vllm.platform import Vllm
+from kvproof.engines.vllm.platform import Vllm, cuda_assumed, modules
 from kvproof.impl import faults
 
 faults.declare({
@@ -67,6 +67,9 @@ faults.declare({
     "vllm_draft_page_padded_not_raised": "vLLM pads a smaller non-MLA attention page (the target's under a draft of a "
     "wider KV dtype) to the largest page, as it pads a page that does not divide it, where it raises the layer's "
     "block to fill it (hypothetical: 0.29.0 to 0.33.0 raise the block)",
+    "vllm_draft_takes_target_kernel_block": "vLLM picks every attention group's kernel block for the first backend it "
+    "finds on the built layers (the target's), so an MTP draft's layers at a backend of their own get the target's "
+    "pick (hypothetical: 0.32.0 to 0.33.0 pick it for each attention group's own backend, v1/worker/utils.py:291-299)",
     "adapter_draft_at_target_geometry": "kvproof's vLLM planner gives a draft checkpoint's attention layers the "
     "target's page geometry, not the draft checkpoint's own",
     "lmcache_walks_by_payload": "the catalog records LMCache as walking state pages by their payload, not the padded "
@@ -106,6 +109,15 @@ def _draft_group_gets_manager_block(original: Callable[..., Any]) -> Callable[..
         if any(getattr(spec, "non_causal_multi_token_decode", False) for spec in kv_cache_specs or ()):
             return kv_manager_block_size
         return int(original(kv_manager_block_size, backends, kv_cache_specs))
+    return broken
+
+
+def _draft_takes_target_kernel_block(original: Callable[..., Any]) -> Callable[..., Any]:
+    """select_common_block_size that answers for the target's backend (the first vLLM finds on the built layers)
+    whatever backends it is asked about (a merged group's spec keeps no is_draft to tell a draft's group by)."""
+    def broken(kv_manager_block_size: int, backends: Any, kv_cache_specs: Any = None) -> int:
+        target = cuda_assumed(modules())._answers().backends[0]
+        return int(original(kv_manager_block_size, [target for _ in backends], kv_cache_specs))
     return broken
 
 
@@ -268,6 +280,8 @@ PATCHES: dict[str, tuple[str, str, Callable[[Callable[..., Any]], Callable[..., 
                                         "BailingMoeV3ForCausalLM.get_mamba_state_shape_from_config", _num_spec_dropped),
     "vllm_block_outermost_by_largest_page": (PLANNING, "_get_kv_cache_bytes_per_block", _block_by_largest_page),
     "vllm_draft_page_padded_not_raised": (PLANNING, "unify_kv_cache_spec_page_size", _smaller_page_padded),
+    "vllm_draft_takes_target_kernel_block": ("vllm.v1.worker.utils", "select_common_block_size",
+                                             _draft_takes_target_kernel_block),
 }
 
 
@@ -359,6 +373,11 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("vllm_draft_page_padded_not_raised", ("verify engine vllm --recipe qwen3.5-35b-a3b --tp 1 --dtype fp8 "
                                                  "--baseline engines/vllm/baseline.json --assume pp=1 spec=1 "
                                                  "backend=FLASHINFER@sm_90 draft_dtype=auto",), expect="exact_stride"),
+    # an MTP draft at FLASHMLA under a FLASH_ATTN_MLA target (vLLM's own choice for a bf16 target and an fp8 draft on
+    # sm_90, unpinned): FlashMLA's decode takes 64-token pages, FLASH_ATTN_MLA's pick the whole 256-token block
+    Mutant("vllm_draft_takes_target_kernel_block", ("verify engine vllm --recipe ling-2.6-flash-family-0 --tp 1 "
+                                                    "--baseline engines/vllm/baseline.json --assume pp=1 spec=1 "
+                                                    "draft_backend=FLASHMLA",), expect="kernel_page"),
     # not a replaced vLLM function: the catalog's LMCache reader entry flipped (catalog.Model.state_readers)
     Mutant("lmcache_walks_by_payload", (TP1,), expect="consumer_stride"),
     # kvproof's own planner: the shipped EAGLE3 drafts have their targets' geometry, Qwen3.5-35B-A3B's DFLASH draft

@@ -75,6 +75,9 @@ class Point:
     trtllm: bool | None = None  # FlashInfer's TRTLLM kernels obtainable (has_nvidia_artifactory); None: not assumed
     cuda_runtime: int | None = None  # the CUDA runtime's major version (get_cuda_runtime_major); None: not assumed
     draft_dtype: str | None = None  # --speculative-config's kv_cache_dtype: the draft's own; None: the target's
+    # the backend of an MTP or EAGLE3 draft's layers where it is not the target's: --speculative-config's
+    # attention_backend, or, unpinned, the one vLLM selects at the draft's own KV dtype; None: the target's
+    draft_backend: Backend | None = None
 
 
 BIND_AT = (1, 2, 3, 1000)  # parent counts: the plan must be affine in N (checked, not assumed)
@@ -133,6 +136,7 @@ def _rank_layers(v: Vllm, layers: list[tuple[str, str]], hf: Any,
 def _plan(v: Vllm, point: Point, folder: str, patches: Patches | None, made: ModelConfigs | None) -> Planned:
     config = v.config
     backend = point.backend.load()
+    draft_backend = point.draft_backend.load() if point.draft_backend is not None else backend
     found = [backend]
     platform = cuda_assumed(v)
     with point_answers(platform, point.backend.capability, found, point.trtllm, point.cuda_runtime) as answers:
@@ -165,6 +169,8 @@ def _plan(v: Vllm, point: Point, folder: str, patches: Patches | None, made: Mod
         if attends:  # the layers' own backends are among those vLLM finds on them (interface.py:763)
             found += [b for b in dict.fromkeys(_own_backend(shell) for shell in built.values()) if b is not None
                       and b not in found]
+            if drafts and draft_backend not in found:  # the draft's layers come after the target's
+                found.append(draft_backend)
         vllm_config.compilation_config.static_forward_context = _LayerShells({**shells, **built})
         context = patches(v) if patches else nullcontext()
         # vLLM's worker plans with its config current (worker_base.py:350, :358: initialize_from_config,
@@ -172,15 +178,16 @@ def _plan(v: Vllm, point: Point, folder: str, patches: Patches | None, made: Mod
         with context, config.set_current_vllm_config(vllm_config):
             _check_shell_call(lambda: platform.update_block_size_for_backend(vllm_config),
                               f"{point.model.state_layer_class().__name__} layer state", shells)
-            specs = _specs(v, vllm_config, model_cls, backend, layers, shells, built, {name for name, _ in drafts})
+            specs = _specs(v, vllm_config, model_cls, (backend, draft_backend), layers, shells, built,
+                           {name for name, _ in drafts})
             layout_names = [lay.name for lay in v.backend_utils.get_supported_kv_cache_layouts(
                 [*found, point.model.state_backend(v.registry)] if attends
                 else [point.model.state_backend(v.registry)])]
             layout = v.core.calls["resolve_kv_cache_layout"](vllm_config, [layout_names], list(specs.values()))
             with kept.layer_block_strides(v.planning):
                 configs = engine_core_configs(v, platform, vllm_config, specs)
-            kernels = _kernel_blocks(v, point, backend, built, {name for name, kind in drafts if kind == "draft"},
-                                     configs)
+            kernels = _kernel_blocks(v, point, (backend, draft_backend), built, {name for name, _ in drafts},
+                                     {name for name, kind in drafts if kind == "draft"}, configs)
         first = next((name for name, kind in layers if kind == "attention"), None)
         kernel_tokens = kernels[first][1] if first is not None else None
         documents = _documents(point, configs, layout, kernels)
@@ -188,22 +195,27 @@ def _plan(v: Vllm, point: Point, folder: str, patches: Patches | None, made: Mod
                        span, attends, dict(answers.asked), configs, layout, kernels)
 
 
-def _kernel_blocks(v: Vllm, point: Point, backend: Any, built: dict[str, Any], drafts: set[str],
-                   configs: dict[int, Any]) -> dict[str, tuple[Backend | None, int]]:
+def _kernel_blocks(v: Vllm, point: Point, backends: tuple[Any, Any], built: dict[str, Any], drafted: set[str],
+                   drafts: set[str], configs: dict[int, Any]) -> dict[str, tuple[Backend | None, int]]:
     """Each attention layer's backend record at the point's GPU (the kernels that read its pages) and the tokens of
     the kernel block vLLM picks for them: vLLM's own prepare_kernel_block_sizes (v1/worker/utils.py:630-680 in
     0.33.0) over the config's groups, each with its attention groups as the model runner builds them, one per
     backend and layer spec (v1/worker/gpu/attn_utils.py:248-262). A layer's backend is the one its built layer names
-    (a DSpark draft's, selected apart from the target's; a side cache's), else the point's. A draft checkpoint's
-    layers (`drafts`) take the pick over the draft's own attention groups, as Model Runner V2's speculator builds
-    them (spec_decode/speculator.py:297-302, attn_utils.py:220-224); at a draft of the target's backend it is the
-    group's. A side cache's own backend that kvproof has no record of reads its pages with kernels not recorded
-    (None); a draft layer's raises StubUsed. Where the release's AttentionGroup.create_metadata_builders picks again
-    per attention group (0.32.0 on, v1/worker/utils.py:291-299: select_common_block_size over its own backend and
-    spec), each attention group's layers take that pick, and a group no size suits raises vLLM's own ValueError, as
-    the worker does when it builds the metadata (v1/worker/gpu/attn_utils.py:288-300)."""
+    (a DSpark draft's, selected apart from the target's; a side cache's), else, of `backends`, the draft's for the
+    draft's layers (`drafted`: the point's draft_backend, or the target's) and the point's for the rest. A draft
+    checkpoint's layers (`drafts`) take the pick over the draft's own attention groups, as Model Runner V2's
+    speculator builds them (spec_decode/speculator.py:297-302, attn_utils.py:220-224); at a draft of the target's
+    backend it is the group's. A side cache's own backend that kvproof has no record of reads its pages with kernels
+    not recorded (None); a draft layer's raises StubUsed. Where the release's
+    AttentionGroup.create_metadata_builders picks again per attention group (0.32.0 on, v1/worker/utils.py:291-299:
+    select_common_block_size over its own backend and spec), each attention group's layers take that pick, and a
+    group no size suits raises vLLM's own ValueError, as the worker does when it builds the metadata
+    (v1/worker/gpu/attn_utils.py:288-300)."""
     config = next(iter(configs.values()))
+    backend, draft_backend = backends
     own = {name: b for name, layer in built.items() if (b := _own_backend(layer)) is not None}
+    own.update({name: draft_backend for name in drafted if name not in own})
+    records = {backend: point.backend, draft_backend: point.draft_backend or point.backend}
 
     def kernel_blocks(active: set[str] | None) -> dict[str, int]:
         groups = []
@@ -229,10 +241,11 @@ def _kernel_blocks(v: Vllm, point: Point, backend: Any, built: dict[str, Any], d
         for name in group.layer_names:
             if hasattr(layer_spec(group, name), "shapes"):
                 continue  # a state layer's page: read by its readers, never an attention kernel
-            # a built layer that names the point's backend is read as any other
-            found = point.backend if own.get(name, backend) is backend else _record(own[name], point.backend.capability)
+            # a built layer that names the point's backend (or the draft's) is read as any other
+            chosen = own.get(name, backend)
+            found = records[chosen] if chosen in records else _record(chosen, point.backend.capability)
             if found is None and name in drafts:
-                raise StubUsed(f"vLLM selected {own[name].get_name()} for the draft layer {name} at "
+                raise StubUsed(f"vLLM selected {chosen.get_name()} for the draft layer {name} at "
                                f"{point.backend.gpu}; kvproof has no record of the kernels that read its pages there")
             out[name] = found, (draft if name in drafts else targets)[name]
     return out
@@ -285,6 +298,8 @@ def _configs(config: Any, folder: str, point: Point, answers: Answers, made: Mod
         own = {"model": _checkpoint(draft)} if (draft := point.model.draft_text()) else {}
         if point.draft_dtype is not None:
             own["kv_cache_dtype"] = point.draft_dtype
+        if point.draft_backend is not None:
+            own["attention_backend"] = point.draft_backend.name
         return model_config, par, config.SpeculativeConfig(
             method=point.model.draft, num_speculative_tokens=point.spec, target_model_config=model_config,
             target_parallel_config=par, **own)
@@ -295,7 +310,8 @@ def _configs(config: Any, folder: str, point: Point, answers: Answers, made: Mod
     built, asked = _made(made, key, point, answers, lambda: pickle.dumps(model()))
     if not point.spec:
         return pickle.loads(built), parallel(), None
-    drafting = (point.tp, point.pp, point.spec, point.model.draft, point.model.draft_config, point.draft_dtype)
+    drafting = (point.tp, point.pp, point.spec, point.model.draft, point.model.draft_config, point.draft_dtype,
+                point.draft_backend)
     return pickle.loads(_made(made, (*key, *drafting), point, answers,
                               lambda: pickle.dumps(drafted(pickle.loads(built))), asked)[0])
 
@@ -471,17 +487,19 @@ def _own_backend(shell: Any) -> Any:
     return shell.get_attn_backend() if hasattr(type(shell), "get_attn_backend") else None
 
 
-def _specs(v: Vllm, vllm_config: Any, model_cls: Any, backend: Any, layers: list[tuple[str, str]],
+def _specs(v: Vllm, vllm_config: Any, model_cls: Any, backends: tuple[Any, Any], layers: list[tuple[str, str]],
            shells: dict[str, Any], built: dict[str, Any] | None = None,
            drafts: frozenset[str] | set[str] = frozenset()) -> dict[str, Any]:
     """Each layer's KVCacheSpec. An attention layer's is built with vLLM's spec classes from the
-    inputs its own get_kv_cache_spec reads (attention.py:611, mla_attention.py:1371). A state layer's
+    inputs its own get_kv_cache_spec reads (attention.py:611, mla_attention.py:1371), and customized by its
+    backend: of `backends`, the target's, or the draft's for the draft's layers (`drafts`). A state layer's
     is the layer class's own get_kv_cache_spec, run on its shell (mamba/abstract.py:72 and each
     class's override, mamba_mixer2.py:1108, kda.py:901, qwen_gdn_linear_attn.py:739): the shell's
     state shapes and dtypes are the model class's (get_mamba_state_shape_from_config and
     get_mamba_state_dtype_from_config, what vLLM's own hybrid alignment sizes the state page by), and
     anything else it reads of the constructor's state raises StubUsed naming it."""
     kvi, cache, model = v.kvi, vllm_config.cache_config, vllm_config.model_config
+    backend, draft_backend = backends
     speculative = vllm_config.speculative_config
     # a draft's layers are built under the speculative config's KV dtype where it gives one (config/speculative.py:
     # 396-403, applied by eagle/utils.py:86; llm_base_proposer.py:1292-1299 in Model Runner V1)
@@ -494,21 +512,22 @@ def _specs(v: Vllm, vllm_config: Any, model_cls: Any, backend: Any, layers: list
     def customized(owner: Any, spec: Any) -> Any:
         return customize(owner, spec) if customize is not None else owner.customize_spec(spec)
 
-    def attention_at(cache_dtype: str) -> Any:
+    def attention_at(cache_dtype: str, owner: Any) -> Any:
         quant, torch_dtype = kvi.get_kv_quant_mode(cache_dtype), v.torch_utils.kv_cache_dtype_str_to_dtype(cache_dtype,
                                                                                                              model)
         if model.use_mla:
-            return customized(backend, _spec(
+            return customized(owner, _spec(
                 kvi.MLAAttentionSpec, block_size=cache.block_size, num_kv_heads=1, max_tp_shards=1,
                 head_size=model.get_head_size(), dtype=torch_dtype, cache_dtype_str=cache_dtype, kv_quant_mode=quant))
-        return customized(backend, _spec(
+        return customized(owner, _spec(
             kvi.FullAttentionSpec, block_size=cache.block_size,
             num_kv_heads=model.get_num_kv_heads(vllm_config.parallel_config), head_size=model.get_head_size(),
             dtype=torch_dtype, kv_quant_mode=quant))
 
-    attention = attention_at(cache.cache_dtype)
-    # the model's own draft layers (MTP) are the target's attention at the draft's dtype
-    draft_attention = attention if draft_cache_dtype == cache.cache_dtype else attention_at(draft_cache_dtype)
+    attention = attention_at(cache.cache_dtype, backend)
+    # the model's own draft layers (MTP) are the target's attention at the draft's dtype, under the draft's backend
+    draft_attention = (attention if draft_cache_dtype == cache.cache_dtype and draft_backend is backend
+                       else attention_at(draft_cache_dtype, draft_backend))
     # a draft checkpoint's own attention layers at its geometry, those of a draft whose layers are built excepted
     if any(kind == "draft" and name not in (built or {}) for name, kind in layers):
         draft = speculative.draft_model_config
@@ -518,16 +537,17 @@ def _specs(v: Vllm, vllm_config: Any, model_cls: Any, backend: Any, layers: list
         # its heads and head size are the draft config's (llama.py:143-159; qwen3_dflash.py:189-199, the same
         # reading); its KV dtype the draft's cache dtype above, resolved against the target's ModelConfig, which
         # the draft's config keeps and Attention reads the model dtype from (attention.py:275, :323-324). Its backend
-        # is the target's: Model Runner V2 builds an EAGLE3 draft under the target's attention config
-        # (v1/worker/gpu/spec_decode/eagle/utils.py:86) and selects a DFLASH draft's for its non-causal attention
-        # (dflash/utils.py:26-33), and at the one backend a drafted recipe plans, FLASH_ATTN on sm_90, the choice is
-        # FLASH_ATTN for both (cuda.py:169-178); another backend needs the draft's selection modelled
+        # is the draft's: Model Runner V2 builds an EAGLE3 draft under the target's attention config but for the
+        # speculative config's attention_backend (v1/worker/gpu/spec_decode/eagle/utils.py:86) and selects a DFLASH
+        # draft's for its non-causal attention (dflash/utils.py:26-33), and at the one backend a DFLASH recipe plans,
+        # FLASH_ATTN on sm_90, the choice is FLASH_ATTN (cuda.py:169-178); another backend needs that selection
+        # modelled
         drafted = _spec(kvi.FullAttentionSpec, block_size=cache.block_size,
                         num_kv_heads=draft.get_num_kv_heads(speculative.draft_parallel_config),
                         head_size=draft.get_head_size(),
                         dtype=v.torch_utils.kv_cache_dtype_str_to_dtype(draft_cache_dtype, model),
                         kv_quant_mode=kvi.get_kv_quant_mode(draft_cache_dtype))
-        drafted = customized(backend, drafted)
+        drafted = customized(draft_backend, drafted)
         if faults.active("adapter_draft_at_target_geometry"):
             drafted = attention
     shapes = tuple(model_cls.get_mamba_state_shape_from_config(vllm_config))
