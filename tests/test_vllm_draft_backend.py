@@ -38,27 +38,35 @@ def test_an_mtp_drafted_point_names_each_other_backend_on_its_gpu_and_no_other_d
                      *((b, d, t) for t in ("on", "off") for b, d in ((fa, fi), (triton, fi), (fi, None), (fi, fa),
                                                                      (fi, triton), ("FLASHINFER@sm_100", None)))}
     assert not any("draft_backend" in p for p in points if p["spec"] == 0)
-    # a DSpark or DFLASH draft selects its backend apart; the EAGLE3, GLM-5.3-Flash and Qwen4-Exp recipes plan one
-    # backend a GPU
-    for recipe in ("kimi-k3-dspark", "qwen3.5-35b-a3b-dflash", "qwen3.5-35b-a3b-eagle3", "glm53-flash-family-0",
-                   "qwen3.8-flash-next-family-0"):
-        assert not any("draft_backend" in p for p in engine.points(catalog.MODELS[recipe], {"tp": [1]})), recipe
+    # a DSpark draft's backend is selected apart, so its points plan that selection, at each of three sm_90 backends
+    dspark = engine.points(catalog.MODELS["kimi-k3-dspark"], {"tp": [1], "spec": [1]})
+    assert len({p["backend"] for p in dspark}) == 4 and not any("draft_backend" in p for p in dspark)
 
 
-def test_vllms_own_pick_for_a_bf16_target_and_an_fp8_draft_on_sm_90_is_planned() -> None:
-    """Unpinned, a bf16 MLA target selects FLASH_ATTN_MLA and an fp8 draft FlashMLA (cuda.py:150-153; FLASH_ATTN_MLA
-    declares no fp8): that point has the draft at FLASHMLA, and no FLASH_ATTN_MLA draft is ever at fp8."""
-    points = engine.points(catalog.MODELS[LING], {"tp": [1], "spec": [1]})
-    fp8_drafts = {(p["backend"], p.get("draft_backend")) for p in points
-                  if p.get("draft_dtype", p["dtype"]) == "fp8"}
-    assert ("FLASH_ATTN_MLA@sm_90", "FLASHMLA@sm_90") in fp8_drafts
-    assert not any("FLASH_ATTN_MLA" in (draft or backend) for backend, draft in fp8_drafts)
+def test_vllms_own_pick_at_each_pair_of_target_and_draft_dtypes_on_sm_90_is_a_planned_point() -> None:
+    """Unpinned, the target and the draft each take the first MLA backend of CudaPlatform's sm_90 priorities whose class
+    declares their KV dtype (cuda.py:150-153): for each pair of dtypes that point is planned, with a draft_backend
+    where the two picks differ (a bf16 target at FLASH_ATTN_MLA drafts at fp8 with FLASHMLA)."""
+    model = catalog.MODELS[LING]
+    declared = {b.name: (b.label, b.load().supported_kv_cache_dtypes) for b in model.backends}
+
+    def pick(dtype: str) -> str:
+        return next(declared[name][0] for name in platform.MLA_PRIORITIES[9]
+                    if name in declared and dtype in declared[name][1])
+
+    points = engine.points(model, {"tp": [1], "spec": [1], "mamba_dtype": ["auto"], "prefix": ["off"]})
+    planned = {(p["backend"], p["dtype"], p.get("draft_dtype", p["dtype"]), p.get("draft_backend", p["backend"]))
+               for p in points}
+    picks = {(pick(target), target, draft, pick(draft)) for target in engine.DTYPES for draft in engine.DTYPES}
+    assert picks <= planned
+    assert ("FLASH_ATTN_MLA@sm_90", "auto", "fp8", "FLASHMLA@sm_90") in picks
+    assert not any(draft == "fp8" and "FLASH_ATTN_MLA" in own for _, _, draft, own in planned)
 
 
 def test_the_drafts_layers_take_their_own_backends_spec_kernels_and_block() -> None:
     """The MTP layer at FlashInfer under a FLASH_ATTN target: FlashInfer's spec (its fixed kernel blocks ask a block
     stride of a multiple of 64, customize_attention_spec) makes it another kind, so vLLM puts every layer in a group
-    of its own (41 where 4), FlashInfer's kernels read its pages, and the speculative config names the backend."""
+    of its own (41 where 4), and FlashInfer's kernels read its pages."""
     qwen = catalog.MODELS[QWEN]
     mixed = planner.plan(planner.Point(qwen, 1, "auto", "auto", False, backends.FLASH_ATTN, 1, trtllm=False,
                                        draft_backend=backends.FLASHINFER_SM90))
@@ -99,7 +107,8 @@ def test_assume_draft_backend_takes_target_or_a_backend_and_refuses_anything_els
 def test_each_drafted_models_limits_say_which_draft_backends_it_plans() -> None:
     assert "draft_backend= plans the draft's layers at each other backend" in catalog.MODELS[QWEN].stated_limits
     assert "another draft backend" in catalog.MODELS["qwen3.5-35b-a3b-eagle3"].stated_limits
-    for recipe in ("kimi-k3-dspark", "qwen3.5-35b-a3b-dflash"):
-        assert "pinned by --speculative-config's attention_backend is not planned" in (
-            catalog.MODELS[recipe].stated_limits)
+    assert "pinned by --speculative-config's attention_backend is not planned" in (
+        catalog.MODELS["qwen3.5-35b-a3b-dflash"].stated_limits)
+    assert "only the one selected takes the draft's non-causal attention" in (
+        catalog.MODELS["kimi-k3-dspark"].stated_limits)
     assert "draft_backend=" not in catalog.MODELS["kimi-linear-48b-a3b"].stated_limits

@@ -142,16 +142,18 @@ class Model:
         draft_dtype axis), and where --speculative-config's attention_backend names one (its draft_backend axis)."""
         if self.draft in (None, "ngram"):
             return ""
-        unpinned = "a draft backend pinned by --speculative-config's attention_backend is not planned"
+        pinned_apart = "a draft backend pinned by --speculative-config's attention_backend is not planned"
         if self.draft_own_backend is not None:
             return f"a draft KV dtype of its own (draft_dtype=) is planned at {self.draft_own_backend}"
         if self.draft == "dspark":
             return ("a draft KV dtype of its own (draft_dtype=) is planned with the draft's backend selected at it, as "
-                    f"vLLM selects it unpinned; {unpinned}")
+                    "vLLM selects it unpinned; a draft backend pinned by --speculative-config's attention_backend adds "
+                    "no point: of the MLA backends planned, only the one selected takes the draft's non-causal "
+                    "attention on its GPU")
         if self.draft == "dflash":
             return ("a draft KV dtype of its own (draft_dtype=) is planned at the point's backend, FLASH_ATTN, which "
                     "vLLM's selection for the draft's non-causal attention (dflash/utils.py:26-33) gives on sm_90 at "
-                    f"either dtype (read, not run); {unpinned}")
+                    f"either dtype (read, not run); {pinned_apart}")
         pinned = ("a drafted point without draft_backend= assumes its backend pinned by --attention-backend, which "
                   "Model Runner V2 builds the draft's layers under (eagle/utils.py:86), and leaves out a draft KV "
                   "dtype (draft_dtype=) that backend does not declare")
@@ -159,7 +161,7 @@ class Model:
             return f"{pinned}; another draft backend (--speculative-config's attention_backend) is not planned"
         return (f"{pinned}; draft_backend= plans the draft's layers at each other backend planned on the GPU whose "
                 "class declares the draft's KV dtype, as --speculative-config's attention_backend names it, which "
-                "covers vLLM's own selection at the draft's dtype where nothing is pinned")
+                "covers vLLM's own selection at the draft's dtype where nothing is pinned (read, not run)")
 
     def state_readers(self) -> tuple[Reader, ...]:
         """The readers, with LMCache's entry flipped to walking by payload while the seeded

@@ -75,13 +75,13 @@ def version() -> str:
 
 
 def points(model: catalog.Model, only: dict[str, Sequence[Any] | None] | None = None) -> list[dict[str, Any]]:
-    """Every point of the model's domain within the narrowing `only`; `spec` (speculative tokens)
-    only where it speculates (by its own draft or by ngram), `trtllm` only at FLASHINFER points and
+    """Every point of the model's domain within the narrowing `only`; `spec` (speculative tokens) only where it
+    speculates (by its own draft or by ngram), `trtllm` only at FLASHINFER points (the target's or the draft's) and
     `cuda_runtime` only at the GPUs where planning asks it, `draft_dtype` only at a drafted point whose draft's KV
-    dtype `--speculative-config` names (the axes are added where they change vLLM's
-    answer), and a backend only at the KV-cache dtypes its class declares (vLLM's validate_configuration
-    rejects any other, so the platform selects the next backend there: FLASH_ATTN_MLA has no fp8). A
-    backend is narrowed by its name (every GPU) or name@gpu. Only the backends of points left by the
+    dtype `--speculative-config` names, `draft_backend` only at one whose draft's backend it names (the axes are
+    added where they change vLLM's answer), and a backend only at the KV-cache dtypes its class declares (vLLM's
+    validate_configuration rejects any other, so the platform selects the next backend there: FLASH_ATTN_MLA has no
+    fp8). A backend is narrowed by its name (every GPU) or name@gpu. Only the backends of points left by the
     narrowing are imported; one that does not import raises."""
     chosen, gaps = _domain(model, only)
     if gaps:
@@ -117,8 +117,8 @@ def _domain(model: catalog.Model, only: dict[str, Sequence[Any] | None] | None =
             failed[label] = _gap(err, f"importing {backends[label].path} (backend {label})")
     loaded = [p for p in chosen if not any(p.get(axis) in failed for axis in ("backend", "draft_backend"))]
     return ([p for p in loaded if p["dtype"] in declared[p["backend"]] and _draft_declared(model, p, declared)],
-            [(p, failed[label]) for p in chosen if (label := next((p[axis] for axis in ("backend", "draft_backend")
-                                                                  if p.get(axis) in failed), None))])
+            [(p, failed[failing]) for p in chosen if (failing := next((p[axis] for axis in ("backend", "draft_backend")
+                                                                      if p.get(axis) in failed), None))])
 
 
 def _draft_declared(model: catalog.Model, point: dict[str, Any], declared: dict[str, Collection[str]]) -> bool:
@@ -175,7 +175,8 @@ def _draft_backends(model: catalog.Model, backend: catalog.Backend, spec: int | 
     but for --speculative-config's attention_backend (v1/worker/gpu/spec_decode/eagle/utils.py:86,
     config/speculative.py:396-403). Unpinned, the draft's layers select their backend at the draft's KV dtype, one of
     these (on sm_90 an MLA draft at bf16 gets FLASH_ATTN_MLA where an fp8 target gets FLASHMLA, cuda.py:150-153). A
-    DSpark or DFLASH draft's backend is selected apart (kimi_k3_dspark.built; dflash/utils.py:26-33)."""
+    DSpark or DFLASH draft's backend, which vLLM selects apart where nothing pins it (kimi_k3_dspark.built;
+    dflash/utils.py:26-33), is not pinned here: their points plan that selection."""
     if not spec or model.draft not in ("mtp", "eagle3"):
         return [{}]
     return [{}, *({"draft_backend": other.label} for other in model.backends

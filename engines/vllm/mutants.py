@@ -69,7 +69,8 @@ faults.declare({
     "block to fill it (hypothetical: 0.29.0 to 0.33.0 raise the block)",
     "vllm_draft_takes_target_kernel_block": "vLLM picks every attention group's kernel block for the first backend it "
     "finds on the built layers (the target's), so an MTP draft's layers at a backend of their own get the target's "
-    "pick (hypothetical: 0.32.0 to 0.33.0 pick it for each attention group's own backend, v1/worker/utils.py:291-299)",
+    "pick (hypothetical: 0.30.0 on pick each cache group's over its own attention groups' backends, "
+    "prepare_kernel_block_sizes, and 0.32.0 on again per attention group, v1/worker/utils.py:291-299)",
     "adapter_draft_at_target_geometry": "kvproof's vLLM planner gives a draft checkpoint's attention layers the "
     "target's page geometry, not the draft checkpoint's own",
     "lmcache_walks_by_payload": "the catalog records LMCache as walking state pages by their payload, not the padded "

@@ -153,6 +153,7 @@ def _plan(v: Vllm, point: Point, folder: str, patches: Patches | None, made: Mod
             speculative_config=speculative, device_config=config.DeviceConfig(device="cuda"))
         drafts = point.model.draft_layers(speculative.draft_model_config.hf_config) if speculative else []
         layers += drafts  # the draft's layers keep pages in the same cache
+        draft_names = {name for name, _ in drafts}
         model_cls: Any
         model_cls, _ = v.models.ModelRegistry.resolve_model_cls(model_config.architecture,
                                                                     model_config=model_config)
@@ -178,15 +179,14 @@ def _plan(v: Vllm, point: Point, folder: str, patches: Patches | None, made: Mod
         with context, config.set_current_vllm_config(vllm_config):
             _check_shell_call(lambda: platform.update_block_size_for_backend(vllm_config),
                               f"{point.model.state_layer_class().__name__} layer state", shells)
-            specs = _specs(v, vllm_config, model_cls, (backend, draft_backend), layers, shells, built,
-                           {name for name, _ in drafts})
+            specs = _specs(v, vllm_config, model_cls, (backend, draft_backend), layers, shells, built, draft_names)
             layout_names = [lay.name for lay in v.backend_utils.get_supported_kv_cache_layouts(
                 [*found, point.model.state_backend(v.registry)] if attends
                 else [point.model.state_backend(v.registry)])]
             layout = v.core.calls["resolve_kv_cache_layout"](vllm_config, [layout_names], list(specs.values()))
             with kept.layer_block_strides(v.planning):
                 configs = engine_core_configs(v, platform, vllm_config, specs)
-            kernels = _kernel_blocks(v, point, (backend, draft_backend), built, {name for name, _ in drafts},
+            kernels = _kernel_blocks(v, point, (backend, draft_backend), built, draft_names,
                                      {name for name, kind in drafts if kind == "draft"}, configs)
         first = next((name for name, kind in layers if kind == "attention"), None)
         kernel_tokens = kernels[first][1] if first is not None else None
@@ -195,18 +195,18 @@ def _plan(v: Vllm, point: Point, folder: str, patches: Patches | None, made: Mod
                        span, attends, dict(answers.asked), configs, layout, kernels)
 
 
-def _kernel_blocks(v: Vllm, point: Point, backends: tuple[Any, Any], built: dict[str, Any], drafted: set[str],
-                   drafts: set[str], configs: dict[int, Any]) -> dict[str, tuple[Backend | None, int]]:
+def _kernel_blocks(v: Vllm, point: Point, backends: tuple[Any, Any], built: dict[str, Any], drafts: set[str],
+                   checkpoint: set[str], configs: dict[int, Any]) -> dict[str, tuple[Backend | None, int]]:
     """Each attention layer's backend record at the point's GPU (the kernels that read its pages) and the tokens of
     the kernel block vLLM picks for them: vLLM's own prepare_kernel_block_sizes (v1/worker/utils.py:630-680 in
     0.33.0) over the config's groups, each with its attention groups as the model runner builds them, one per
     backend and layer spec (v1/worker/gpu/attn_utils.py:248-262). A layer's backend is the one its built layer names
-    (a DSpark draft's, selected apart from the target's; a side cache's), else, of `backends`, the draft's for the
-    draft's layers (`drafted`: the point's draft_backend, or the target's) and the point's for the rest. A draft
-    checkpoint's layers (`drafts`) take the pick over the draft's own attention groups, as Model Runner V2's
+    (a DSpark draft's, selected apart from the target's; a side cache's), else, of `backends` (the target's, the
+    draft's), the draft's for the draft's layers (`drafts`: an MTP draft's or a draft checkpoint's) and the target's
+    for the rest. The draft's layers take the pick over the draft's own attention groups, as Model Runner V2's
     speculator builds them (spec_decode/speculator.py:297-302, attn_utils.py:220-224); at a draft of the target's
     backend it is the group's. A side cache's own backend that kvproof has no record of reads its pages with kernels
-    not recorded (None); a draft layer's raises StubUsed. Where the release's
+    not recorded (None); a draft checkpoint's layer's (`checkpoint`) raises StubUsed. Where the release's
     AttentionGroup.create_metadata_builders picks again per attention group (0.32.0 on, v1/worker/utils.py:291-299:
     select_common_block_size over its own backend and spec), each attention group's layers take that pick, and a
     group no size suits raises vLLM's own ValueError, as the worker does when it builds the metadata
@@ -214,7 +214,7 @@ def _kernel_blocks(v: Vllm, point: Point, backends: tuple[Any, Any], built: dict
     config = next(iter(configs.values()))
     backend, draft_backend = backends
     own = {name: b for name, layer in built.items() if (b := _own_backend(layer)) is not None}
-    own.update({name: draft_backend for name in drafted if name not in own})
+    own.update({name: draft_backend for name in drafts if name not in own})
     records = {backend: point.backend, draft_backend: point.draft_backend or point.backend}
 
     def kernel_blocks(active: set[str] | None) -> dict[str, int]:
@@ -244,7 +244,7 @@ def _kernel_blocks(v: Vllm, point: Point, backends: tuple[Any, Any], built: dict
             # a built layer that names the point's backend (or the draft's) is read as any other
             chosen = own.get(name, backend)
             found = records[chosen] if chosen in records else _record(chosen, point.backend.capability)
-            if found is None and name in drafts:
+            if found is None and name in checkpoint:
                 raise StubUsed(f"vLLM selected {chosen.get_name()} for the draft layer {name} at "
                                f"{point.backend.gpu}; kvproof has no record of the kernels that read its pages there")
             out[name] = found, (draft if name in drafts else targets)[name]
