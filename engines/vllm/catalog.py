@@ -136,6 +136,16 @@ class Model:
                                                f"points", self.limits, self._draft_dtype_limits) if part)
         return "; ".join(part for part in (self.family_limits, self.limits, self._draft_dtype_limits) if part)
 
+    def draft_backends(self, backend: Backend) -> tuple[Backend, ...]:
+        """The backends other than the target's `backend` that --speculative-config's attention_backend may give the
+        draft's layers: for an MTP or EAGLE3 draft, which Model Runner V2 builds under the target's attention config
+        but for it (v1/worker/gpu/spec_decode/eagle/utils.py:86, config/speculative.py:396-403), each other backend
+        the model plans on that GPU. A DSpark or DFLASH draft's backend is selected apart where nothing pins it
+        (kimi_k3_dspark.built; dflash/utils.py:26-33): none."""
+        if self.draft not in ("mtp", "eagle3"):
+            return ()
+        return tuple(b for b in self.backends if b.gpu == backend.gpu and b.label != backend.label)
+
     @property
     def _draft_dtype_limits(self) -> str:
         """What a drafted point assumes of the draft's backend: at a draft KV dtype of its own (the engine's
@@ -157,7 +167,7 @@ class Model:
         pinned = ("a drafted point without draft_backend= assumes its backend pinned by --attention-backend, which "
                   "Model Runner V2 builds the draft's layers under (eagle/utils.py:86), and leaves out a draft KV "
                   "dtype (draft_dtype=) that backend does not declare")
-        if all(sum(b.gpu == gpu for b in self.backends) == 1 for gpu in {b.gpu for b in self.backends}):
+        if not any(self.draft_backends(b) for b in self.backends):
             return f"{pinned}; another draft backend (--speculative-config's attention_backend) is not planned"
         return (f"{pinned}; draft_backend= plans the draft's layers at each other backend planned on the GPU whose "
                 "class declares the draft's KV dtype, as --speculative-config's attention_backend names it, which "

@@ -170,17 +170,12 @@ def _draft_dtypes(model: catalog.Model, spec: int | None, dtype: str) -> list[di
 
 
 def _draft_backends(model: catalog.Model, backend: catalog.Backend, spec: int | None) -> list[dict[str, str]]:
-    """A drafted point's draft backends: the target's (no axis), and each other backend of the model's at the same GPU
-    as the draft's own, for an MTP or EAGLE3 draft, which Model Runner V2 builds under the target's attention config
-    but for --speculative-config's attention_backend (v1/worker/gpu/spec_decode/eagle/utils.py:86,
-    config/speculative.py:396-403). Unpinned, the draft's layers select their backend at the draft's KV dtype, one of
-    these (on sm_90 an MLA draft at bf16 gets FLASH_ATTN_MLA where an fp8 target gets FLASHMLA, cuda.py:150-153). A
-    DSpark or DFLASH draft's backend, which vLLM selects apart where nothing pins it (kimi_k3_dspark.built;
-    dflash/utils.py:26-33), is not pinned here: their points plan that selection."""
-    if not spec or model.draft not in ("mtp", "eagle3"):
+    """A drafted point's draft backends: the target's (no axis), and each of catalog.Model.draft_backends. Unpinned,
+    the draft's layers select their backend at the draft's KV dtype, one of these (on sm_90 an MLA draft at bf16 gets
+    FLASH_ATTN_MLA where an fp8 target gets FLASHMLA, cuda.py:150-153)."""
+    if not spec:
         return [{}]
-    return [{}, *({"draft_backend": other.label} for other in model.backends
-                  if other.gpu == backend.gpu and other.label != backend.label)]
+    return [{}, *({"draft_backend": other.label} for other in model.draft_backends(backend))]
 
 
 def _stages(model: catalog.Model) -> int:
