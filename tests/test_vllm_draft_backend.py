@@ -5,6 +5,8 @@ dtype. A drafted point carries the axis `draft_backend` wherever another backend
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -41,6 +43,39 @@ def test_an_mtp_drafted_point_names_each_other_backend_on_its_gpu_and_no_other_d
     # a DSpark draft's backend is selected apart, so its points plan that selection, at each of three sm_90 backends
     dspark = engine.points(catalog.MODELS["kimi-k3-dspark"], {"tp": [1], "spec": [1]})
     assert len({p["backend"] for p in dspark}) == 4 and not any("draft_backend" in p for p in dspark)
+
+
+def test_a_drafted_recipe_names_its_targets_other_backends_on_the_gpu_for_the_drafts_layers() -> None:
+    """An EAGLE3 or DFLASH recipe plans its target at FLASH_ATTN alone; --speculative-config's attention_backend may
+    still give the draft's layers each of the target's other sm_90 backends (both take non-causal attention)."""
+    fa, fi, triton = "FLASH_ATTN@sm_90", "FLASHINFER@sm_90", "TRITON_ATTN@sm_90"
+    for recipe in ("qwen3.5-35b-a3b-eagle3", "qwen3.5-35b-a3b-dflash"):
+        points = engine.points(catalog.MODELS[recipe], {"tp": [1], "spec": [1], "dtype": ["auto"],
+                                                        "draft_dtype": ["target"], "mamba_dtype": ["auto"],
+                                                        "prefix": ["off"]})
+        assert {(p["backend"], p.get("draft_backend"), p.get("trtllm")) for p in points} == {
+            (fa, None, None), (fa, triton, None), (fa, fi, "on"), (fa, fi, "off")}
+
+
+def test_a_dflash_drafts_backend_is_one_whose_class_takes_non_causal_attention(monkeypatch: pytest.MonkeyPatch
+                                                                                ) -> None:
+    """vLLM builds a DFLASH draft asking for non-causal attention where any of its layers is non-causal (dflash/
+    utils.py:31), as every layer of Qwen3.5-35B-A3B's draft is, and refuses a pinned backend that cannot take it:
+    the domain keeps a candidate by its class's own supports_non_causal."""
+    from transformers import Qwen3Config
+    from vllm.model_executor.models.qwen3_dflash import dflash_has_any_non_causal
+
+    model = catalog.MODELS["qwen3.5-35b-a3b-dflash"]
+    assert model.draft_config is not None
+    draft = json.loads((Path(catalog.__file__).parent.parent / model.draft_config).read_text())
+    assert dflash_has_any_non_causal(Qwen3Config(**draft))  # the draft's model_type, qwen3
+    only: engine.Only = {"tp": [1], "spec": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["off"]}
+    assert "TRITON_ATTN@sm_90" in {p.get("draft_backend") for p in engine.points(model, only)}
+    monkeypatch.setattr(backends.TRITON_ATTN.load(), "supports_non_causal", classmethod(lambda cls: False))
+    assert {p.get("draft_backend") for p in engine.points(model, only)} == {None, "FLASHINFER@sm_90"}
+    # the EAGLE3 draft asks for no non-causal attention: its candidates stay
+    assert "TRITON_ATTN@sm_90" in {p.get("draft_backend") for p in engine.points(
+        catalog.MODELS["qwen3.5-35b-a3b-eagle3"], only)}
 
 
 def test_vllms_own_pick_at_each_pair_of_target_and_draft_dtypes_on_sm_90_is_a_planned_point() -> None:
@@ -84,6 +119,19 @@ def test_the_drafts_layers_take_their_own_backends_spec_kernels_and_block() -> N
         LING_MTP: ("FLASHMLA", 64), LING_TARGET: ("FLASH_ATTN_MLA", 256)}
 
 
+def test_a_dflash_drafts_layers_take_the_pinned_backends_kernels_and_the_target_keeps_its_own() -> None:
+    """The DFLASH draft's eight layers at a pinned FlashInfer under a FLASH_ATTN target: FlashInfer's kernels read
+    their pages at a kernel block FlashInfer takes, the target's layers keep FLASH_ATTN's."""
+    model = catalog.MODELS["qwen3.5-35b-a3b-dflash"]
+    pinned = planner.plan(planner.Point(model, 1, "auto", "auto", False, backends.FLASH_ATTN, 3, trtllm=True,
+                                        draft_backend=backends.FLASHINFER_SM90))
+    draft = [f"model.layers.{40 + i}.self_attn.attn" for i in range(8)]
+    assert {pinned.kernels[name][0] for name in draft} == {backends.FLASHINFER_SM90}
+    assert pinned.kernels[TARGET][0] == backends.FLASH_ATTN
+    assert {pinned.kernels[name][1] for name in draft} <= {16, 32, 64}
+    assert _spec(pinned, draft[0]).block_stride_alignment.base == 64
+
+
 def test_a_drafted_points_replay_names_its_draft_backend_and_plans_that_point_alone() -> None:
     only: engine.Only = {"tp": [1], "dtype": ["auto"], "mamba_dtype": ["auto"], "prefix": ["off"], "spec": [1],
                          "pp": [1], "draft_dtype": ["target"]}
@@ -106,9 +154,10 @@ def test_assume_draft_backend_takes_target_or_a_backend_and_refuses_anything_els
 
 def test_each_drafted_models_limits_say_which_draft_backends_it_plans() -> None:
     assert "draft_backend= plans the draft's layers at each other backend" in catalog.MODELS[QWEN].stated_limits
-    assert "another draft backend" in catalog.MODELS["qwen3.5-35b-a3b-eagle3"].stated_limits
-    assert "pinned by --speculative-config's attention_backend is not planned" in (
-        catalog.MODELS["qwen3.5-35b-a3b-dflash"].stated_limits)
+    assert "draft_backend= plans the draft's layers at each other backend" in (
+        catalog.MODELS["qwen3.5-35b-a3b-eagle3"].stated_limits)
+    assert "whose class takes non-causal attention" in catalog.MODELS["qwen3.5-35b-a3b-dflash"].stated_limits
+    assert "another draft backend" in catalog.MODELS["glm53-flash-family-0"].stated_limits
     assert "only the one selected takes the draft's non-causal attention" in (
         catalog.MODELS["kimi-k3-dspark"].stated_limits)
     assert "draft_backend=" not in catalog.MODELS["kimi-linear-48b-a3b"].stated_limits

@@ -85,6 +85,9 @@ class Model:
     # where the draft's attention layers name their own backend (no pin or selection reaches it): which, for the
     # limits of a point with a draft KV dtype of its own
     draft_own_backend: str | None = None
+    # a drafted recipe planned at one of its target's backends: the target's others, which --speculative-config's
+    # attention_backend may still give the draft's layers (draft_backends)
+    draft_candidates: tuple[Backend, ...] = ()
     readers: tuple[Reader, ...] = ()  # what reads its state pages (the state layer's kernels, connectors)
     # What the state layer's constructor sets that planning reads (the alignment in align mode, the layer's
     # own get_kv_cache_spec), computed by vLLM's own functions from the config and the point's platform:
@@ -136,15 +139,21 @@ class Model:
                                                f"points", self.limits, self._draft_dtype_limits) if part)
         return "; ".join(part for part in (self.family_limits, self.limits, self._draft_dtype_limits) if part)
 
+    @property
+    def every_backend(self) -> tuple[Backend, ...]:
+        """The backends its points name, the target's (`backends`) or the draft's (`draft_candidates` too)."""
+        return tuple({b.label: b for b in (*self.backends, *self.draft_candidates)}.values())
+
     def draft_backends(self, backend: Backend) -> tuple[Backend, ...]:
         """The backends other than the target's `backend` that --speculative-config's attention_backend may give the
-        draft's layers: for an MTP or EAGLE3 draft, which Model Runner V2 builds under the target's attention config
-        but for it (v1/worker/gpu/spec_decode/eagle/utils.py:86, config/speculative.py:396-403), each other backend
-        the model plans on that GPU. A DSpark or DFLASH draft's backend is selected apart where nothing pins it
-        (kimi_k3_dspark.built; dflash/utils.py:26-33): none."""
-        if self.draft not in ("mtp", "eagle3"):
+        draft's layers, each other backend the model plans on that GPU (`every_backend`): an MTP or EAGLE3 draft is
+        built under the target's attention config but for it (Model Runner V2, v1/worker/gpu/spec_decode/eagle/
+        utils.py:86, config/speculative.py:396-403), a DFLASH draft under it too, for non-causal attention
+        (dflash/utils.py:26-33; engine._domain keeps the backends that take it). A DSpark draft's pin adds no point
+        (_draft_dtype_limits): none."""
+        if self.draft not in ("mtp", "eagle3", "dflash"):
             return ()
-        return tuple(b for b in self.backends if b.gpu == backend.gpu and b.label != backend.label)
+        return tuple(b for b in self.every_backend if b.gpu == backend.gpu and b.label != backend.label)
 
     @property
     def _draft_dtype_limits(self) -> str:
@@ -152,7 +161,6 @@ class Model:
         draft_dtype axis), and where --speculative-config's attention_backend names one (its draft_backend axis)."""
         if self.draft in (None, "ngram"):
             return ""
-        pinned_apart = "a draft backend pinned by --speculative-config's attention_backend is not planned"
         if self.draft_own_backend is not None:
             return f"a draft KV dtype of its own (draft_dtype=) is planned at {self.draft_own_backend}"
         if self.draft == "dspark":
@@ -163,7 +171,9 @@ class Model:
         if self.draft == "dflash":
             return ("a draft KV dtype of its own (draft_dtype=) is planned at the point's backend, FLASH_ATTN, which "
                     "vLLM's selection for the draft's non-causal attention (dflash/utils.py:26-33) gives on sm_90 at "
-                    f"either dtype (read, not run); {pinned_apart}")
+                    "either dtype (read, not run); draft_backend= plans the draft's layers at each other backend its "
+                    "target plans on the GPU whose class takes non-causal attention and declares the draft's KV dtype, "
+                    "as --speculative-config's attention_backend pins it (dflash/utils.py:30)")
         pinned = ("a drafted point without draft_backend= assumes its backend pinned by --attention-backend, which "
                   "Model Runner V2 builds the draft's layers under (eagle/utils.py:86), and leaves out a draft KV "
                   "dtype (draft_dtype=) that backend does not declare")
@@ -610,18 +620,20 @@ def _draft_layers(first: int) -> Callable[[Any], list[tuple[str, str]]]:
 
 def _with_draft(target: str, method: str, draft_config: str, trained_for: str, tokens: tuple[int, ...]) -> Model:
     """`target` with a draft of its own checkpoint (SpeculativeConfig(method=`method`, model=the draft's folder)):
-    the config SpecForge trains the target's draft with (models/SOURCES.md), at FLASH_ATTN on sm_90 and the
-    speculative `tokens` (a drafted point plans no pipeline stages, _grid)."""
+    the config SpecForge trains the target's draft with (models/SOURCES.md), the target at FLASH_ATTN on sm_90 (the
+    draft's layers at its other backends there too: draft_candidates) and the speculative `tokens` (a drafted point
+    plans no pipeline stages, _grid)."""
     model = MODELS[target]
     hf = json.loads(model.config_text())
     return replace(
-        model, recipe=f"{target}-{method}", backends=(FLASH_ATTN,), draft=method, draft_config=draft_config,
+        model, recipe=f"{target}-{method}", backends=(FLASH_ATTN,), draft_candidates=model.backends, draft=method,
+        draft_config=draft_config,
         draft_layers=_draft_layers(hf.get("text_config", hf)["num_hidden_layers"]), speculative=tokens,
         cuda_runtime_at=(),
         limits=f"its {method.upper()} draft as SpecForge trains it for {trained_for} (engines/{draft_config}; no "
-               f"draft checkpoint's own config.json found), at FLASH_ATTN on sm_90 only and {tokens[0]} to "
-               f"{tokens[-1]} speculative tokens: the target's other backends, stages and its undrafted points are "
-               f"{target}'s")
+               f"draft checkpoint's own config.json found), the target at FLASH_ATTN on sm_90 only (the draft's "
+               f"layers at its other sm_90 backends too, draft_backend=) and {tokens[0]} to {tokens[-1]} speculative "
+               f"tokens: the target's other backends, stages and its undrafted points are {target}'s")
 
 
 # vLLM drafts these classes with EAGLE3 and DFLASH, both of which read the target's hidden states at some of its layers

@@ -107,16 +107,24 @@ def _domain(model: catalog.Model, only: dict[str, Sequence[Any] | None] | None =
         return p.get(axis) in want
 
     chosen = [p for p in _grid(model) if all(wanted(p, axis, want) for axis, want in (only or {}).items())]
-    backends = {b.label: b for b in model.backends}
+    backends = {b.label: b for b in model.every_backend}
     declared: dict[str, Any] = {}
+    causal_only: set[str] = set()  # a DFLASH draft's candidate backends whose class takes no non-causal attention
     failed: dict[str, verdict.AdapterGap] = {}
     for label in dict.fromkeys(label for p in chosen for label in (p["backend"], p.get("draft_backend")) if label):
         try:
-            declared[label] = backends[label].load().supported_kv_cache_dtypes
+            loaded = backends[label].load()
         except Exception as err:  # kvproof cannot import the backend's module at this vLLM
             failed[label] = _gap(err, f"importing {backends[label].path} (backend {label})")
-    loaded = [p for p in chosen if not any(p.get(axis) in failed for axis in ("backend", "draft_backend"))]
-    return ([p for p in loaded if p["dtype"] in declared[p["backend"]] and _draft_declared(model, p, declared)],
+            continue
+        declared[label] = loaded.supported_kv_cache_dtypes
+        # a DFLASH draft asks its backend for non-causal attention (dflash/utils.py:31; its full-attention layers
+        # are non-causal, qwen3_dflash.py:62-81), and vLLM refuses a pin that cannot take it (backend.py:336)
+        if model.draft == "dflash" and not loaded.supports_non_causal():
+            causal_only.add(label)
+    kept = [p for p in chosen if not any(p.get(axis) in failed for axis in ("backend", "draft_backend"))
+            and p.get("draft_backend") not in causal_only]
+    return ([p for p in kept if p["dtype"] in declared[p["backend"]] and _draft_declared(model, p, declared)],
             [(p, failed[failing]) for p in chosen if (failing := next((p[axis] for axis in ("backend", "draft_backend")
                                                                       if p.get(axis) in failed), None))])
 
@@ -127,8 +135,9 @@ def _draft_declared(model: catalog.Model, point: dict[str, Any], declared: dict[
     config/speculative.py:396-403): its `draft_backend` where the point has one, else the point's backend, which a
     point with a draft dtype of its own assumes pinned by --attention-backend. vLLM validates that backend at the
     draft's dtype (v1/attention/backend.py:306-307) and refuses it where its class does not declare it. A DFLASH
-    draft's backend is selected for its non-causal attention (dflash/utils.py:26-33), FLASH_ATTN on sm_90, which
-    declares both dtypes; a DSpark draft's at its dtype, pinned or not (kimi_k3_dspark.built)."""
+    draft's backend is the one pinned (`draft_backend`) or, unpinned, selected for its non-causal attention
+    (dflash/utils.py:26-33), FLASH_ATTN on sm_90, which declares both dtypes; a DSpark draft's at its dtype, pinned or
+    not (kimi_k3_dspark.built)."""
     if "draft_backend" in point:
         return point.get("draft_dtype", point["dtype"]) in declared[point["draft_backend"]]
     return "draft_dtype" not in point or model.draft == "dspark" or point["draft_dtype"] in declared[point["backend"]]
@@ -190,7 +199,7 @@ def _assumptions(model: catalog.Model, backend: catalog.Backend, draft_backend: 
     TRTLLM kernels are obtainable (FLASHINFER asks, the target's backend or the draft's), the CUDA runtime's major
     version (where the model's state layer asks it)."""
     out: list[dict[str, Any]] = [{}]
-    drafts = [b for b in model.backends if b.label == draft_backend]
+    drafts = [b for b in model.every_backend if b.label == draft_backend]
     if any(b.trtllm_kernels is not None for b in (backend, *drafts)):
         out = [{**a, "trtllm": value} for a in out for value in TRTLLM]
     if backend.gpu in model.cuda_runtime_at:
@@ -524,7 +533,7 @@ def _plan_all(model: catalog.Model, chosen: list[dict[str, Any]], padding_bound:
     """Each point's result and block size, or the adapter gap that kept kvproof from planning it;
     `seen`: what was planned and checked before in the run; `shown`: the run's progress, each point counted."""
     seen = Seen() if seen is None else seen
-    backends = {b.label: b for b in model.backends}
+    backends = {b.label: b for b in model.every_backend}
     out: list[Outcome] = []
     for p in chosen:
         backend = backends[p["backend"]]

@@ -538,10 +538,9 @@ def _specs(v: Vllm, vllm_config: Any, model_cls: Any, backends: tuple[Any, Any],
         # reading); its KV dtype the draft's cache dtype above, resolved against the target's ModelConfig, which
         # the draft's config keeps and Attention reads the model dtype from (attention.py:275, :323-324). Its backend
         # is the draft's: Model Runner V2 builds an EAGLE3 draft under the target's attention config but for the
-        # speculative config's attention_backend (v1/worker/gpu/spec_decode/eagle/utils.py:86) and selects a DFLASH
-        # draft's for its non-causal attention (dflash/utils.py:26-33), and at the one backend a DFLASH recipe plans,
-        # FLASH_ATTN on sm_90, the choice is FLASH_ATTN (cuda.py:169-178); another backend needs that selection
-        # modelled
+        # speculative config's attention_backend (v1/worker/gpu/spec_decode/eagle/utils.py:86), a DFLASH draft under
+        # it too, for its non-causal attention (dflash/utils.py:26-33), and unpinned, at the one target backend a
+        # DFLASH recipe plans, FLASH_ATTN on sm_90, vLLM's selection is FLASH_ATTN (cuda.py:169-178)
         drafted = _spec(kvi.FullAttentionSpec, block_size=cache.block_size,
                         num_kv_heads=draft.get_num_kv_heads(speculative.draft_parallel_config),
                         head_size=draft.get_head_size(),
