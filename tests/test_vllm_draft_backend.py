@@ -1,7 +1,9 @@
 """A draft's own attention backend in vLLM (`--speculative-config`'s attention_backend): Model Runner V2 builds an
 MTP or EAGLE3 draft under the target's attention config but for it (config/speculative.py:396-403,
 v1/worker/gpu/spec_decode/eagle/utils.py:86), and unpinned the draft's layers select theirs at the draft's own KV
-dtype. A drafted point carries the axis `draft_backend` wherever another backend of the model's runs on its GPU."""
+dtype; it builds a DFLASH draft under the pin too, asking it for non-causal attention (dflash/utils.py:31-32). A
+drafted point carries the axis `draft_backend` wherever another backend of the model's (or, for an EAGLE3 or DFLASH
+recipe, its target's) runs on its GPU."""
 
 from __future__ import annotations
 
@@ -117,6 +119,24 @@ def test_the_drafts_layers_take_their_own_backends_spec_kernels_and_block() -> N
     assert {name: (record.name, tokens) for name, (record, tokens) in ling.kernels.items()
             if name in (LING_MTP, LING_TARGET) and record is not None} == {
         LING_MTP: ("FLASHMLA", 64), LING_TARGET: ("FLASH_ATTN_MLA", 256)}
+
+
+def test_the_engine_hands_the_planner_each_points_draft_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A draft backend of the target's other backends reaches the planning of its point (not the target's, which a
+    lookup among the recipe's own backends alone would give it)."""
+    asked: list[planner.Point] = []
+    real = planner.plan
+
+    def recording(point: planner.Point, *args: Any, **kwargs: Any) -> planner.Planned:
+        asked.append(point)
+        return real(point, *args, **kwargs)
+
+    monkeypatch.setattr(planner, "plan", recording)
+    only: engine.Only = {"tp": [1], "spec": [1], "dtype": ["auto"], "draft_dtype": ["target"], "mamba_dtype": ["auto"],
+                         "prefix": ["off"]}
+    engine.run(["qwen3.5-35b-a3b-dflash"], only, workers=1)
+    # the trtllm=off point reuses the trtllm=on planning where planning never asked it (planner.Plans)
+    assert {p.draft_backend and p.draft_backend.label for p in asked} == {None, "TRITON_ATTN@sm_90", "FLASHINFER@sm_90"}
 
 
 def test_a_dflash_drafts_layers_take_the_pinned_backends_kernels_and_the_target_keeps_its_own() -> None:

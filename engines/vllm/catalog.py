@@ -141,7 +141,8 @@ class Model:
 
     @property
     def every_backend(self) -> tuple[Backend, ...]:
-        """The backends its points name, the target's (`backends`) or the draft's (`draft_candidates` too)."""
+        """The backends its points may name: the target's (`backends`), and for the draft's layers those and
+        `draft_candidates` (draft_backends takes those on the point's GPU)."""
         return tuple({b.label: b for b in (*self.backends, *self.draft_candidates)}.values())
 
     def draft_backends(self, backend: Backend) -> tuple[Backend, ...]:
@@ -169,17 +170,19 @@ class Model:
                     "no point: of the MLA backends planned, only the one selected takes the draft's non-causal "
                     "attention on its GPU")
         if self.draft == "dflash":
-            return ("a draft KV dtype of its own (draft_dtype=) is planned at the point's backend, FLASH_ATTN, which "
-                    "vLLM's selection for the draft's non-causal attention (dflash/utils.py:26-33) gives on sm_90 at "
-                    "either dtype (read, not run); draft_backend= plans the draft's layers at each other backend its "
-                    "target plans on the GPU whose class takes non-causal attention and declares the draft's KV dtype, "
-                    "as --speculative-config's attention_backend pins it (dflash/utils.py:30)")
+            return ("a draft KV dtype of its own (draft_dtype=) is planned at the draft's backend: without "
+                    "draft_backend=, the point's, FLASH_ATTN, which vLLM's selection for the draft's non-causal "
+                    "attention (dflash/utils.py:26-33) gives on sm_90 at either dtype (read, not run); draft_backend= "
+                    "plans the draft's layers at each other backend its target plans on the GPU whose class takes "
+                    "non-causal attention and declares the draft's KV dtype, as --speculative-config's "
+                    "attention_backend pins it (dflash/utils.py:32)")
         pinned = ("a drafted point without draft_backend= assumes its backend pinned by --attention-backend, which "
                   "Model Runner V2 builds the draft's layers under (eagle/utils.py:86), and leaves out a draft KV "
                   "dtype (draft_dtype=) that backend does not declare")
         if not any(self.draft_backends(b) for b in self.backends):
             return f"{pinned}; another draft backend (--speculative-config's attention_backend) is not planned"
-        return (f"{pinned}; draft_backend= plans the draft's layers at each other backend planned on the GPU whose "
+        planned = "its target plans" if self.draft_candidates else "planned"
+        return (f"{pinned}; draft_backend= plans the draft's layers at each other backend {planned} on the GPU whose "
                 "class declares the draft's KV dtype, as --speculative-config's attention_backend names it, which "
                 "covers vLLM's own selection at the draft's dtype where nothing is pinned (read, not run)")
 

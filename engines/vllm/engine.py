@@ -118,8 +118,9 @@ def _domain(model: catalog.Model, only: dict[str, Sequence[Any] | None] | None =
             failed[label] = _gap(err, f"importing {backends[label].path} (backend {label})")
             continue
         declared[label] = loaded.supported_kv_cache_dtypes
-        # a DFLASH draft asks its backend for non-causal attention (dflash/utils.py:31; its full-attention layers
-        # are non-causal, qwen3_dflash.py:62-81), and vLLM refuses a pin that cannot take it (backend.py:336)
+        # a DFLASH draft asks its backend for non-causal attention where any of its layers is non-causal
+        # (dflash/utils.py:31, dflash_has_any_non_causal: every full-attention layer of the one planned is, a test
+        # checks), and vLLM refuses a pin that cannot take it (backend.py:336)
         if model.draft == "dflash" and not loaded.supports_non_causal():
             causal_only.add(label)
     kept = [p for p in chosen if not any(p.get(axis) in failed for axis in ("backend", "draft_backend"))
@@ -556,7 +557,8 @@ def _plan_all(model: catalog.Model, chosen: list[dict[str, Any]], padding_bound:
                                                         p["prefix"] == "on", backend, p.get("spec", 0), p["pp"],
                                                         rank, p["trtllm"] == "on" if "trtllm" in p else None,
                                                         p.get("cuda_runtime"), p.get("draft_dtype"),
-                                                        backends.get(p.get("draft_backend", ""))),
+                                                        backends[p["draft_backend"]] if "draft_backend" in p
+                                                        else None),
                                           mutants.applied)
             except Exception as err:
                 gap = _judge(err)
@@ -636,13 +638,13 @@ def cross_tp(planned: list[tuple[PointResult, int | None]]) -> list[PointResult]
 def _assumed(assume: Sequence[str] | None) -> dict[str, list[Any]]:
     """--assume NAME=VALUE ...: the backend assumed, and the axes with no flag of their own
     (spec: the speculative tokens, by the model's own draft or by ngram)."""
-    known = {"backend": sorted({name for m in catalog.MODELS.values() for b in m.backends
+    known = {"backend": sorted({name for m in catalog.MODELS.values() for b in m.every_backend
                                 for name in (b.name, b.label)}),
              "mamba_dtype": list(MAMBA_DTYPES), "prefix": ["on", "off"],
              "spec": sorted({str(s) for m in catalog.MODELS.values() for s in m.speculative}),
              "draft_dtype": [TARGET_DTYPE, *DTYPES],
-             "draft_backend": sorted({TARGET_BACKEND} | {name for m in catalog.MODELS.values() for b in m.backends
-                                                         for name in (b.name, b.label)}),
+             "draft_backend": sorted({TARGET_BACKEND} | {name for m in catalog.MODELS.values()
+                                                         for b in m.every_backend for name in (b.name, b.label)}),
              "pp": [str(pp) for pp in (1, *PIPELINE)], "trtllm": list(TRTLLM),
              "cuda_runtime": [str(major) for major in CUDA_RUNTIMES]}
     out: dict[str, list[Any]] = {}
