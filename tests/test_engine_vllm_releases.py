@@ -254,25 +254,19 @@ def test_each_release_is_detected_from_its_own_code(release) -> None:
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"release": release, **RELEASES[release][1]}
 
 
-# What the adapter's GLM-5.3-Flash planning imports from vLLM and a release lacks: 0.30.0 has no glm5next
-# package, 0.31.0 and 0.32.0 no get_sparse_topk_buffer_width (the tail ring's width, which the adapter takes
-# from 0.33.0's code): there both members are NOT VERIFIED (adapter), never planned with a guess.
-GLM_GAPS = {"0.30.0": "No module named 'vllm.models.glm5next.common'",
-            "0.31.0": "cannot import name 'get_sparse_topk_buffer_width'",
-            "0.32.0": "cannot import name 'get_sparse_topk_buffer_width'"}
-
-
-# Qwen4-Exp's: 0.30.0 and 0.31.0 have no qsa_kv_cache_dtype (the QSA layer's cache dtype, which the adapter takes
-# from 0.33.0's qsa.py); 0.32.0 plans every member.
-QWEN4_GAPS = dict.fromkeys(("0.30.0", "0.31.0"), "cannot import name 'qsa_kv_cache_dtype'")
+# What the adapter's GLM-5.3-Flash planning imports from vLLM and a release lacks: 0.30.0 has no glm5next.common
+# package (its GLM code is laid out under glm5next/nvidia): there both members are NOT VERIFIED (adapter), never
+# planned with a guess. 0.31.0 and 0.32.0 plan them (no top-k buffer width in their MLA spec), and every Qwen4-Exp
+# member plans at every release (its QSA layer's KV dtype read as each release's constructor reads it).
+GLM_GAPS = {"0.30.0": "No module named 'vllm.models.glm5next.common'"}
 
 
 @pytest.mark.parametrize("release", list(RELEASES))
 def test_each_release_plans_every_model_at_tp_1(release) -> None:
     """Every model planned at tp 1 with FlashAttention, FlashMLA, GLM's sparse MLA backend or Qwen4-Exp's QSA
-    backend, bf16, both prefix-caching values: a verdict, never exit 2; none NOT VERIFIED but GLM-5.3-Flash's
-    members and, before 0.32.0, Qwen4-Exp's, whose gap names what the release lacks. Qwen3-Next's 544-token
-    block (16 x ceil(1,097,728 / 32,768)) is the same in every release."""
+    backend, bf16, both prefix-caching values: a verdict, never exit 2; none NOT VERIFIED but, at 0.30.0,
+    GLM-5.3-Flash's members, whose gap names what the release lacks. Qwen3-Next's 544-token block
+    (16 x ceil(1,097,728 / 32,768)) is the same in every release."""
     folder = release_folder(release)
     proc = subprocess.run([sys.executable, "-m", "kvproof.cli.main", "engine", "vllm", "--engine-path", str(folder),
                            "--tp", "1", "--dtype", "auto", "--assume", "backend=FLASH_ATTN", "backend=FLASHMLA",
@@ -284,12 +278,10 @@ def test_each_release_plans_every_model_at_tp_1(release) -> None:
     assert report["version"] == release
     reasons = {r["recipe"]: r["reason"] for r in report["recipes"]}
     glm = [name for name in catalog.MODELS if name.startswith("glm53-flash-family-")]
-    assert glm and all(reasons[name].startswith("adapter: ") and GLM_GAPS[release] in reasons[name] for name in glm)
     qwen4 = [name for name in catalog.MODELS if name.startswith("qwen3.8-flash-next-family-")]
-    assert len(qwen4) == 4
-    gaps = glm + (qwen4 if release in QWEN4_GAPS else [])
-    if release in QWEN4_GAPS:  # else the members are among those planned, below
-        assert all(reasons[name].startswith("adapter: ") and QWEN4_GAPS[release] in reasons[name] for name in qwen4)
+    assert (len(glm), len(qwen4)) == (2, 4) and all(reasons[name] is None for name in qwen4)
+    gaps = glm if release in GLM_GAPS else []
+    assert all(reasons[name].startswith("adapter: ") and GLM_GAPS[release] in reasons[name] for name in gaps)
     assert {name: reason for name, reason in reasons.items() if name not in gaps} == dict.fromkeys(
         name for name in catalog.MODELS if name not in gaps)
     qwen = next(r for r in report["recipes"] if r["recipe"] == "qwen3-next-80b-a3b")

@@ -19,6 +19,7 @@ import config_defaults
 from kvproof.cli.cmd_engine import render
 from kvproof.engines import baseline
 from kvproof.engines.families import Member
+from kvproof.engines.stubs import StubUsed
 from kvproof.engines.tokenspeed import glm53_flash as tokenspeed
 from kvproof.engines.vllm import catalog, engine, glm53_flash, planner
 from kvproof.engines.vllm.platform import cuda_assumed, load_backend, modules, point_answers
@@ -241,3 +242,15 @@ def test_a_layer_offset_that_moves_with_n_leaves_the_member_not_verified_by_the_
     assert member.not_verified is not None and member.not_verified.startswith(
         "planner.document: vLLM's plan read into a plan kvproof refuses: engine plan: parent, alignment, bound or "
         "fields differ between N=1 and N=2 (at tp=1 ")
+
+
+def test_a_mla_spec_that_reads_a_top_k_width_the_release_gives_no_function_for_is_not_planned_with_a_guess(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The adapter hands the MLA layer its top-k buffer width where the release's model module has
+    get_sparse_topk_buffer_width (0.33.0) and none where it has not (0.31.0 and 0.32.0, whose MLA spec reads none).
+    Installed 0.33.0 without the function: its spec's read of the missing width raises StubUsed, no width guessed."""
+    from vllm.models.glm5next.common import model as glm_model
+
+    monkeypatch.delattr(glm_model, "get_sparse_topk_buffer_width")
+    with pytest.raises(StubUsed, match="topk_buffer_width"):
+        planner.plan(point())

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ import config_defaults
 from kvproof.cli.cmd_engine import render
 from kvproof.engines import baseline
 from kvproof.engines.families import Member
+from kvproof.engines.stubs import StubUsed
 from kvproof.engines.tokenspeed import qwen4_exp as tokenspeed_family
 from kvproof.engines.vllm import catalog, engine, planner, qwen4_exp
 from kvproof.impl import faults
@@ -173,3 +175,29 @@ def test_its_seeded_bug_is_killed_at_one_token() -> None:
     assert "boots" not in {f.property for f in none.findings}
     assert [f.property for f in one.findings] == ["boots"]
     assert "vllm/v1/kv_cache_interface.py:" in one.findings[0].message
+
+
+class _Before032:
+    """A QSA layer constructor as 0.30.0 and 0.31.0 read the KV dtype (qsa.py:284, :377 there)."""
+
+    def __init__(self, cache_config: Any) -> None:
+        self.kv_cache_dtype = cache_config.cache_dtype
+
+
+class _Elsewhere:
+    """A constructor that reads its KV dtype some third way."""
+
+    def __init__(self, cache_config: Any) -> None:
+        self.kv_cache_dtype = getattr(cache_config, "qsa_dtype", "auto")
+
+
+def test_the_qsa_layers_kv_dtype_is_read_as_the_releases_constructor_reads_it() -> None:
+    """qsa_kv_cache_dtype where the constructor calls it (0.32.0 on), the cache config's dtype where it reads that
+    (0.30.0, 0.31.0), and StubUsed for any other reading, never a guess."""
+    from vllm.models.qwen4_exp.nvidia import qsa
+
+    assert qwen4_exp._qsa_kv_dtype(qsa) is qsa.qsa_kv_cache_dtype
+    older = qwen4_exp._qsa_kv_dtype(SimpleNamespace(Qwen4ExpQSAAttention=_Before032))
+    assert older(SimpleNamespace(cache_dtype="fp8"), "model.layers.3.self_attn") == "fp8"
+    with pytest.raises(StubUsed, match="neither by qsa_kv_cache_dtype nor"):
+        qwen4_exp._qsa_kv_dtype(SimpleNamespace(Qwen4ExpQSAAttention=_Elsewhere))

@@ -177,19 +177,24 @@ def built(vllm_config: Any, backend: Any, names: list[tuple[str, str]]) -> dict[
     """Each MLA layer's MLAAttention and its indexer's two caches, as their constructors leave what their
     get_kv_cache_spec reads (shells: the class without its constructor run). The MLA layer (model_executor/
     layers/attention/mla_attention.py:480-569): its head kv_lora_rank + qk_rope_head_dim, no sliding window, its
-    indexer (so it leads its index group, :1398), the top-k buffer's width (common/model.py:106-113, :712-720),
-    and the cache dtype its backend serves, which it writes back to the cache config (:523-529) before vLLM
-    picks the block. The indexer's K cache (common/attention.py:260-266) and its tail ring (:271-277), each keeping
-    the cache config it was built with, whose block its get_kv_cache_spec reads (deepseek_v2.py:646, :660). The MTP
-    layer is built under the draft's config (common/model.py:369): its cache config is vLLM's copy at the draft's
-    KV dtype where the speculative config gives one (parts.cache_config_of), which the worker's block alignment
-    never reaches."""
+    indexer (so it leads its index group, :1398), the top-k buffer's width where the release has one
+    (common/model.py:106-113, :712-720), and the cache dtype its backend serves, which it writes back to the cache
+    config (:523-529) before vLLM picks the block. The indexer's K cache (common/attention.py:260-266) and its tail
+    ring (:271-277), each keeping the cache config it was built with, whose block its get_kv_cache_spec reads
+    (deepseek_v2.py:646, :660). The MTP layer is built under the draft's config (common/model.py:369): its cache
+    config is vLLM's copy at the draft's KV dtype where the speculative config gives one (parts.cache_config_of),
+    which the worker's block alignment never reaches."""
     import torch
     from vllm.model_executor.layers.attention.mla_attention import MLAAttention, _canonicalize_sparse_mla_kv_cache_dtype
+    from vllm.models.glm5next.common import model as glm_model
     from vllm.models.glm5next.common.attention import Glm5NextIndexerCache, Glm5NextTailCache
-    from vllm.models.glm5next.common.model import get_sparse_topk_buffer_width
 
     hf = vllm_config.model_config.hf_text_config
+    # the top-k buffer's width where the release's model hands the MLA layer one (get_sparse_topk_buffer_width,
+    # 0.33.0); 0.32.0's MLA spec has no such field and its layer no such attribute, and a spec that read it on a
+    # shell without one would raise StubUsed (planner._check_shell_call)
+    width = getattr(glm_model, "get_sparse_topk_buffer_width", None)
+    topk = {} if width is None else {"topk_buffer_width": width(hf)}
     cache_of = cache_config_of(vllm_config, draft_layers)
     quant_block = 128  # Indexer.quant_block_size, common/attention.py:253
     out: dict[str, Any] = {}
@@ -202,7 +207,7 @@ def built(vllm_config: Any, backend: Any, names: list[tuple[str, str]]) -> dict[
             # indexer: any object; the spec asks only that the layer has one (mla_attention.py:1398)
             vars(layer).update(kv_cache_dtype=dtype, head_size=hf.kv_lora_rank + hf.qk_rope_head_dim,
                                sliding_window=None, indexer=f"{name}.indexer", non_causal_multi_token_decode=False,
-                               topk_buffer_width=get_sparse_topk_buffer_width(hf), attn_backend=backend)
+                               attn_backend=backend, **topk)
         elif kind == "indexer":
             layer = object.__new__(Glm5NextIndexerCache)
             vars(layer).update(head_dim=hf.index_head_dim + hf.index_head_dim // quant_block * 4, dtype=torch.uint8,

@@ -47,9 +47,11 @@ indexer_budget (the selection buffer's width, indexer_qsa.py:118, qsa.py:522-530
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from kvproof.engines.families import Axis, Cited, Family, Member
+from kvproof.engines.stubs import StubUsed
 from kvproof.engines.tokenspeed import qwen4_exp as cited
 from kvproof.engines.vllm.parts import V033, Backend, Kernel, cache_config_of
 
@@ -185,8 +187,8 @@ def built(vllm_config: Any, backend: Any, names: list[tuple[str, str]]) -> dict[
     never reaches."""
     import torch
     from vllm.models.qwen4_exp.common.qsa_cache import QSACompressedKeyCache, QSAKeyStateCache
+    from vllm.models.qwen4_exp.nvidia import qsa
     from vllm.models.qwen4_exp.nvidia.ple_layer import Qwen4ExpPLELayer
-    from vllm.models.qwen4_exp.nvidia.qsa import Qwen4ExpQSAAttention, qsa_kv_cache_dtype
     from vllm.utils.math_utils import round_up
     from vllm.utils.torch_utils import kv_cache_dtype_str_to_dtype
 
@@ -196,13 +198,14 @@ def built(vllm_config: Any, backend: Any, names: list[tuple[str, str]]) -> dict[
     indexer = vllm_config.attention_config.resolve_indexer_kv_dtype("bf16")
     indexer_dtype = {"fp8": torch.float8_e4m3fn, "bf16": torch.bfloat16}[indexer]
     ratio = hf.indexer_compress_ratio
+    kv_dtype = _qsa_kv_dtype(qsa)
     out: dict[str, Any] = {}
     for name, kind in names:
         layer: Any
         cache = cache_of(name)
         if kind == "attention":
-            layer = object.__new__(Qwen4ExpQSAAttention)
-            dtype = qsa_kv_cache_dtype(cache, name)
+            layer = object.__new__(qsa.Qwen4ExpQSAAttention)
+            dtype = kv_dtype(cache, name)
             vars(layer).update(num_kv_heads=max(1, hf.num_key_value_heads // tp), head_dim=hf.head_dim,
                                kv_cache_dtype=dtype, kv_cache_torch_dtype=kv_cache_dtype_str_to_dtype(dtype, model),
                                attn_backend=backend)
@@ -226,6 +229,19 @@ def built(vllm_config: Any, backend: Any, names: list[tuple[str, str]]) -> dict[
             continue
         out[name] = layer
     return out
+
+
+def _qsa_kv_dtype(qsa: Any) -> Any:
+    """How the release's QSA layer constructor reads its KV cache dtype, from its own source: qsa_kv_cache_dtype of
+    its cache config and prefix (0.32.0 on, qsa.py:133-137, :463 in 0.33.0, honouring --kv-cache-dtype-skip-layers),
+    or the cache config's cache_dtype (qsa.py:284 in 0.30.0, :377 in 0.31.0); any other reading raises StubUsed."""
+    source = inspect.getsource(qsa.Qwen4ExpQSAAttention.__init__)
+    if "qsa_kv_cache_dtype(" in source:
+        return qsa.qsa_kv_cache_dtype
+    if "self.kv_cache_dtype = cache_config.cache_dtype" in source:
+        return lambda cache, _name: cache.cache_dtype
+    raise StubUsed("Qwen4ExpQSAAttention's constructor reads its KV cache dtype neither by qsa_kv_cache_dtype nor as "
+                   "its cache config's cache_dtype; kvproof follows those two")
 
 
 # The QSA layer's own backend (qsa.py:475), whatever the platform would select: its pages are read by the QSA
