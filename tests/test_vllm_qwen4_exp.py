@@ -194,6 +194,7 @@ class _Elsewhere:
 def test_the_qsa_layers_kv_dtype_is_read_as_the_releases_constructor_reads_it() -> None:
     """qsa_kv_cache_dtype where the constructor calls it (0.32.0 on), the cache config's dtype where it reads that
     (0.30.0, 0.31.0), and StubUsed for any other reading, never a guess."""
+    planner.plan(point(PLAIN))  # imports vllm.models.qwen4_exp as planning does (its vision imports under stand-ins)
     from vllm.models.qwen4_exp.nvidia import qsa
 
     assert qwen4_exp._qsa_kv_dtype(qsa) is qsa.qsa_kv_cache_dtype

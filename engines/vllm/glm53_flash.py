@@ -40,8 +40,9 @@ What vLLM 0.33.0 reads of this class to plan its cache (vllm/models/glm5next/, f
   at --kv-cache-dtype auto and the KDA states' at --mamba-cache-dtype auto
   (MambaStateDtypeCalculator.kda_state_dtype, common/model.py:1090-1099).
 
-Read by the layers' constructors but by no cache page (so no member key): index_n_heads (the indexer's
-query projection, common/attention.py:212), q_lora_rank (projections; transformers refuses None,
+Read by the layers' constructors but by no cache page: index_n_heads (the indexer's query projection,
+common/attention.py:212; a member key all the same, as vLLM 0.31.0's own config class has no default for it),
+q_lora_rank (projections; transformers refuses None,
 configuration_glm5_next.py:220-221), mla_use_nope (rotary only, common/model.py:411),
 index_kpool_always_select_tail (refused when False at model build, common/model.py:156-164).
 
@@ -99,6 +100,10 @@ FAMILY = Family(
         _carried("text_config.kv_lora_rank"),
         _carried("text_config.qk_rope_head_dim"),
         _carried("text_config.index_topk"),
+        # no page reads it, but vLLM 0.31.0 reads the config with a class of its own that leaves it None
+        # (transformers_utils/configs/glm5_next.py:67 there) and the indexer's constructor asserts it
+        # (common/attention.py:241 there), so a member without it would not build at that release
+        _carried("text_config.index_n_heads"),
         _carried("text_config.index_head_dim"),
         _carried("text_config.index_kpool"),
         _carried("text_config.linear_attn_config.num_heads", TRANSLATED),
