@@ -97,13 +97,11 @@ def _domain(model: catalog.Model, only: dict[str, Sequence[Any] | None] | None =
     def wanted(p: dict[str, Any], axis: str, want: Sequence[Any] | None) -> bool:
         if not want:
             return True
-        if axis == "backend":
-            return p["backend"] in want or p["backend"].split("@")[0] in want
+        if axis in ("backend", "draft_backend"):  # by label or by name (every GPU); a draft's `target`: the draft's
+            label = p.get(axis, TARGET_BACKEND)  # layers at the target's backend, or no draft
+            return label in want or label.split("@")[0] in want
         if axis == "draft_dtype":  # `target`: the draft at the target's KV dtype (no dtype of its own), or no draft
             return p.get(axis, TARGET_DTYPE) in want
-        if axis == "draft_backend":  # `target`: the draft's layers at the target's backend, or no draft
-            own = p.get(axis, TARGET_BACKEND)
-            return own in want or own.split("@")[0] in want
         return p.get(axis) in want
 
     chosen = [p for p in _grid(model) if all(wanted(p, axis, want) for axis, want in (only or {}).items())]

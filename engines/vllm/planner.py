@@ -75,7 +75,7 @@ class Point:
     trtllm: bool | None = None  # FlashInfer's TRTLLM kernels obtainable (has_nvidia_artifactory); None: not assumed
     cuda_runtime: int | None = None  # the CUDA runtime's major version (get_cuda_runtime_major); None: not assumed
     draft_dtype: str | None = None  # --speculative-config's kv_cache_dtype: the draft's own; None: the target's
-    # the backend of an MTP or EAGLE3 draft's layers where it is not the target's: --speculative-config's
+    # the backend of an MTP, EAGLE3 or DFLASH draft's layers where it is not the target's: --speculative-config's
     # attention_backend, or, unpinned, the one vLLM selects at the draft's own KV dtype; None: the target's
     draft_backend: Backend | None = None
 
